@@ -1,0 +1,121 @@
+"""What every platform client provides (DESIGN §5 ``platform_clients/``).
+
+A client is pure: it turns a raw socket event ``(name, data)`` or a poll result into domain events
+(:mod:`sidecar.domain.events`) and declares the poll passes the RU Online / check-chat services run
+through ``platform.request``.  It does no I/O: Electron owns the platforms' sessions.
+
+Raw shapes are msgspec Structs in each project's module; the harness (``electron-stub``) encodes
+exactly those, so the contract lives in one place per platform.  All raw times are unix seconds.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import msgspec
+
+from sidecar.domain.events import DialogSnapshot, DomainEvent
+
+
+class UnknownRawEvent(ValueError):
+    """The raw event name is not one this platform sends (reported, never fatal)."""
+
+
+class BadRawEvent(ValueError):
+    """The raw event's data does not match its declared shape."""
+
+
+class Pass(msgspec.Struct, frozen=True):
+    """A poll the sidecar asks Electron to make (seed 003 "Зведення проходів").
+
+    ``period_s`` None: only on demand (login, socket reconnect, explicit triggers)."""
+
+    name: str  # our name for the pass, used in timers, logs and platform.poll frames
+    method: str  # platform.request method Electron calls
+    params: dict
+    period_s: float | None
+    purpose: str  # online | check_chat | check_mail | open_limits | likes
+
+
+class RawDialog(msgspec.Struct, kw_only=True):
+    """A dialog row of a Chathouse/Prime list (tab/criteria scroll).  ``dialogId`` null: the dialog
+    is not created yet.  ``lastMessage.from`` is ``ru`` | ``tu`` | ``system``."""
+
+    userId: str
+    dialogId: str | None = None
+    isOnline: bool = False
+    lastMessage: dict | None = None  # {"from", "at", "type", "body"}
+    lastTuMessageAt: float | None = None
+    chatLimit: int | None = None
+    mailLimit: int | None = None
+    blockedByMe: bool = False
+    blockedByUser: bool = False
+    mutualLike: bool = False
+    unansweredMailAt: float | None = None  # the RU's last unanswered letter, if any
+
+
+class RawDialogPage(msgspec.Struct):
+    dialogs: list[RawDialog] = []
+    next_cursor: int | None = None
+
+
+def snapshot_of(row: RawDialog) -> DialogSnapshot:
+    """Normalise a list row (Chathouse and Prime share the row shape)."""
+    lm = row.lastMessage or {}
+    return DialogSnapshot(
+        ru=row.userId, online=row.isOnline, last_from=lm.get("from"), last_at=lm.get("at"),
+        last_kind=lm.get("type"), last_tu_at=row.lastTuMessageAt, chat_limit=row.chatLimit,
+        mail_limit=row.mailLimit, blocked_by_tu=row.blockedByMe, blocked_by_ru=row.blockedByUser,
+        dialog_id=row.dialogId, mutual_like=row.mutualLike)
+
+
+class PlatformClient:
+    """Interface of one project's client.  Subclasses fill the class attributes."""
+
+    project: ClassVar[str]
+    has_limits: ClassVar[bool]  # Golden has no limits at all (seed 003 Open Limits)
+    like_kinds: ClassVar[frozenset[str]]
+    passes: ClassVar[tuple[Pass, ...]]
+    has_read_stats: ClassVar[bool]  # Prime has no read statistics (DESIGN §12.1)
+    decoders: ClassVar[dict[str, Callable[[str, Any], list[DomainEvent]]]]
+
+    @classmethod
+    def decode_event(cls, tu: str, name: str, data: Any) -> list[DomainEvent]:
+        """Raw socket event → domain events.  Raises UnknownRawEvent / BadRawEvent."""
+        fn = cls.decoders.get(name)
+        if fn is None:
+            raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}")
+        try:
+            return fn(tu, data)
+        except (msgspec.ValidationError, TypeError, KeyError) as exc:
+            raise BadRawEvent(f"{cls.project} {name}: {exc}") from exc
+
+    @classmethod
+    def pass_named(cls, name: str) -> Pass:
+        for p in cls.passes:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @staticmethod
+    def is_freeloader(fav: dict) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @classmethod
+    def decode_online(cls, result: Any) -> tuple[set[str], list[DialogSnapshot]]:
+        """Online pass result → (online RU ids, dialog snapshots if the pass carries them)."""
+        page = msgspec.convert(result, RawDialogPage)
+        snaps = [snapshot_of(r) for r in page.dialogs]
+        return {s.ru for s in snaps if s.online}, snaps
+
+    @classmethod
+    def decode_dialogs(cls, result: Any) -> tuple[list[DialogSnapshot], int | None]:
+        page = msgspec.convert(result, RawDialogPage)
+        return [snapshot_of(r) for r in page.dialogs], page.next_cursor
+
+
+def convert(data: Any, typ: type):
+    """msgspec.convert with the platform error type."""
+    try:
+        return msgspec.convert(data, typ)
+    except msgspec.ValidationError as exc:
+        raise BadRawEvent(str(exc)) from exc

@@ -1,0 +1,149 @@
+"""Prime (seed 003): criteria scrolls, live restriction API, no read statistics.
+
+Raw socket events (all times unix seconds):
+
+* ``MessageSent`` :class:`MessageSent` — a message either way (``senderId`` tells the direction).
+  ``type``: ``message``; ``likephoto`` / ``wink`` / ``like_newsfeed_post`` (Like); ``system``
+  (e.g. "limits opened" → Open Limits after a live limits check).
+* ``email`` :class:`Email` — a platform letter either way (Unanswered mail when from the RU).
+* ``dialog_created`` :class:`DialogCreated` — a dialog appeared (Open Limits after a live check).
+* ``blockStatus`` :class:`BlockStatus`; ``chatRequest`` / ``incomingEmail`` as Golden's.
+
+Requests:
+
+* ``dialogs {"criteria": [...], "cursor"?}`` → :class:`~platform_clients.base.RawDialogPage`:
+  ``["active","online"]`` every 60 s (RU Online), ``["unanswered"]`` at check chat,
+  ``[]`` (all; the only place likes show, DESIGN §12.5) at check chat, ``["active"]`` one page of 15
+  per 120 s with a stateful cursor back to 7 days (Open Limits, DESIGN §12.3).
+* ``inbox_unanswered {}`` → ``{"mails": [{"ru","id","at"}]}`` — check mail, at login only.
+* ``chat_restriction {"ru"}`` → ``{"chatLimit","mailLimit"}`` — the live limits
+  (``POST /platform/chat/restriction``).
+* ``correspondence_get {"ru"}`` / ``emails_history {"ru"}`` → ``{"mails": [{"id","from","at"}]}``.
+
+Freeloader: fewer than 11 paid actions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from platform_clients.base import Pass, PlatformClient, convert
+from platform_clients.golden import ChatRequest, IncomingEmail, _chat_request, _email
+from sidecar.domain import events as ev
+
+LIKE_TYPES = frozenset({"likephoto", "wink", "like_newsfeed_post"})
+
+__all__ = ["PrimeClient", "MessageSent", "Email", "DialogCreated", "BlockStatus", "ChatRequest",
+           "IncomingEmail", "LIKE_TYPES", "UnansweredMail", "Restriction"]
+
+
+class MessageSent(msgspec.Struct):
+    id: str
+    type: str
+    senderId: str
+    recipientId: str
+    at: float
+    text: str = ""
+
+
+class Email(msgspec.Struct):
+    id: str
+    senderId: str
+    recipientId: str
+    at: float
+
+
+class DialogCreated(msgspec.Struct):
+    dialogId: str
+    ruId: str
+    at: float
+
+
+class BlockStatus(msgspec.Struct):
+    senderId: str
+    recipientId: str
+    blocked: bool
+    at: float
+
+
+class UnansweredMail(msgspec.Struct):
+    ru: str
+    id: str
+    at: float
+
+
+class InboxUnanswered(msgspec.Struct):
+    mails: list[UnansweredMail] = []
+
+
+class Restriction(msgspec.Struct):
+    chatLimit: int = 0
+    mailLimit: int = 0
+
+
+def _message(tu: str, data: Any) -> list[ev.DomainEvent]:
+    m = convert(data, MessageSent)
+    outgoing = m.senderId == tu
+    ru = m.recipientId if outgoing else m.senderId
+    if outgoing:
+        return [ev.ChatOut(tu=tu, ru=ru, at=m.at, msg_id=m.id)] if m.type == "message" else []
+    if m.type in LIKE_TYPES:
+        return [ev.LikeIn(tu=tu, ru=ru, at=m.at, kind=m.type)]
+    if m.type == "system":
+        return [ev.OpenLimitsSignal(tu=tu, ru=ru, at=m.at, reason="system", source="socket",
+                                    needs_live_limits=True)]
+    return [ev.ChatIn(tu=tu, ru=ru, at=m.at, msg_id=m.id, body=m.text)]
+
+
+def _email_letter(tu: str, data: Any) -> list[ev.DomainEvent]:
+    e = convert(data, Email)
+    if e.senderId == tu:
+        return [ev.MailOut(tu=tu, ru=e.recipientId, at=e.at, mail_id=e.id)]
+    return [ev.MailIn(tu=tu, ru=e.senderId, at=e.at, mail_id=e.id, source="socket")]
+
+
+def _dialog_created(tu: str, data: Any) -> list[ev.DomainEvent]:
+    d = convert(data, DialogCreated)
+    return [ev.OpenLimitsSignal(tu=tu, ru=d.ruId, at=d.at, reason="dialog_created",
+                                source="dialog_created", needs_live_limits=True)]
+
+
+def _block(tu: str, data: Any) -> list[ev.DomainEvent]:
+    b = convert(data, BlockStatus)
+    by, ru = ("tu", b.recipientId) if b.senderId == tu else ("ru", b.senderId)
+    return [ev.BlockChanged(tu=tu, ru=ru, at=b.at, by=by, blocked=b.blocked)]
+
+
+class PrimeClient(PlatformClient):
+    project = "prime"
+    has_limits = True
+    has_read_stats = False
+    like_kinds = LIKE_TYPES
+    passes = (
+        Pass("online", "dialogs", {"criteria": ["active", "online"]}, 60.0, "online"),
+        Pass("check_chat", "dialogs", {"criteria": ["unanswered"]}, 1800.0, "check_chat"),
+        Pass("likes", "dialogs", {"criteria": []}, 1800.0, "likes"),
+        Pass("check_mail", "inbox_unanswered", {}, None, "check_mail"),
+        Pass("open_limits", "dialogs", {"criteria": ["active"]}, 120.0, "open_limits"),
+    )
+    decoders = {
+        "MessageSent": _message,
+        "email": _email_letter,
+        "dialog_created": _dialog_created,
+        "blockStatus": _block,
+        "chatRequest": _chat_request,
+        "incomingEmail": _email,
+    }
+
+    @staticmethod
+    def is_freeloader(fav: dict) -> bool:
+        return (fav.get("paid_actions") or 0) < 11
+
+    @staticmethod
+    def decode_unanswered_mail(result: Any) -> list[UnansweredMail]:
+        return msgspec.convert(result, InboxUnanswered).mails
+
+    @staticmethod
+    def decode_restriction(result: Any) -> Restriction:
+        return msgspec.convert(result, Restriction)

@@ -1,0 +1,204 @@
+"""The bridge's method catalogue (DESIGN §4): one msgspec Struct per method's params, both
+directions.  ``sidecar schema`` prints the JSON Schema generated from these Structs; it is the
+truth for the Electron team.  Unknown fields are ignored (msgspec's default), so Electron may
+send more than we read.
+
+Times on the wire are unix seconds (UTC) as floats unless a field says ISO.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """Base of every params Struct."""
+
+
+# ---- Electron → sidecar -------------------------------------------------------------------
+
+class Auth(Params, kw_only=True):
+    """First frame of every connection; ``token`` is the per-launch secret."""
+
+    token: str
+    client: str = "electron"
+    version: str = ""
+
+
+class SessionLogin(Params, kw_only=True):
+    """The operator opened a TU; runs restore (DESIGN §9)."""
+
+    tu: str
+    project: str
+    operator: str = ""
+
+
+class SessionLogout(Params, kw_only=True):
+    tu: str
+
+
+class PlatformEvent(Params, kw_only=True):
+    """A raw platform socket event, as the platform sent it (platform_clients decode it)."""
+
+    project: str
+    tu: str
+    name: str
+    data: Any
+    received_at: float | None = None
+
+
+class PlatformPoll(Params, kw_only=True):
+    """A poll result Electron made on its own (same shape as the platform.request answer)."""
+
+    project: str
+    tu: str
+    pass_: str = msgspec.field(name="pass")
+    data: Any = None
+
+
+class FavoriteUpdate(Params, kw_only=True):
+    """A favorite's attributes changed (Stack or the operator's UI); absent fields keep value."""
+
+    tu: str
+    ru: str
+    project: str | None = None
+    active: bool | None = None
+    is_white: bool | None = None
+    spend_30d_usd: float | None = None
+    spend_total_usd: float | None = None
+    paid_actions: int | None = None
+    paid_with_bonuses_only: bool | None = None
+    chat_limit: int | None = None
+    mail_limit: int | None = None
+    blocked_by_tu: bool | None = None
+    blocked_by_ru: bool | None = None
+
+
+class TaskClose(Params, kw_only=True):
+    """The operator acted on a task (answered / dismissed)."""
+
+    task_id: str
+    reason: str = "answered"
+
+
+class StreamAck(Params, kw_only=True):
+    """Outbound frames up to ``seq`` are shown."""
+
+    seq: int
+
+
+class ClockAdvance(Params, kw_only=True):
+    """Virtual clock only: run every timer due up to ``t`` (unix seconds), then answer."""
+
+    t: float
+
+
+class TasksList(Params, kw_only=True):
+    tu: str | None = None
+
+
+class Status(Params, kw_only=True):
+    pass
+
+
+INBOUND: dict[str, type[Params]] = {
+    "auth": Auth,
+    "session.login": SessionLogin,
+    "session.logout": SessionLogout,
+    "platform.event": PlatformEvent,
+    "platform.poll": PlatformPoll,
+    "favorite.update": FavoriteUpdate,
+    "task.close": TaskClose,
+    "stream.ack": StreamAck,
+    "clock.advance_to": ClockAdvance,
+    "tasks.list": TasksList,
+    "status": Status,
+}
+
+
+# ---- sidecar → Electron -------------------------------------------------------------------
+
+class TaskView(msgspec.Struct, kw_only=True):
+    """A task as Electron shows it."""
+
+    task_id: str
+    type: str
+    project: str
+    tu: str
+    ru: str
+    source: str
+    created_at: float
+    deadline: float
+    vip: str | None = None
+    meta: dict = {}
+
+
+class TaskCreated(Params, kw_only=True):
+    seq: int = 0  # set by the bridge's resumable stream
+    task: TaskView
+
+
+class TaskClosed(Params, kw_only=True):
+    seq: int = 0
+    task_id: str
+    type: str
+    tu: str
+    ru: str
+    reason: str
+    closed_at: float
+
+
+class ChainAttempt(Params, kw_only=True):
+    """Diagnostic for the trace: one roll of a Follow-up chain (DESIGN §7)."""
+
+    seq: int = 0
+    tu: str
+    ru: str
+    step: int
+    chance: float
+    hit: bool
+    outcome: str
+    at: float
+
+
+class SenderState(Params, kw_only=True):
+    seq: int = 0
+    sender: str
+    state: str
+    code: int = 0
+    note: str = ""
+    at: float = 0.0
+
+
+class PlatformRequest(Params, kw_only=True):
+    """The sidecar asks Electron to call a platform API with the operator's session."""
+
+    project: str
+    tu: str
+    method: str
+    params: dict = {}
+
+
+OUTBOUND: dict[str, type[Params]] = {
+    "task.created": TaskCreated,
+    "task.closed": TaskClosed,
+    "chain.attempt": ChainAttempt,
+    "sender.state": SenderState,
+    "platform.request": PlatformRequest,
+}
+
+
+def json_schema() -> dict:
+    """JSON Schema of every frame's params, keyed by direction and method."""
+    names = list(INBOUND) + list(OUTBOUND)
+    types = list(INBOUND.values()) + list(OUTBOUND.values())
+    schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "operator-sidecar bridge protocol",
+        "envelope": "JSON-RPC 2.0 text frames",
+        "inbound": dict(zip(list(INBOUND), schemas[: len(INBOUND)])),
+        "outbound": dict(zip(list(OUTBOUND), schemas[len(INBOUND):])),
+        "$defs": components,
+    }
