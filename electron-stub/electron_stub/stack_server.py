@@ -1,0 +1,285 @@
+"""The reference Stack (DESIGN §9): real HTTP on 127.0.0.1, a free port, fault injection.
+
+Rules / theory of operation
+---------------------------
+* Endpoints (JSON bodies, all instants unix seconds):
+
+  - ``GET /v1/tus/{tu}/startup`` → ``{"tu", "favorites": [{"ru","project","active","is_white",
+    "spend_30d_usd","spend_total_usd","paid_actions","paid_with_bonuses_only","chat_limit",
+    "mail_limit","blocked_by_tu","blocked_by_ru","markers": {...}}], "history": [{"task_id","type",
+    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``.
+  - ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}`` body ``{"value": marker | null}`` (null
+    clears) → ``{"ok": true, "tu", "ru", "name", "value"}``.
+  - ``POST /v1/tus/{tu}/tasks`` body ``{"event": "created"|"closed", "task": {... "task_id"}}`` —
+    merged into the TU's history by ``task_id`` → ``{"ok": true, "task_id"}``.
+  - ``POST /v1/tus/{tu}/candidates`` body: any JSON object → ``{"ok": true}``.
+  - ``GET /v1/health`` → ``{"ok": true}`` (not subject to faults).
+
+* Every write needs an ``Idempotency-Key`` header: without one → 400.  A key whose write was
+  acknowledged returns the first answer again and changes nothing (counted as a duplicate).  A
+  bad body → 400, an unknown path → 404; neither records the key.
+* Faults (scenario ``stack`` lines, :meth:`StackServer.set_fault`):
+  ``down`` — every request (reads too) is refused by closing the connection without answering
+  (the client sees the connection drop, as with a dead backend behind a proxy); ``up`` — back;
+  ``error_rate p`` — a write answers 500 when the keyed draw over ``(seed, idem_key, attempt#)`` is
+  below ``p`` (attempt# counts the arrivals of that key, so retries draw anew and a replay of the
+  same run draws the same); ``latency s`` — every request sleeps ``min(s, 2)`` real seconds.
+* Every acknowledged write is recorded with the harness's current virtual instant
+  (``now_fn()``), so the trace can show ``marker.acked`` lines.  ``favorite`` timeline lines update
+  the favorites served from then on (:meth:`update_favorite`).
+* Shared state is guarded by one lock; handlers run in the server's threads.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import unquote
+
+from electron_stub import keyed
+from electron_stub import scenario as sc
+
+FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
+            "paid_with_bonuses_only", "chat_limit", "mail_limit", "blocked_by_tu", "blocked_by_ru")
+MAX_LATENCY_S = 2.0
+_ROUTES = [
+    ("GET", re.compile(r"^/v1/tus/([^/]+)/startup$"), "startup"),
+    ("PUT", re.compile(r"^/v1/tus/([^/]+)/favorites/([^/]+)/markers/([^/]+)$"), "marker"),
+    ("POST", re.compile(r"^/v1/tus/([^/]+)/tasks$"), "task"),
+    ("POST", re.compile(r"^/v1/tus/([^/]+)/candidates$"), "candidate"),
+]
+
+
+class StackServer:
+    """The reference Stack.  ``seed`` keys the error-rate draws; ``now_fn`` gives the harness's
+    virtual instant (unix seconds) for the record of acknowledged writes."""
+
+    def __init__(self, seed: int = 0, now_fn: Callable[[], float | None] = lambda: None) -> None:
+        self.seed, self.now_fn = seed, now_fn
+        self.lock = threading.Lock()
+        self.favorites: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> ru -> favorite
+        self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
+        self.candidates: dict[str, list[Any]] = {}
+        self.idem: dict[str, tuple[int, bytes]] = {}  # key -> first answer
+        self.attempts: dict[str, int] = {}
+        self.acked: list[dict[str, Any]] = []  # {"at","kind","tu","ru"?,"name"?,"value"?,"key"}
+        self.counters = {"acked": 0, "faulted": 0, "duplicates": 0, "bad_requests": 0, "reads": 0,
+                         "refused": 0}
+        self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Bind 127.0.0.1 on a free port, serve in a daemon thread; returns the base URL."""
+        outer = self
+
+        class Handler(_Handler):
+            stack = outer
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="stack-server", daemon=True)
+        self._thread.start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    # ---- world ----------------------------------------------------------------------------
+
+    def seed_from_scenario(self, scenario: sc.Scenario) -> None:
+        """Load the initial favorites (with markers) and prior task history."""
+        with self.lock:
+            for line in scenario.world:
+                if isinstance(line, sc.Favorite):
+                    fav = self._fav(line.project, line.tu, line.ru)
+                    fav.update(line.changes())
+                    fav["markers"] = dict(line.markers or {})
+            for line in scenario.world:
+                if isinstance(line, sc.History):
+                    t = line.task
+                    created = scenario.abs(t.created_at)
+                    fav = self.favorites.get(line.tu, {}).get(line.ru, {})
+                    self.history.setdefault(line.tu, {})[t.task_id] = {
+                        "task_id": t.task_id, "type": t.type, "project": line.project, "tu": line.tu,
+                        "ru": line.ru, "source": t.source, "created_at": created,
+                        "deadline": created + keyed.TTL_S.get(t.type, 0),
+                        "closed_at": None if t.closed_at is None else scenario.abs(t.closed_at),
+                        "reason": t.reason, "vip": keyed.vip_tier(fav.get("spend_30d_usd"))}
+
+    def _fav(self, project: str, tu: str, ru: str) -> dict[str, Any]:
+        favs = self.favorites.setdefault(tu, {})
+        if ru not in favs:
+            favs[ru] = {"ru": ru, "project": project, "active": True, "is_white": False,
+                        "spend_30d_usd": 0.0, "spend_total_usd": 0.0, "paid_actions": 0,
+                        "paid_with_bonuses_only": False, "chat_limit": None, "mail_limit": None,
+                        "blocked_by_tu": False, "blocked_by_ru": False, "markers": {}}
+        return favs[ru]
+
+    def update_favorite(self, project: str, tu: str, ru: str, changes: dict[str, Any]) -> None:
+        """A favorite's attributes changed (``favorite`` / ``limits`` / ``block`` lines)."""
+        with self.lock:
+            self._fav(project, tu, ru).update({k: v for k, v in changes.items() if k in FAV_KEYS})
+
+    def set_fault(self, mode: str, value: float | None = None) -> None:
+        """Apply a scenario ``stack`` line: ``down``, ``up``, ``error_rate p``, ``latency s``."""
+        with self.lock:
+            if mode == "down":
+                self.mode["down"] = True
+            elif mode == "up":
+                self.mode["down"] = False
+            elif mode == "error_rate":
+                self.mode["error_rate"] = float(value or 0.0)
+            elif mode == "latency":
+                self.mode["latency"] = min(float(value or 0.0), MAX_LATENCY_S)
+            else:
+                raise ValueError(f"unknown stack fault mode {mode!r}")
+
+    def marker(self, tu: str, ru: str, name: str) -> Any:
+        """The marker Stack holds now (None = absent)."""
+        with self.lock:
+            return (self.favorites.get(tu, {}).get(ru, {}).get("markers") or {}).get(name)
+
+    def startup(self, tu: str) -> dict[str, Any]:
+        with self.lock:
+            favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
+            hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
+            return {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+
+    def acked_markers(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(a) for a in self.acked if a["kind"] == "marker"]
+
+    # ---- request handling (called from handler threads) -----------------------------------
+
+    def handle(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, bytes] | None:
+        """One request → (status, JSON body), or None to drop the connection (``down``)."""
+        if method == "GET" and path == "/v1/health":
+            return 200, b'{"ok":true}'
+        with self.lock:
+            down, latency, rate = self.mode["down"], self.mode["latency"], self.mode["error_rate"]
+        if latency > 0:
+            time.sleep(latency)
+        if down:
+            with self.lock:
+                self.counters["refused"] += 1
+            return None
+        route = next(((name, m.groups()) for meth, rx, name in _ROUTES
+                      if meth == method and (m := rx.match(path))), None)
+        if route is None:
+            return self._bad(404, f"no route {method} {path}")
+        name, groups = route
+        args = [unquote(g) for g in groups]
+        if name == "startup":
+            with self.lock:
+                self.counters["reads"] += 1
+            return 200, _dump(self.startup(args[0]))
+        key = headers.get("Idempotency-Key")
+        if not key:
+            return self._bad(400, "Idempotency-Key header is required on writes")
+        with self.lock:
+            if key in self.idem:
+                self.counters["duplicates"] += 1
+                return self.idem[key]
+            attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
+        if rate > 0 and keyed.chance(self.seed, rate, "stack-error", key, attempt):
+            with self.lock:
+                self.counters["faulted"] += 1
+            return 500, _dump({"error": "injected fault", "attempt": attempt})
+        try:
+            data = json.loads(body or b"null")
+        except ValueError:
+            return self._bad(400, "body is not JSON")
+        if not isinstance(data, dict):
+            return self._bad(400, "body must be a JSON object")
+        with self.lock:
+            if key in self.idem:  # a concurrent twin won the race
+                self.counters["duplicates"] += 1
+                return self.idem[key]
+            answer = getattr(self, "_w_" + name)(*args, data, key)
+            if answer[0] == 200:
+                self.idem[key] = answer
+                self.counters["acked"] += 1
+            else:
+                self.counters["bad_requests"] += 1
+            return answer
+
+    def _bad(self, status: int, what: str) -> tuple[int, bytes]:
+        with self.lock:
+            self.counters["bad_requests"] += 1
+        return status, _dump({"error": what})
+
+    def _record(self, **rec: Any) -> None:
+        self.acked.append({"at": self.now_fn(), **rec})
+
+    # writes: called with the lock held
+
+    def _w_marker(self, tu: str, ru: str, name: str, data: dict, key: str) -> tuple[int, bytes]:
+        if "value" not in data:
+            return 400, _dump({"error": "body needs value (null clears)"})
+        value = data["value"]
+        fav = self.favorites.setdefault(tu, {}).get(ru)
+        if fav is None:
+            fav = self.favorites[tu][ru] = {"ru": ru, "project": None, "markers": {}}
+        markers = fav.setdefault("markers", {})
+        if value is None:
+            markers.pop(name, None)
+        else:
+            markers[name] = value
+        self._record(kind="marker", tu=tu, ru=ru, name=name, value=value, key=key)
+        return 200, _dump({"ok": True, "tu": tu, "ru": ru, "name": name, "value": value})
+
+    def _w_task(self, tu: str, data: dict, key: str) -> tuple[int, bytes]:
+        task = data.get("task")
+        if data.get("event") not in ("created", "closed") or not isinstance(task, dict) or not task.get("task_id"):
+            return 400, _dump({"error": "body needs event created|closed and task.task_id"})
+        hist = self.history.setdefault(tu, {})
+        hist.setdefault(task["task_id"], {}).update(task)
+        self._record(kind="task", tu=tu, ru=task.get("ru"), event=data["event"], task_id=task["task_id"], key=key)
+        return 200, _dump({"ok": True, "task_id": task["task_id"]})
+
+    def _w_candidate(self, tu: str, data: dict, key: str) -> tuple[int, bytes]:
+        self.candidates.setdefault(tu, []).append(data)
+        self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
+        return 200, _dump({"ok": True})
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    stack: StackServer  # set by StackServer.start
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def _serve(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n > 0 else b""
+        out = self.stack.handle(self.command, self.path.split("?", 1)[0], self.headers, body)
+        if out is None:  # down: drop the connection without an answer
+            self.close_connection = True
+            return
+        status, payload = out
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_PUT = do_POST = do_DELETE = _serve
