@@ -65,7 +65,7 @@ def snapshot_of(row: RawDialog) -> DialogSnapshot:
         ru=row.userId, online=row.isOnline, last_from=lm.get("from"), last_at=lm.get("at"),
         last_kind=lm.get("type"), last_tu_at=row.lastTuMessageAt, chat_limit=row.chatLimit,
         mail_limit=row.mailLimit, blocked_by_tu=row.blockedByMe, blocked_by_ru=row.blockedByUser,
-        dialog_id=row.dialogId, mutual_like=row.mutualLike)
+        dialog_id=row.dialogId, mutual_like=row.mutualLike, unanswered_mail_at=row.unansweredMailAt)
 
 
 class PlatformClient:

@@ -117,3 +117,4 @@ class DialogSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     blocked_by_ru: bool = False
     dialog_id: str | None = None  # None: dialog not created yet (Chathouse tab new)
     mutual_like: bool = False
+    unanswered_mail_at: float | None = None  # the RU's last unanswered letter (tab new)

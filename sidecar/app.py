@@ -1,0 +1,308 @@
+"""The application: bridge ⇄ engine ⇄ store/Stack.  The only place that does I/O for the domain.
+
+Rules / theory of operation
+---------------------------
+* One asyncio lock serialises every step (inbound frame, timer, platform answer): the engine is
+  single-threaded by construction and SQLite sees one writer.
+* A step's store ops commit in ONE transaction; only then are its notifications sent, so
+  Electron never shows a task a crash could lose.  Then its platform requests run: awaited inline
+  on the virtual clock (a replay is deterministic), as background tasks on the wall clock (a slow
+  platform scroll never holds up socket events).
+* Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
+  runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
+  everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
+* Stack writes leave only through the outbox pump; a Stack outage never blocks a step.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from urllib.parse import unquote
+from typing import Any, Callable
+
+import msgspec
+
+from bridge import BridgeServer
+from bridge.errors import InvalidParams, MethodNotFound, RpcError
+from platform_clients import BadRawEvent, UnknownRawEvent
+from sidecar import PROTOCOL_VERSION, __version__
+from sidecar import protocol as p
+from sidecar.config import Settings
+from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
+from sidecar.core.rng import KeyedRandom
+from sidecar.engine import Engine, EngineError
+from sidecar.services import default_services
+from sidecar.services.base import Request, Step
+from sidecar.stack.client import StackClient, seg
+from sidecar.stack.errors import StackError
+from sidecar.stack.outbox import OutboxPump
+from sidecar.store.db import Store
+from sidecar.tu import TuRuntime
+
+log = logging.getLogger("sidecar.app")
+
+HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
+
+
+def make_clock(settings: Settings) -> Clock:
+    if settings.clock == "virtual":
+        return VirtualClock()
+    if settings.time_scale:
+        return ScaledClock(settings.time_scale)
+    return WallClock()
+
+
+class SidecarApp:
+    """Owns the clock, engine, store, Stack client, outbox pump and bridge of one process."""
+
+    def __init__(self, settings: Settings, store: Store, *, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or make_clock(settings)  # the one clock
+        self.engine = Engine(KeyedRandom(settings.seed), default_services)
+        self.store = store  # SQLite, opened (and locked) by the caller
+        self.stack = StackClient(settings.stack_url) if settings.stack_url else None
+        self.pump = OutboxPump(store, self.stack) if self.stack else None
+        self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
+                                   port=settings.port, max_frame=settings.max_frame,
+                                   allowed_origins=settings.allowed_origins)
+        self._lock = asyncio.Lock()  # one step at a time
+        self._outbox_due: float | None = None  # earliest outbox row to try, None = nothing queued
+        self._wake = asyncio.Event()  # wall clock: a timer or outbox row became due sooner
+        self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
+        self.acked = 0  # Stack writes acknowledged (status)
+
+    # lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> int:
+        self._outbox_due = await self.store.outbox_next_due()
+        port = await self.bridge.start()
+        if not self.clock.virtual:
+            self._spawn(self._ticker())
+        return port
+
+    async def close(self) -> None:
+        for t in list(self._bg):
+            t.cancel()
+        await asyncio.gather(*self._bg, return_exceptions=True)
+        await self.bridge.close()
+        if self.pump is not None and self._outbox_due is not None and self._now_or_none() is not None:
+            try:  # flush what we can (DESIGN §3); anything left stays queued for the next start
+                await asyncio.wait_for(self.pump.run_due(self.clock.now()), 3.0)
+            except Exception as exc:  # noqa: BLE001 - best effort at exit
+                log.info("outbox flush at exit incomplete: %s", exc)
+        if self.stack is not None:
+            await self.stack.close()
+
+    def _now_or_none(self) -> float | None:
+        try:
+            return self.clock.now()
+        except RuntimeError:
+            return None
+
+    # bridge handler ---------------------------------------------------------------------------
+    async def handle(self, method: str, params: Any) -> Any:
+        typ = p.INBOUND.get(method)
+        if typ is None or method in ("auth", "stream.ack"):
+            raise MethodNotFound(f"unknown method {method!r}")
+        try:
+            args = msgspec.convert(params if params is not None else {}, typ)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"{method}: {exc}") from None
+        try:
+            return await self._dispatch(method, args)
+        except (EngineError, BadRawEvent, UnknownRawEvent, KeyError) as exc:
+            raise InvalidParams(str(exc).strip("'\"")) from None
+
+    async def _dispatch(self, method: str, a: Any) -> Any:
+        if method == "clock.advance_to":
+            return await self.advance_to(a.t)
+        if method == "status":
+            return self.status()
+        self._require_clock()
+        if method == "session.login":
+            return await self.login(a)
+        if method == "session.logout":
+            await self.step(lambda s: self.engine.logout(s, a.tu))
+            return {"ok": True}
+        if method == "platform.event":
+            n = await self.step(lambda s: self.engine.platform_event(s, a.tu, a.project, a.name, a.data))
+            return {"ok": True, "events": n}
+        if method == "platform.poll":
+            return await self.poll(a)
+        if method == "favorite.update":
+            changes = {k: v for k, v in msgspec.structs.asdict(a).items()
+                       if k not in ("tu", "ru", "project") and v is not None}
+            await self.step(lambda s: self.engine.favorite_update(s, a.tu, a.ru, changes))
+            return {"ok": True}
+        if method == "task.close":
+            closed = await self.step(lambda s: self.engine.task_close(s, a.task_id, a.reason))
+            return {"ok": True, "closed": closed}
+        if method == "tasks.list":
+            from sidecar.factory import _view
+            return [_view(t) for t in self.engine.open_tasks(a.tu)]
+        raise MethodNotFound(f"unknown method {method!r}")
+
+    def _require_clock(self) -> None:
+        if isinstance(self.clock, VirtualClock) and not self.clock.is_set:
+            raise InvalidParams("virtual clock not set: send clock.advance_to first")
+
+    # steps ------------------------------------------------------------------------------------
+    async def step(self, fn: Callable[[Step], Any]) -> Any:
+        """Run ``fn`` as one step under the lock and carry out its effects."""
+        async with self._lock:
+            return await self._step_locked(fn)
+
+    async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
+        step = Step(now=self.clock.now() if now is None else now)
+        result = fn(step)
+        await self._finish(step)
+        return result
+
+    async def _finish(self, step: Step) -> None:
+        if step.ops:
+            await self.store.commit(step.ops)
+        for method, params in step.notes:
+            self.bridge.notify(method, params)
+        if step.outbox:
+            if self._outbox_due is None or self._outbox_due > step.now:
+                self._outbox_due = step.now
+                self._wake.set()
+        for rt, req in step.requests:
+            if self.clock.virtual:
+                result, error = await self._platform_request(rt, req)
+                await self._step_locked(lambda s: self.engine.request_done(s, rt, req, result, error))
+            else:
+                self._spawn(self._request_bg(rt, req))
+        if not self.clock.virtual:
+            self._wake.set()
+
+    async def _platform_request(self, rt: TuRuntime, req: Request) -> tuple[Any, str | None]:
+        params = p.PlatformRequest(project=rt.project, tu=rt.tu, method=req.method, params=req.params)
+        try:
+            res = await self.bridge.request("platform.request", params,
+                                            timeout=self.settings.request_timeout_s)
+            return res, None
+        except Exception as exc:  # noqa: BLE001 - any failure is an answer: the pass retries later
+            return None, f"{type(exc).__name__}: {exc}"
+
+    async def _request_bg(self, rt: TuRuntime, req: Request) -> None:
+        result, error = await self._platform_request(rt, req)
+        await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+
+    # time -------------------------------------------------------------------------------------
+    async def advance_to(self, t: float) -> dict:
+        """Virtual clock: run everything due up to ``t`` (unix seconds) in order."""
+        if not isinstance(self.clock, VirtualClock):
+            raise InvalidParams("clock.advance_to needs --clock virtual")
+        if not math.isfinite(t):
+            raise InvalidParams("t must be a finite number of unix seconds")
+        async with self._lock:
+            clock = self.clock
+            if not clock.is_set:
+                clock.advance_to(t)
+            while True:
+                nxt = self.engine.scheduler.next_due()
+                od = self._outbox_due
+                if od is not None and od <= clock.now():
+                    await self._pump_locked()
+                    continue
+                due = min(x for x in (nxt, od, t) if x is not None)
+                if due > t:
+                    break
+                clock.advance_to(due)
+                if nxt is not None and nxt <= due:
+                    await self._step_locked(self.engine.fire, now=max(nxt, clock.now()))
+                elif od is not None and od <= due:
+                    await self._pump_locked()
+                else:
+                    break
+            clock.advance_to(t)
+            return {"now": clock.now()}
+
+    async def _pump_locked(self) -> None:
+        if self.pump is None:
+            self._outbox_due = None
+            return
+        res = await self.pump.run_due(self.clock.now())
+        self.acked += len(res.acked)
+        self._outbox_due = res.next_due
+
+    async def _ticker(self) -> None:
+        """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
+        while True:
+            async with self._lock:
+                now = self.clock.now()
+                while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
+                    await self._step_locked(self.engine.fire, now=now)
+                if self._outbox_due is not None and self._outbox_due <= now:
+                    try:
+                        await self._pump_locked()
+                    except Exception:  # noqa: BLE001 - keep ticking; rows stay queued
+                        log.exception("outbox pump failed")
+                        self._outbox_due = now + 5.0
+                wait = min((x for x in (self.engine.scheduler.next_due(), self._outbox_due)
+                            if x is not None), default=now + 60.0) - self.clock.now()
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(0.0, self.clock.real_delay(wait)))
+            except asyncio.TimeoutError:
+                pass
+
+    # sessions ---------------------------------------------------------------------------------
+    async def login(self, a: p.SessionLogin) -> dict:
+        from platform_clients import client_for
+        client_for(a.project)  # KeyError → -32602 before any I/O
+        startup = None
+        if self.stack is not None:
+            try:
+                startup = await self.stack.startup(a.tu)
+            except StackError as exc:
+                log.warning("Stack startup for %s unavailable (%s): restoring from local state",
+                            a.tu, exc)
+        now = self.clock.now()
+        favorites = await self.store.favorites(a.tu)
+        tasks = await self.store.tasks_for(a.tu, since=now - HISTORY_WINDOW_S)
+        open_ids = {t.task_id for t in tasks}
+        tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
+        pending = await self._pending_markers(a.tu)
+        state = {"passes": await self.store.states(a.tu, "passes")}
+        for scope in ("follow_up_message",):
+            state[scope] = await self.store.states(a.tu, scope)
+        await self.step(lambda s: self.engine.login(
+            s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
+            local_tasks=tasks, pending_markers=pending, local_state=state))
+        rt = self.engine.tus[a.tu]
+        return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
+                "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
+
+    async def _pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
+        """Unacknowledged marker writes of ``tu``, newest per (ru, name) (DESIGN §9 precedence)."""
+        out: dict[tuple[str, str], Any] = {}
+        prefix = f"/v1/tus/{seg(tu)}/favorites/"
+        for row in await self.store.outbox_rows():
+            if row.kind == "marker" and row.path.startswith(prefix):
+                ru, _, name = row.path[len(prefix):].partition("/markers/")
+                out[(unquote(ru), unquote(name))] = msgspec.json.decode(row.body).get("value")
+        return out
+
+    async def poll(self, a: p.PlatformPoll) -> dict:
+        """Electron pushed a poll result itself: handled like the answer to our own request."""
+        rt = self.engine.tus.get(a.tu)
+        if rt is None or not rt.logged_in:
+            raise InvalidParams(f"TU {a.tu!r} is not logged in")
+        pass_ = rt.client.pass_named(a.pass_)
+        req = Request("passes", pass_.method, dict(pass_.params), pass_.name)
+        await self.step(lambda s: self.engine.request_done(s, rt, req, a.data, None))
+        return {"ok": True}
+
+    def status(self) -> dict:
+        return {"version": __version__, "protocol": PROTOCOL_VERSION,
+                "clock": "virtual" if self.clock.virtual else "wall", "now": self._now_or_none(),
+                "tus": sorted(self.engine.tus), "open_tasks": len(self.engine.factory.open),
+                "timers": len(self.engine.scheduler), "events_in": self.engine.events_in,
+                "stack_acked": self.acked, "outbox_due": self._outbox_due}
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)

@@ -1,0 +1,53 @@
+"""Settings (pydantic-settings): environment ``SIDECAR_*``, overridden by ``sidecar serve`` flags.
+
+The data dir defaults to the OS's per-user app data folder (platformdirs), e.g.
+``~/.local/share/operator-sidecar`` on Linux, ``%LOCALAPPDATA%\\operator-sidecar`` on Windows.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from platformdirs import user_data_path
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return user_data_path("operator-sidecar", appauthor=False)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore")
+
+    token: str = Field(default="", repr=False)  # per-launch secret (env SIDECAR_TOKEN)
+    token_file: Path | None = None  # alternatively a file holding it
+    host: str = "127.0.0.1"  # never anything but loopback (DESIGN §3)
+    port: int = 0  # 0 = a free port, reported in the ready line
+    data_dir: Path = Field(default_factory=default_data_dir)
+    clock: Literal["wall", "virtual"] = "wall"
+    time_scale: float | None = None  # K: real time K× faster (live demos)
+    stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
+    seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
+    durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)
+    max_frame: int = 1 << 20  # bytes per websocket frame
+    allowed_origins: tuple[str, ...] = ()  # browsers send Origin; Electron main does not
+    request_timeout_s: float = 15.0  # platform.request answer timeout (real seconds)
+    log_level: str = "INFO"
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_only(cls, v: str) -> str:
+        if v not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("the sidecar binds loopback only (DESIGN §3)")
+        return v
+
+    def resolved_token(self) -> str:
+        """The token from SIDECAR_TOKEN or the token file; ValueError when neither is set."""
+        if self.token:
+            return self.token
+        if self.token_file is not None:
+            tok = self.token_file.read_text().strip()
+            if tok:
+                return tok
+        raise ValueError("no token: set SIDECAR_TOKEN or --token-file (DESIGN §3)")

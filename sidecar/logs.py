@@ -1,0 +1,32 @@
+"""Logging: stderr and a rotating JSON-lines file in the data dir; never stdout (stdout carries
+only the one ``ready`` line Electron reads, DESIGN §3)."""
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
+               "msg": record.getMessage()}
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup(data_dir: Path, level: str = "INFO") -> None:
+    root = logging.getLogger()
+    root.handlers.clear()
+    root.setLevel(level.upper())
+    err = logging.StreamHandler(sys.stderr)
+    err.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(err)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fh = logging.handlers.RotatingFileHandler(data_dir / "sidecar.log.jsonl", maxBytes=5 << 20,
+                                              backupCount=3, encoding="utf-8")
+    fh.setFormatter(JsonLines())
+    root.addHandler(fh)

@@ -1,0 +1,345 @@
+"""Follow-up Message service (seed 004; seed 003 "Follow-up message"; DESIGN §7).
+
+Rules / theory of operation
+---------------------------
+* One per TU.  Its runtime pool holds every unfinished chain of the TU, online RU or not
+  (seed 004 "Runtime-пул"); the chain rules themselves are the pure table in
+  :mod:`sidecar.services.chain`.  This module wires them to events, timers and the Task Factory.
+* Timers: ``check`` at a chain's ``nextCheckAt``; ``end`` at its 60-minute boundary.  An offline
+  RU at ``check`` changes nothing and re-arms nothing; the overdue attempt runs when RU Online
+  next reports the RU (a pass, or the RU's own activity).
+* A hit the factory refuses stays due and is re-checked on every RU Online pass and whenever a
+  chat task of the pair closes, until created, removed or past the boundary; the keyed roll makes
+  the re-check return the same hit (no re-roll).
+* After the boundary the pair moves, without a gap, to the plain check ("over 60 min"): active
+  favorite, TU wrote last, last contact older than 60 min, chat limit on Chathouse/Prime; checked
+  at once when online, else on the RU's next appearance; and on every pass, since seed 003 checks
+  the condition "прямо в цих проходах онлайну".  Decision (DESIGN §7): after a Follow-up for the
+  pair closes, it is eligible again only 60 min later.
+* Last contact: Chathouse/Prime from the online pass's dialog rows (no extra request); Golden by
+  ``chat_history`` for online RU ids only, once per login, then kept current by socket events.
+* Chathouse ``new_notification`` ONLINE_NOW / RECENT_PURCHASE: the same final check, no chain
+  state, and only for a dialog that is not being worked (no open task, no live chain).
+* Final check before the Task Factory: active favorite, not white, online, no block, no stronger
+  chat task open for the pair, Chathouse/Prime chat limit.
+* Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in the
+  step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.domain import events as ev
+from sidecar.domain.tasks import STRONGER_CHAT, CloseReason, Task, TaskType
+from sidecar.factory import Candidate, Refused
+from sidecar.protocol import ChainAttempt
+from sidecar.services import chain as ch
+from sidecar.services.base import Request, Service, Step
+from sidecar.stack.writes import followup_chat_key
+
+log = logging.getLogger("sidecar.follow_up_message")
+
+MARKER = "followUpChat"
+PLAIN_COOLDOWN_S = 3600.0  # DESIGN §7 decision: eligible again 60 min after a Follow-up closed
+
+
+@dataclass(slots=True)
+class Contact:
+    """Who wrote last in the chat and when (unix seconds)."""
+
+    last_from: str | None  # "ru" | "tu" | None
+    last_at: float | None
+    last_tu_at: float | None
+
+
+class FollowUpMessageService(Service):
+    name = "follow_up_message"
+
+    def __init__(self, tu) -> None:
+        super().__init__(tu)
+        self.pool: dict[str, ch.Chain] = {}  # ru -> live chain
+        self.contact: dict[str, Contact] = {}  # ru -> last chat contact, when known
+        self.history_wanted: set[str] = set()  # Golden: RUs whose chat history is being read
+        self.last_outcome: dict[str, tuple] = {}  # ru -> (source, step, outcome) last reported
+
+    # restore ----------------------------------------------------------------------------------
+    def on_login(self, step: Step) -> None:
+        """Seed 004 "Ініціалізація": rebuild every unfinished chain from history and markers."""
+        rt = self.tu
+        for ru, fav in rt.favorites.items():
+            if not self._chain_allowed(fav):
+                continue
+            if rt.factory.open_for(rt.tu, ru, TaskType.UNANSWERED_MESSAGE) is not None:
+                continue  # a newer Unanswered is open: its close starts the chain
+            last_u = rt.last_task(ru, TaskType.UNANSWERED_MESSAGE.value, closed=True)
+            if last_u is None:
+                continue
+            newer_open = rt.last_task(ru, TaskType.UNANSWERED_MESSAGE.value)
+            if newer_open is not None and newer_open.get("closed_at") is None:
+                continue
+            follow_ups = [r for r in rt.history.get(ru, ())
+                          if r["type"] == TaskType.FOLLOW_UP_MESSAGE.value and r["source"] == "chain"
+                          and r["created_at"] >= last_u["closed_at"]]
+            marker_value = rt.marker(ru, MARKER)
+            chain = ch.restore(rt.rng, rt.tu, ru, last_unanswered=last_u, follow_ups=follow_ups,
+                               marker_value=marker_value, now=step.now, last_tu_at=None)
+            if chain is None:
+                continue
+            if ch.parse_marker(marker_value) is None or ch.parse_marker(marker_value)[0] != chain.source:
+                self._write(step, ru, chain)  # same key as live: idempotent on Stack
+            self._arm(step, ru, chain)
+
+    def on_logout(self, step: Step) -> None:
+        self.pool.clear()
+        self.contact.clear()
+
+    # timers -----------------------------------------------------------------------------------
+    def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
+        what, ru = key[1], key[2]
+        if what == "check":
+            self._check(step, ru)
+        elif what == "end":
+            chain = self.pool.get(ru)
+            if chain is not None and step.now >= chain.boundary and not chain.waiting_task:
+                self._remove(step, ru, clear_marker=False)
+                self._plain_check(step, ru)
+
+    # events -----------------------------------------------------------------------------------
+    def on_event(self, step: Step, event: ev.DomainEvent) -> None:
+        match event:
+            case ev.ChatIn() | ev.LikeIn():
+                self._contact(event.ru, "ru", event.at)
+            case ev.ChatOut():
+                self._contact(event.ru, "tu", event.at)
+                chain = self.pool.get(event.ru)
+                if chain is not None:  # a manual send moves only the 60-minute boundary
+                    self._arm(step, event.ru, ch.tu_wrote(chain, event.at))
+            case ev.Notification():
+                if event.kind in ("ONLINE_NOW", "RECENT_PURCHASE"):
+                    self._notification(step, event.ru)
+
+    def on_task_created(self, step: Step, task: Task) -> None:
+        if task.type is TaskType.UNANSWERED_MESSAGE:
+            # seed 003 scenario 1: a new Unanswered message wipes the chain state
+            self._remove(step, task.ru, clear_marker=True)
+
+    def on_task_closed(self, step: Step, task: Task) -> None:
+        rt, ru = self.tu, task.ru
+        if task.type is TaskType.UNANSWERED_MESSAGE:
+            if task.reason is CloseReason.ANSWERED:
+                self._contact(ru, "tu", task.closed_at)
+                if self._chain_allowed(rt.favorites.get(ru)):
+                    chain = ch.start(rt.rng, rt.tu, ru, task.task_id, task.closed_at)
+                    self._write(step, ru, chain)
+                    self._arm(step, ru, chain)
+            return
+        if task.type is TaskType.FOLLOW_UP_MESSAGE:
+            if task.reason is CloseReason.ANSWERED:
+                self._contact(ru, "tu", task.closed_at)
+            chain = self.pool.get(ru)
+            if chain is not None and chain.task_id == task.task_id:
+                # seed 004: the next step is planned only at the actual close, any reason
+                if task.reason is CloseReason.ANSWERED:
+                    chain = ch.tu_wrote(chain, task.closed_at)
+                self._advance(step, ru, chain, task.closed_at)
+                return
+        if task.type in STRONGER_CHAT:
+            self._check(step, ru)  # a refused hit may be unblocked by this close
+
+    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+        blocked = after.get("blocked_by_tu") or after.get("blocked_by_ru")
+        if blocked:
+            # seed 003 scenario 10: a block removes the chain and its state
+            self._remove(step, ru, clear_marker=True)
+        elif not after.get("active", True) or after.get("is_white"):
+            self._remove(step, ru, clear_marker=False)
+
+    def on_online(self, step: Step, came_online: set[str], online: set[str],
+                  snapshots: dict, full_pass: bool) -> None:
+        for ru, snap in snapshots.items():
+            self.contact[ru] = Contact(snap.last_from, snap.last_at, snap.last_tu_at)
+        candidates = online if full_pass else came_online
+        unknown: list[str] = []
+        for ru in sorted(candidates):
+            if ru in self.pool:
+                self._check(step, ru)
+            elif self.tu.project == "golden" and ru not in self.contact:
+                if self._plain_prefilter(ru):
+                    unknown.append(ru)
+            else:
+                self._plain_check(step, ru)
+        unknown = [ru for ru in unknown if ru not in self.history_wanted]
+        if unknown:
+            self.history_wanted.update(unknown)
+            self.tu.request(step, self.name, "chat_history", {"ru_ids": unknown}, tag="history",
+                            context=unknown)
+
+    def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
+        if request.tag != "history":
+            return
+        asked: list[str] = request.context
+        self.history_wanted.difference_update(asked)
+        if error is not None or not isinstance(result, dict):
+            log.warning("%s chat_history failed: %s", self.tu.tu, error)
+            return
+        for dialog in result.get("dialogs", ()):
+            ru = dialog.get("ru")
+            msgs = [m for m in dialog.get("messages", ()) if isinstance(m, dict) and "at" in m]
+            if not ru:
+                continue
+            if msgs:
+                last = max(msgs, key=lambda m: m["at"])
+                tu_ats = [m["at"] for m in msgs if m.get("from") == "tu"]
+                self.contact[ru] = Contact(last.get("from"), last["at"], max(tu_ats, default=None))
+            else:
+                self.contact[ru] = Contact(None, None, None)
+        for ru in asked:
+            if ru in self.tu.online:
+                self._plain_check(step, ru)
+
+    # chain ------------------------------------------------------------------------------------
+    def _check(self, step: Step, ru: str) -> None:
+        """The attempt at ``nextCheckAt`` (or later, when it was overdue)."""
+        rt = self.tu
+        chain = self.pool.get(ru)
+        if chain is None or chain.waiting_task or step.now < chain.next_check_at:
+            return
+        if step.now >= chain.boundary:
+            self._remove(step, ru, clear_marker=False)
+            self._plain_check(step, ru)
+            return
+        if ru not in rt.online:
+            return  # seed 003 scenario 5: no change, no re-arming; online again → at once
+        chance, hit = ch.roll(rt.rng, rt.tu, ru, chain.source, chain.step)
+        if not hit:
+            self._attempt(step, ru, chain, chance, False, "miss")
+            self._advance(step, ru, chain, step.now)
+            return
+        reason = self._final_check(ru)
+        if reason is None:
+            made = rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "chain",
+                                                          meta={"step": chain.step}))
+            if isinstance(made, Refused):
+                reason = made.reason
+            else:
+                self._attempt(step, ru, chain, chance, True, "created")
+                self.pool[ru] = ch.with_task(chain, made.task_id)
+                return
+        self._attempt(step, ru, chain, chance, True, f"refused:{reason}")
+
+    def _advance(self, step: Step, ru: str, chain: ch.Chain, at: float) -> None:
+        nxt = ch.advance(self.tu.rng, self.tu.tu, ru, chain, at)
+        if nxt is None:  # three attempts done: the marker records the end (DESIGN §7)
+            self.pool.pop(ru, None)
+            self.tu.cancel((self.name, "check", ru))
+            self.tu.cancel((self.name, "end", ru))
+            self.tu.write_marker(step, ru, MARKER, ch.finished_marker(chain.source),
+                                 followup_chat_key(self.tu.tu, ru, chain.source, ch.MAX_STEPS))
+            return
+        self._write(step, ru, nxt)
+        self._arm(step, ru, nxt)
+
+    def _arm(self, step: Step, ru: str, chain: ch.Chain) -> None:
+        self.pool[ru] = chain
+        if chain.next_check_at > step.now:
+            self.tu.schedule((self.name, "check", ru), chain.next_check_at)
+        else:
+            self.tu.cancel((self.name, "check", ru))
+            if ru in self.tu.online:
+                self.tu.schedule((self.name, "check", ru), step.now)
+        self.tu.schedule((self.name, "end", ru), max(chain.boundary, step.now))
+
+    def _remove(self, step: Step, ru: str, *, clear_marker: bool) -> None:
+        self.pool.pop(ru, None)
+        self.tu.cancel((self.name, "check", ru))
+        self.tu.cancel((self.name, "end", ru))
+        if clear_marker:
+            parsed = ch.parse_marker(self.tu.marker(ru, MARKER))
+            if parsed is not None:
+                src, n, _ = parsed
+                self.tu.write_marker(step, ru, MARKER, None,
+                                     followup_chat_key(self.tu.tu, ru, src, n, "clear"))
+
+    def _write(self, step: Step, ru: str, chain: ch.Chain) -> None:
+        self.tu.write_marker(step, ru, MARKER, ch.marker(chain),
+                             followup_chat_key(self.tu.tu, ru, chain.source, chain.step))
+
+    def _attempt(self, step: Step, ru: str, chain: ch.Chain, chance: float, hit: bool,
+                 outcome: str) -> None:
+        key = (chain.source, chain.step, outcome)
+        if outcome.startswith("refused") and self.last_outcome.get(ru) == key:
+            return  # the same refusal re-checked on every pass is reported once
+        self.last_outcome[ru] = key
+        step.notify("chain.attempt", ChainAttempt(tu=self.tu.tu, ru=ru, step=chain.step,
+                                                  chance=chance, hit=hit, outcome=outcome,
+                                                  at=step.now))
+
+    # checks -----------------------------------------------------------------------------------
+    @staticmethod
+    def _chain_allowed(fav: dict | None) -> bool:
+        return (fav is not None and fav.get("active", True) and not fav.get("is_white")
+                and not fav.get("blocked_by_tu") and not fav.get("blocked_by_ru"))
+
+    def _final_check(self, ru: str) -> str | None:
+        """DESIGN §7 "Before the Task Factory"; None = pass, else the refusal reason."""
+        rt = self.tu
+        fav = rt.favorites.get(ru)
+        if fav is None or not fav.get("active", True):
+            return "inactive"
+        if fav.get("is_white"):
+            return "white"
+        if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+            return "blocked"
+        if ru not in rt.online:
+            return "offline"
+        for type_ in STRONGER_CHAT:
+            if rt.factory.open_for(rt.tu, ru, type_) is not None:
+                return f"stronger_task:{type_.value}"
+        if rt.client.has_limits:
+            limit = fav.get("chat_limit")
+            if limit is not None and limit <= 0:
+                return "no_chat_limit"
+        return None
+
+    def _plain_prefilter(self, ru: str) -> bool:
+        fav = self.tu.favorites.get(ru)
+        return self._chain_allowed(fav)
+
+    def _plain_check(self, step: Step, ru: str) -> None:
+        """The "over 60 min" condition (seed 004 "Після 60 хв")."""
+        rt = self.tu
+        if ru in self.pool or ru not in rt.online or not self._plain_prefilter(ru):
+            return
+        c = self.contact.get(ru)
+        if c is None or c.last_from != "tu" or c.last_at is None:
+            return
+        if step.now - c.last_at <= ch.BOUNDARY_S:
+            return
+        last = rt.last_task(ru, TaskType.FOLLOW_UP_MESSAGE.value)
+        if last is not None:
+            if last.get("closed_at") is None or step.now - last["closed_at"] < PLAIN_COOLDOWN_S:
+                return
+        if self._final_check(ru) is not None:
+            return
+        rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
+
+    def _notification(self, step: Step, ru: str) -> None:
+        rt = self.tu
+        if ru in self.pool or rt.factory.open_of_pair(rt.tu, ru):
+            return  # "якщо діалог уже ведеться — нічого"
+        if self._final_check(ru) is not None:
+            return
+        rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
+
+    def _contact(self, ru: str, who: str, at: float | None) -> None:
+        if at is None:
+            return
+        c = self.contact.get(ru)
+        if c is not None and c.last_at is not None and at < c.last_at:
+            return
+        last_tu = at if who == "tu" else (c.last_tu_at if c else None)
+        if who == "ru" and c is None and self.tu.project == "golden":
+            return  # an unknown Golden dialog stays unknown until its history is read
+        self.contact[ru] = Contact(who, at, last_tu)

@@ -1,0 +1,129 @@
+"""Poll passes: RU Online and the unanswered columns (seed 003 "Зведення проходів").
+
+Rules / theory of operation
+---------------------------
+* Each project's client declares its passes (name, platform method, period).  A pass runs at
+  login, on a platform-socket reconnect, and then every ``period_s`` (``None``: login/reconnect
+  only — Prime "check mail", seed 003 "перевірка тільки при логіні").
+* RU Online (``purpose == "online"``): Golden's online-RU API every 15 s, the Chathouse/Prime
+  online columns every 60 s.  A result **replaces** the online set (an RU's own activity marked it
+  online only "until the next pass says otherwise", DESIGN §2) and its dialog rows refresh limits
+  and blocks.
+* Check chat / likes / check mail: each listed dialog becomes the domain event the services
+  already understand (``UnansweredSeen``, ``OpenLimitsSignal``), dispatched like a socket event.
+* Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
+  cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
+* A failed request (timeout, platform error) is logged and the pass simply runs again at its
+  next period: passes are idempotent reads.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from platform_clients.base import Pass
+from sidecar.domain import events as ev
+from sidecar.services.base import Request, Service, Step
+
+log = logging.getLogger("sidecar.passes")
+
+SEVEN_DAYS = 7 * 86400.0
+
+
+class PassService(Service):
+    """Runs every pass of the TU's project and turns results into RU Online state and events."""
+
+    name = "passes"
+
+    def on_login(self, step: Step) -> None:
+        self._cursor = self.tu.local_state.get(self.name, {}).get("open_limits_cursor", 0)
+        for p in self.tu.client.passes:
+            self._run(step, p)
+
+    def on_reconnect(self, step: Step) -> None:
+        for p in self.tu.client.passes:
+            if p.purpose != "open_limits":
+                self._run(step, p)
+
+    def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
+        self._run(step, self.tu.client.pass_named(key[1]))
+
+    def _run(self, step: Step, p: Pass) -> None:
+        params = dict(p.params)
+        if p.purpose == "open_limits":
+            params["cursor"] = self.cursor
+        self.tu.request(step, self.name, p.method, params, tag=p.name)
+        if p.period_s is not None:
+            self.tu.schedule((self.name, p.name), self._next_slot(step.now, p))
+
+    def _next_slot(self, now: float, p: Pass) -> float:
+        """The pass's next instant on a fixed grid (period, keyed offset per TU and pass), so a
+        restarted sidecar polls at the same instants as one that never stopped (crash
+        equivalence) and the TUs' polls do not all fall on the same second."""
+        period = p.period_s
+        offset = self.tu.rng.uniform(0.0, period, "pass", self.tu.tu, p.name)
+        return offset + period * (math.floor((now - offset) / period) + 1)
+
+    @property
+    def cursor(self) -> int:
+        return getattr(self, "_cursor", 0)  # Prime criteria-active page (durable)
+
+    def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
+        if error is not None:
+            log.warning("%s %s pass %s failed: %s", self.tu.project, self.tu.tu, request.tag, error)
+            return
+        p = self.tu.client.pass_named(request.tag)
+        rt = self.tu
+        if p.purpose == "online":
+            online, snaps = rt.client.decode_online(result)
+            rt.apply_online_pass(step, online, snaps)
+        elif p.purpose in ("check_chat", "likes"):
+            snaps, _ = rt.client.decode_dialogs(result)
+            for snap in snaps:
+                for event in dialog_events(rt.tu, snap, step.now, p.purpose):
+                    rt.engine.dispatch(step, rt, event)
+        elif p.purpose == "check_mail":
+            for mail in rt.client.decode_unanswered_mail(result):
+                rt.engine.dispatch(step, rt, ev.UnansweredSeen(
+                    tu=rt.tu, ru=mail.ru, at=step.now, channel="mail", kind="message",
+                    last_at=mail.at, source="check_mail"))
+        elif p.purpose == "open_limits":
+            snaps, next_cursor = rt.client.decode_dialogs(result)
+            oldest = min((s.last_at for s in snaps if s.last_at is not None), default=None)
+            if next_cursor is None or (oldest is not None and oldest < step.now - SEVEN_DAYS):
+                next_cursor = 0
+            self._cursor = next_cursor
+            rt.put_state(step, self.name, "open_limits_cursor", next_cursor)
+            for snap in snaps:
+                if snap.last_from == "system" and snap.last_at is not None:
+                    rt.engine.dispatch(step, rt, ev.OpenLimitsSignal(
+                        tu=rt.tu, ru=snap.ru, at=snap.last_at, reason="system",
+                        source="scroll_active", needs_live_limits=True))
+
+
+def dialog_events(tu: str, snap: ev.DialogSnapshot, now: float, purpose: str) -> list[ev.Event]:
+    """What one row of an unanswered column / all-dialogs list means for the services."""
+    out: list[ev.Event] = []
+    source = "check_chat" if purpose == "check_chat" else "scroll_all"
+    if snap.last_from == "ru" and snap.last_at is not None:
+        if snap.last_kind == "like":
+            out.append(ev.UnansweredSeen(tu=tu, ru=snap.ru, at=now, channel="chat", kind="like",
+                                         last_at=snap.last_at, source=source))
+        elif snap.last_kind in (None, "message") and purpose == "check_chat":
+            out.append(ev.UnansweredSeen(tu=tu, ru=snap.ru, at=now, channel="chat",
+                                         kind="message", last_at=snap.last_at, source=source))
+    if purpose == "check_chat":
+        if snap.unanswered_mail_at is not None:
+            out.append(ev.UnansweredSeen(tu=tu, ru=snap.ru, at=now, channel="mail", kind="message",
+                                         last_at=snap.unanswered_mail_at, source="check_chat"))
+        if snap.dialog_id is None and snap.last_from is None:
+            out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=now, reason="empty_dialog",
+                                           source="scroll_new"))
+        elif snap.mutual_like:
+            out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=snap.last_at or now,
+                                           reason="mutual_like", source="scroll_new"))
+        elif snap.last_kind == "icebreaker":
+            out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=snap.last_at or now,
+                                           reason="icebreaker", source="scroll_new"))
+    return out

@@ -1,0 +1,191 @@
+"""Per-TU runtime: the state every service of one TU shares, and the helpers that turn a
+service's intent into effects on the current :class:`~sidecar.services.base.Step`.
+
+Rules / theory of operation
+---------------------------
+* State kept here: the favorites cache (Stack's favorites with markers, updated by
+  ``favorite.update``, block events and the online passes — seed 003 "з апі оновлюємо тільки
+  онлайн і хто кого заблокував"), the RU Online set and the last dialog snapshot per RU.
+* Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
+  login pass.
+* Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
+* Every marker change is written locally (favorite row) and enqueued for Stack in the same step
+  (DESIGN §9), so it commits in one transaction with the state change that caused it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sidecar.domain.tasks import CloseReason
+from sidecar.services.base import Request, Service, Step
+from sidecar.store import ops
+from sidecar.stack import writes as stack_out
+
+if TYPE_CHECKING:  # pragma: no cover
+    from platform_clients.base import PlatformClient
+    from sidecar.domain.events import DialogSnapshot
+    from sidecar.domain.tasks import Task
+    from sidecar.engine import Engine
+
+
+class TuRuntime:
+    """One logged-in (or restoring) TU."""
+
+    def __init__(self, engine: "Engine", tu: str, project: str, client: type["PlatformClient"],
+                 operator: str = "") -> None:
+        self.engine = engine  # owner: scheduler, factory, rng
+        self.tu = tu  # our profile id
+        self.project = project  # golden | chathouse | prime
+        self.client = client  # the project's platform client (pure)
+        self.operator = operator  # who is logged in (trace/status only)
+        self.logged_in = False  # tasks are created only for a logged-in TU
+        self.favorites: dict[str, dict] = {}  # ru -> favorite attributes incl. "markers"
+        self.online: set[str] = set()  # RU Online: who is online now
+        self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
+        self.history: dict[str, list[dict]] = {}  # ru -> Stack task history rows (restore input)
+        self.local_state: dict[str, dict] = {}  # scope -> key -> value, loaded at login
+        self.services: list[Service] = []  # per-TU services, in dispatch order
+        self.by_name: dict[str, Service] = {}  # Service.name -> service
+
+    # wiring -----------------------------------------------------------------------------------
+    def add_services(self, services: list[Service]) -> None:
+        self.services = services
+        self.by_name = {s.name: s for s in services}
+
+    @property
+    def factory(self):
+        return self.engine.factory
+
+    @property
+    def rng(self):
+        return self.engine.rng
+
+    def is_favorite(self, ru: str) -> bool:
+        return ru in self.favorites
+
+    # timers -----------------------------------------------------------------------------------
+    def schedule(self, key: tuple, due: float, payload: Any = None) -> None:
+        self.engine.scheduler.schedule((self.tu, *key), due, payload)
+
+    def cancel(self, key: tuple) -> bool:
+        return self.engine.scheduler.cancel((self.tu, *key))
+
+    def due_of(self, key: tuple) -> float | None:
+        return self.engine.scheduler.due_of((self.tu, *key))
+
+    def cancel_all(self) -> None:
+        tu = self.tu
+        self.engine.scheduler.cancel_where(lambda k: k[0] == tu)
+
+    # requests ---------------------------------------------------------------------------------
+    def request(self, step: Step, service: str, method: str, params: dict, tag: str,
+                context: Any = None) -> None:
+        """Ask Electron for platform data; the answer reaches ``service.on_result``."""
+        step.requests.append((self, Request(service, method, params, tag, context)))
+
+    # online -----------------------------------------------------------------------------------
+    def mark_online(self, step: Step, ru: str) -> None:
+        """An RU's own activity shows it online until the next pass says otherwise (DESIGN §2)."""
+        if ru in self.online:
+            return
+        self.online.add(ru)
+        for svc in self.services:
+            svc.on_online(step, {ru}, self.online, {}, False)
+
+    def apply_online_pass(self, step: Step, online: set[str],
+                          snapshots: list["DialogSnapshot"]) -> None:
+        """A pass result replaces the online set; dialog rows refresh limits and blocks."""
+        came = online - self.online
+        self.online = set(online)
+        rows = {}
+        for snap in snapshots:
+            rows[snap.ru] = snap
+            self.snapshots[snap.ru] = snap
+            fav = self.favorites.get(snap.ru)
+            if fav is not None:
+                changes = {"blocked_by_tu": snap.blocked_by_tu, "blocked_by_ru": snap.blocked_by_ru}
+                if self.client.has_limits:
+                    if snap.chat_limit is not None:
+                        changes["chat_limit"] = snap.chat_limit
+                    if snap.mail_limit is not None:
+                        changes["mail_limit"] = snap.mail_limit
+                self.update_favorite(step, snap.ru, changes)
+        for svc in self.services:
+            svc.on_online(step, came, self.online, rows, True)
+
+    # favorites --------------------------------------------------------------------------------
+    def update_favorite(self, step: Step, ru: str, changes: dict) -> None:
+        """Apply attribute changes (``None`` values are ignored); persist and tell services."""
+        fav = self.favorites.get(ru)
+        before = dict(fav) if fav is not None else {}
+        after = dict(before) if fav is not None else {"project": self.project, "markers": {}}
+        touched = False
+        for k, v in changes.items():
+            if v is not None and after.get(k) != v:
+                after[k] = v
+                touched = True
+        if not touched:
+            return
+        self.favorites[ru] = after
+        step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=after))
+        newly_blocked = ((after.get("blocked_by_tu") and not before.get("blocked_by_tu"))
+                         or (after.get("blocked_by_ru") and not before.get("blocked_by_ru")))
+        if newly_blocked:  # seed 003 scenario 10: the block check removes the open tasks
+            self.factory.close_pair(step, self, ru, CloseReason.BLOCKED)
+        for svc in self.services:
+            svc.on_favorite_changed(step, ru, before, after)
+
+    def marker(self, ru: str, name: str) -> Any:
+        fav = self.favorites.get(ru)
+        return None if fav is None else (fav.get("markers") or {}).get(name)
+
+    def write_marker(self, step: Step, ru: str, name: str, value: Any, idem_key: str) -> None:
+        """Set (or clear with ``None``) ``favorite.<name>`` locally and enqueue it for Stack in
+        the same step (DESIGN §9).  ``idem_key`` per DESIGN §9 (operation included)."""
+        fav = self.favorites.setdefault(ru, {"project": self.project, "markers": {}})
+        markers = dict(fav.get("markers") or {})
+        if value is None:
+            markers.pop(name, None)
+        else:
+            markers[name] = value
+        fav["markers"] = markers
+        step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=fav))
+        step.ops.append(stack_out.marker_write(self.tu, ru, name, value, idem_key).enqueue(step.now))
+        step.outbox += 1
+
+    # state ------------------------------------------------------------------------------------
+    def put_state(self, step: Step, scope: str, key: str, value: Any) -> None:
+        step.ops.append(ops.PutState(tu=self.tu, scope=scope, key=key, value=value))
+
+    def delete_state(self, step: Step, scope: str, key: str) -> None:
+        step.ops.append(ops.DeleteState(tu=self.tu, scope=scope, key=key))
+
+    # tasks ------------------------------------------------------------------------------------
+    def persist_task(self, step: Step, task: "Task", event: str) -> None:
+        """Task row + Stack task-history event, in the step's transaction (DESIGN §9)."""
+        step.ops.append(ops.PutTask(task=task))
+        step.ops.append(stack_out.task_event(task, event).enqueue(step.now))
+        step.outbox += 1
+        rows = self.history.setdefault(task.ru, [])
+        if event == "created":
+            rows.append(_history_row(task))
+        else:
+            for row in reversed(rows):
+                if row["task_id"] == task.task_id:
+                    row.update(closed_at=task.closed_at, reason=task.reason.value)
+                    break
+
+    def last_task(self, ru: str, type_: str, *, closed: bool | None = None) -> dict | None:
+        """The newest history row of ``type_`` for the pair (``closed`` filters)."""
+        for row in reversed(self.history.get(ru, ())):
+            if row["type"] != type_:
+                continue
+            if closed is None or (row.get("closed_at") is not None) == closed:
+                return row
+        return None
+
+
+def _history_row(task: "Task") -> dict:
+    return {"task_id": task.task_id, "type": task.type.value, "source": task.source,
+            "created_at": task.created_at, "closed_at": task.closed_at,
+            "reason": task.reason.value if task.reason else None}
