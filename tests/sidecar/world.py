@@ -1,0 +1,108 @@
+"""A tiny platform world for driving the engine in unit tests (virtual clock, no I/O)."""
+from __future__ import annotations
+
+from sidecar.driver import Driver
+
+T0 = 1796025600.0  # 2026-11-30T08:00:00Z
+
+
+def fav(ru: str, project: str = "golden", **kw) -> dict:
+    base = {"ru": ru, "project": project, "active": True, "is_white": False,
+            "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40,
+            "paid_with_bonuses_only": False,
+            "chat_limit": None if project == "golden" else 3,
+            "mail_limit": None if project == "golden" else 1, "markers": {}}
+    base.update(kw)
+    return base
+
+
+class World:
+    """Online RUs and chat logs; answers the platform requests the services make."""
+
+    def __init__(self, project: str = "golden", tu: str = "tu-1", seed: int | str = 3) -> None:
+        self.project = project
+        self.tu = tu
+        self.online: set[str] = set()
+        self.chat: dict[str, list[dict]] = {}  # ru -> [{"id","from","at","kind"}]
+        self.limits: dict[str, tuple[int, int]] = {}
+        self.d = Driver(self.answer, seed=seed)
+        self.d.advance_to(T0)
+
+    # platform ---------------------------------------------------------------------------------
+    def answer(self, tu: str, method: str, params: dict):
+        if method == "online_ru":
+            return {"online": sorted(self.online)}
+        if method == "chat_history":
+            return {"dialogs": [{"ru": ru, "messages": self.chat.get(ru, [])} for ru in params["ru_ids"]]}
+        if method in ("scroll_all_online", "dialogs") and (method == "scroll_all_online"
+                                                           or params.get("criteria") == ["active", "online"]):
+            return {"dialogs": [self.row(ru) for ru in sorted(self.online)]}
+        if method == "chat_restriction":
+            c, m = self.limits.get(params["ru"], (3, 1))
+            return {"chatLimit": c, "mailLimit": m}
+        return {"dialogs": [], "mails": []}
+
+    def row(self, ru: str) -> dict:
+        msgs = self.chat.get(ru, [])
+        last = msgs[-1] if msgs else None
+        tu_at = max((m["at"] for m in msgs if m["from"] == "tu"), default=None)
+        c, m = self.limits.get(ru, (3, 1))
+        return {"userId": ru, "dialogId": "d-" + ru if msgs else None, "isOnline": True,
+                "lastMessage": None if last is None else {"from": last["from"], "at": last["at"],
+                                                          "type": last.get("kind", "message")},
+                "lastTuMessageAt": tu_at, "chatLimit": c, "mailLimit": m}
+
+    # actions ----------------------------------------------------------------------------------
+    def at(self, *parts: float) -> "World":
+        """Advance to ``T0 + parts[0] + parts[1] + …`` summed left to right — the order in which
+        the services add delays to instants — so exact-time assertions hold bit for bit."""
+        t = T0
+        for part in parts:
+            t += part
+        self.d.advance_to(t)
+        return self
+
+    def login(self, favorites: list[dict], history: list[dict] = (), **kw) -> None:
+        self.d.login(self.tu, self.project, startup={"favorites": favorites, "history": list(history)}, **kw)
+
+    def ru_writes(self, ru: str, text: str = "hi") -> None:
+        now = self.d.now
+        mid = f"m-{len(self.chat.get(ru, []))}-{ru}"
+        self.chat.setdefault(ru, []).append({"id": mid, "from": "ru", "at": now, "kind": "message"})
+        self.online.add(ru)
+        if self.project == "golden":
+            self.d.event(self.tu, "golden", "receivePrivateMessage",
+                         {"messageId": mid, "senderId": ru, "recipientId": self.tu, "sentAt": now, "text": text})
+        elif self.project == "chathouse":
+            self.d.event(self.tu, "chathouse", "Send",
+                         {"id": mid, "type": "message", "from": ru, "to": self.tu, "at": now, "body": text})
+        else:
+            self.d.event(self.tu, "prime", "MessageSent",
+                         {"id": mid, "type": "message", "senderId": ru, "recipientId": self.tu, "at": now, "text": text})
+
+    def tu_writes(self, ru: str) -> None:
+        now = self.d.now
+        mid = f"t-{len(self.chat.get(ru, []))}-{ru}"
+        self.chat.setdefault(ru, []).append({"id": mid, "from": "tu", "at": now, "kind": "message"})
+        if self.project == "golden":
+            self.d.event(self.tu, "golden", "privateMessageSent",
+                         {"messageId": mid, "senderId": self.tu, "recipientId": ru, "sentAt": now, "text": "."})
+        elif self.project == "chathouse":
+            self.d.event(self.tu, "chathouse", "Send",
+                         {"id": mid, "type": "message", "from": self.tu, "to": ru, "at": now, "body": "."})
+        else:
+            self.d.event(self.tu, "prime", "MessageSent",
+                         {"id": mid, "type": "message", "senderId": self.tu, "recipientId": ru, "at": now, "text": "."})
+
+    def open_task(self, type_: str, ru: str):
+        return self.d.engine.factory.open_for(self.tu, ru, __import__("sidecar.domain.tasks", fromlist=["TaskType"]).TaskType(type_))
+
+    def markers(self, ru: str) -> list:
+        """Every followUpChat marker value written for ``ru``, in order (None = clear)."""
+        import msgspec
+        from sidecar.store.ops import Enqueue
+        out = []
+        for op in self.d.ops:
+            if isinstance(op, Enqueue) and op.kind == "marker" and f"/favorites/{ru}/" in op.path:
+                out.append((op.idem_key, msgspec.json.decode(op.body)["value"]))
+        return out
