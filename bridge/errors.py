@@ -1,0 +1,159 @@
+"""The bridge's one exception tree, its JSON-RPC error codes and its websocket close codes.
+
+Rules / theory of operation
+---------------------------
+* Everything the bridge raises derives from :class:`BridgeError`, so a caller can catch the
+  bridge as a whole.
+* :class:`RpcError` is "answer this request with a JSON-RPC error object".  The server's handler
+  raises it (or a subclass: :class:`MethodNotFound`, :class:`InvalidParams`, ...) and the bridge
+  turns it into ``{"error": {"code", "message", "data"}}``.  The codec raises the framing ones
+  (:class:`ParseError`, :class:`InvalidRequest`) with the request id when it could be read.
+* The other three belong to requests *this* side sent to the peer:
+  :class:`RemoteError` (the peer answered with an error object), :class:`RequestTimeout` (no answer
+  in time) and :class:`NotConnected` (no authenticated peer, or the connection dropped while the
+  request was outstanding).  :class:`RemoteError` is deliberately **not** an :class:`RpcError`: a
+  server handler that lets a peer's error escape answers the original caller with ``-32603``
+  instead of forwarding the peer's code as if it were its own.  (The client's ``on_request``
+  callback may raise :class:`RemoteError` to answer with that exact error object.)
+* Close codes live in the private range 4000-4999 and mirror HTTP statuses so that the Electron
+  team can read them: 44xx = the connection was refused for who it is or how it behaved.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BridgeError",
+    "RpcError",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "InternalError",
+    "Unauthorized",
+    "RemoteError",
+    "RequestTimeout",
+    "NotConnected",
+    "PARSE_ERROR",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+    "INTERNAL_ERROR",
+    "UNAUTHORIZED",
+    "CLOSE_GOING_AWAY",
+    "CLOSE_TOO_BIG",
+    "CLOSE_UNAUTHORIZED",
+    "CLOSE_FORBIDDEN_ORIGIN",
+    "CLOSE_AUTH_TIMEOUT",
+    "CLOSE_REPLACED",
+]
+
+# ---- JSON-RPC 2.0 error codes --------------------------------------------------------------
+
+PARSE_ERROR = -32700  # the frame is not JSON (or not UTF-8, or nested beyond the decoder's depth)
+INVALID_REQUEST = -32600  # JSON, but not a JSON-RPC 2.0 request/notification/response object
+METHOD_NOT_FOUND = -32601  # the handler does not know the method
+INVALID_PARAMS = -32602  # the method is known, its params are not what it takes
+INTERNAL_ERROR = -32603  # the handler failed unexpectedly (its message is passed on)
+UNAUTHORIZED = -32001  # server-defined range: the first frame was not a valid ``auth``
+
+# ---- websocket close codes -----------------------------------------------------------------
+
+CLOSE_GOING_AWAY = 1001  # RFC 6455: the server shuts down (BridgeServer.close)
+CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``max_frame`` (sent by websockets itself)
+CLOSE_UNAUTHORIZED = 4401  # first frame missing, malformed, not ``auth``, or a wrong token
+# Reserved, not sent: a foreign Origin or non-loopback Host is refused during the HTTP handshake
+# with status 403, before a websocket exists that could carry a close code.  Kept so that the
+# whole code space is written down in one place for the Electron team.
+CLOSE_FORBIDDEN_ORIGIN = 4403
+CLOSE_AUTH_TIMEOUT = 4408  # no first frame within ``auth_timeout`` seconds
+CLOSE_REPLACED = 4409  # a newer connection authenticated; only one client at a time
+
+
+class BridgeError(Exception):
+    """Root of every exception the bridge raises."""
+
+
+class RpcError(BridgeError):
+    """A JSON-RPC error object to send back: ``{"code": int, "message": str, "data"?: any}``.
+
+    ``id`` is the id of the request the error answers when it is known (the codec fills it in for
+    framing errors whose id it could read); ``None`` otherwise, which is sent as ``"id": null``.
+    """
+
+    code: int = INTERNAL_ERROR  # default code of the class; an instance may override it
+
+    def __init__(self, code: int | None = None, message: str = "", data: Any = None, *, id: Any = None):
+        if code is not None:
+            self.code = code  # JSON-RPC error code (int)
+        self.message = message or type(self).__name__  # human-readable, one line
+        self.data = data  # optional structured detail (any JSON value); None = omitted on the wire
+        self.id = id  # request id this error answers (int | str | None)
+        super().__init__(self.message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r}, data={self.data!r})"
+
+
+class _FixedCode(RpcError):
+    """Base of the standard errors: constructed as ``Cls(message, data=None, id=None)``."""
+
+    def __init__(self, message: str = "", data: Any = None, *, id: Any = None):
+        super().__init__(None, message, data, id=id)
+
+
+class ParseError(_FixedCode):
+    """-32700: the frame is not valid JSON text."""
+
+    code = PARSE_ERROR
+
+
+class InvalidRequest(_FixedCode):
+    """-32600: valid JSON but not a JSON-RPC 2.0 object (wrong types, batch, missing fields)."""
+
+    code = INVALID_REQUEST
+
+
+class MethodNotFound(_FixedCode):
+    """-32601: raised by a handler for a method it does not serve."""
+
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParams(_FixedCode):
+    """-32602: raised by a handler when ``params`` does not match the method's shape."""
+
+    code = INVALID_PARAMS
+
+
+class InternalError(_FixedCode):
+    """-32603: the handler failed; also what any unexpected exception is turned into."""
+
+    code = INTERNAL_ERROR
+
+
+class Unauthorized(_FixedCode):
+    """-32001: the first frame was not a valid ``auth`` request (followed by close 4401)."""
+
+    code = UNAUTHORIZED
+
+
+class RemoteError(BridgeError):
+    """The peer answered one of our requests with a JSON-RPC error object.
+
+    ``code`` (int), ``message`` (str) and ``data`` (any JSON value or None) are the peer's.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        self.code = code  # the peer's error code
+        self.message = message  # the peer's message
+        self.data = data  # the peer's optional detail
+        super().__init__(f"{code}: {message}")
+
+
+class RequestTimeout(BridgeError, TimeoutError):
+    """No response to our request within its timeout (seconds); a late answer is ignored."""
+
+
+class NotConnected(BridgeError, ConnectionError):
+    """There is no authenticated peer, or the connection closed while our request was pending."""
