@@ -1,0 +1,116 @@
+"""Who may talk to the sidecar: the handshake header checks and the ``auth`` first frame (sans-I/O).
+
+Rules / theory of operation
+---------------------------
+The sidecar listens on loopback, so the only strangers that can reach it are other local
+processes and — the real threat — web pages in the operator's browser (a page may open
+``ws://127.0.0.1:N``, and DNS rebinding may make one look same-host).  Three gates, in order:
+
+1. **Origin** (HTTP handshake).  Browsers always send ``Origin``; Electron's main process does
+   not.  No ``Origin`` → allowed; an ``Origin`` equal to one of ``allowed_origins`` → allowed;
+   anything else, or several ``Origin`` headers → HTTP 403.
+2. **Host** (HTTP handshake).  Must name loopback: ``127.0.0.1``, ``localhost`` or ``[::1]``, any
+   port, case-insensitive.  Defeats DNS rebinding (the page's Host is its own domain).  Missing
+   or repeated → HTTP 403.
+3. **Token** (first websocket frame).  The first frame must be the JSON-RPC *request*
+   ``auth {token: str, client?: str, version?: str}`` with the per-launch secret; compared with
+   :func:`hmac.compare_digest` over UTF-8 bytes, so the time taken does not reveal how much of a
+   guess was right.  Anything else raises :class:`~bridge.errors.Unauthorized` (-32001) carrying
+   the frame's id, and the server closes with 4401 after answering.
+
+Nothing in this module does I/O; ``bridge.server`` applies it.
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from . import jsonrpc
+from .errors import RpcError, Unauthorized
+
+__all__ = ["Hello", "LOOPBACK_NAMES", "check_handshake", "host_name", "is_loopback_bind", "authenticate"]
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})  # accepted Host names (no port)
+
+
+class Hello(msgspec.Struct, kw_only=True):
+    """The ``auth`` params.  Unknown members are ignored."""
+
+    token: str  # the per-launch secret
+    client: str = ""  # who connects, e.g. "electron" or "harness" (logs only)
+    version: str = ""  # the client's version (logs only)
+
+
+def host_name(host_header: str) -> str:
+    """The host part of a ``Host`` header, lower-cased, without port or IPv6 brackets.
+
+    ``"[::1]:8080"`` → ``"::1"``; ``"LocalHost:80"`` → ``"localhost"``; ``"127.0.0.1"`` →
+    ``"127.0.0.1"``.  Malformed values come back as something that is not a loopback name.
+    """
+    value = host_header.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return value
+        rest = value[end + 1:]
+        if rest and not (rest.startswith(":") and rest[1:].isdigit()):
+            return value
+        return value[1:end]
+    name, sep, port = value.rpartition(":")
+    if sep and port.isdigit() and ":" not in name:
+        return name
+    return value
+
+
+def check_handshake(
+    origins: Sequence[str], hosts: Sequence[str], allowed_origins: Iterable[str]
+) -> str | None:
+    """Why the opening handshake must be refused (HTTP 403), or None to let it through.
+
+    ``origins`` / ``hosts``: every value of the ``Origin`` / ``Host`` headers (usually 0 or 1).
+    """
+    if len(origins) > 1:
+        return "several Origin headers"
+    if origins and origins[0] not in allowed_origins:
+        return f"Origin {origins[0]!r} is not allowed"
+    if len(hosts) != 1:
+        return "exactly one Host header is required"
+    if host_name(hosts[0]) not in LOOPBACK_NAMES:
+        return f"Host {hosts[0]!r} is not loopback"
+    return None
+
+
+def is_loopback_bind(host: str) -> bool:
+    """True if ``host`` is an address or name the server may bind (loopback only)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def authenticate(message: jsonrpc.Message | RpcError, token: bytes) -> tuple[jsonrpc.Request, Hello]:
+    """Check a connection's first frame; return the auth request and its params.
+
+    ``message`` is what :func:`bridge.jsonrpc.decode` returned or raised for the frame; ``token``
+    the expected secret as UTF-8 bytes.  Raises :class:`Unauthorized` (with the frame's id when
+    known) for: a framing error, anything but a *request* named ``auth``, params that are not
+    ``{token: str, ...}``, or a wrong token.  The messages do not reveal the token.
+    """
+    if isinstance(message, RpcError):
+        raise Unauthorized(f"first frame must be an auth request ({message.message})", id=message.id)
+    msg_id = getattr(message, "id", None)
+    if not isinstance(message, jsonrpc.Request) or message.method != "auth":
+        what = getattr(message, "method", None) or type(message).__name__
+        raise Unauthorized(f"first frame must be an auth request, got {what!r}", id=msg_id)
+    try:
+        hello = msgspec.convert(message.params, Hello)
+    except msgspec.ValidationError as exc:
+        raise Unauthorized(f"auth params: {exc}", id=msg_id) from None
+    if not hmac.compare_digest(hello.token.encode("utf-8", "surrogatepass"), token):
+        raise Unauthorized("wrong token", id=msg_id)
+    return message, hello
