@@ -1,0 +1,456 @@
+"""BridgeServer: the asyncio driver around the sans-I/O parts (codec, auth, stream).
+
+Rules / theory of operation
+---------------------------
+* Listens on loopback only (``host`` must be a loopback address; ``port=0`` picks a free port and
+  :meth:`BridgeServer.start` returns the real one).  The HTTP handshake is refused with 403 for a
+  foreign ``Origin`` or a non-loopback ``Host`` (see :mod:`bridge.auth`).  A frame larger than
+  ``max_frame`` bytes closes the connection with 1009 (websockets does that).
+* The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
+  response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
+  is ``{"ok": true, "protocol": 1, "last_seq": N}`` (N = last seq issued so far), followed by a
+  replay of every unacked stream frame, in order, then new frames.
+* One client at a time: a connection that authenticates replaces the current one, which is closed
+  with 4409; requests still pending on the old one fail with :class:`NotConnected`.
+* Per connection a **reader** (the websockets handler coroutine) and a **writer** task.
+  The reader: answers to our own requests resolve their futures at once; ``stream.ack {seq}`` is
+  handled here (``{"ok": true}`` if it was a request); malformed frames get their JSON-RPC error;
+  every other request/notification goes into one bounded queue (``queue_size``).  When that queue
+  is full the reader stops reading, so a flood back-pressures the socket instead of growing memory.
+  Caveat: a handler awaiting :meth:`request` while the client has more than ``queue_size`` frames
+  queued ahead of the answer waits until its timeout (the answer is behind them on the socket).
+  The writer sends frames in :class:`~bridge.stream.Delivery` order: a response leaves after every
+  notification its handler emitted.
+* ONE **worker** task (per server, across connections) awaits ``handler(method, params)`` strictly
+  in arrival order.  Absent ``params`` are passed as ``{}``.  A request is answered with the
+  returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
+  exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
+  of notifications are only logged.  Frames of a replaced connection are still handled (nothing
+  Electron sent is lost); their answers are dropped.
+* :meth:`notify` is synchronous: it appends to the stream and wakes the writer; it returns the seq.
+* :meth:`close`: stop accepting, close the connection with 1001, let the handler call in flight
+  finish (up to ``grace`` seconds), cancel the worker; frames still queued are dropped and counted.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from msgspec import UNSET
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request as HttpRequest, Response as HttpResponse
+
+from . import jsonrpc
+from .auth import Hello, authenticate, check_handshake, is_loopback_bind
+from .errors import (
+    CLOSE_AUTH_TIMEOUT,
+    CLOSE_REPLACED,
+    CLOSE_UNAUTHORIZED,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    NotConnected,
+    RemoteError,
+    RequestTimeout,
+    RpcError,
+    Unauthorized,
+)
+from .stream import Delivery, OutboundStream
+
+__all__ = ["BridgeServer", "Handler", "PROTOCOL"]
+
+log = logging.getLogger("bridge.server")
+
+PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready line
+Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
+
+
+class _Session:
+    """One authenticated connection: its send order, writer task and outstanding requests."""
+
+    def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello):
+        self.ws = ws  # the websocket
+        self.hello = hello  # the client's auth params (client name, version; token unused)
+        self.delivery = Delivery(stream)  # what to send next, in order
+        self.pending: dict[int, asyncio.Future] = {}  # our request id -> future of its answer
+        self.closed = False  # set once the connection is done (closed or replaced)
+        self._wake = asyncio.Event()  # set when the delivery may have something to send
+        self._writer: asyncio.Task | None = None  # the writer task
+
+    def start(self) -> None:
+        """Start the writer task."""
+        self._writer = asyncio.create_task(self._write_loop(), name="bridge-writer")
+
+    def send(self, data: bytes, *, first: bool = False) -> None:
+        """Queue an encoded control frame (dropped silently once the session is closed)."""
+        if not self.closed:
+            self.delivery.push(data, first=first)
+            self._wake.set()
+
+    def wake(self) -> None:
+        """The stream grew: let the writer look."""
+        self._wake.set()
+
+    async def _write_loop(self) -> None:
+        delivery, wake, ws = self.delivery, self._wake, self.ws
+        try:
+            while True:
+                data = delivery.next()
+                if data is None:
+                    wake.clear()
+                    await wake.wait()
+                    continue
+                await ws.send(data, text=True)
+        except ConnectionClosed:
+            pass
+        except Exception:  # noqa: BLE001 — a writer bug must not go unnoticed nor hang the client
+            log.exception("bridge writer failed; closing the connection")
+            await ws.close(1011, "internal error")
+
+    def shutdown(self) -> None:
+        """Mark closed, stop the writer, fail every pending request with NotConnected."""
+        self.closed = True
+        if self._writer is not None:
+            self._writer.cancel()
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(NotConnected("the connection closed before the answer"))
+
+
+class BridgeServer:
+    """The sidecar's end of the local websocket.  See the module header for the rules.
+
+    ``token``: per-launch secret (non-empty str).  ``handler``: ``async (method, params) -> result``.
+    ``host``: loopback address to bind.  ``port``: 0 = any free port.  ``max_frame``: bytes per
+    incoming frame.  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
+    accepted).  ``queue_size``: inbound frames buffered for the worker.  ``stream_limit``: unacked
+    outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
+    """
+
+    def __init__(
+        self,
+        token: str,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_frame: int = 1 << 20,
+        allowed_origins: Iterable[str] = (),
+        queue_size: int = 1024,
+        stream_limit: int = 100_000,
+        *,
+        auth_timeout: float = 10.0,
+    ):
+        if not token:
+            raise ValueError("BridgeServer needs a non-empty token")
+        if not is_loopback_bind(host):
+            raise ValueError(f"BridgeServer binds loopback only, not {host!r}")
+        self._token = token.encode("utf-8")  # expected secret, bytes for compare_digest
+        self._handler = handler  # async (method, params) -> result
+        self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
+        self._port = port  # requested port (0 = free)
+        self._max_frame = max_frame  # bytes; larger frames close the connection with 1009
+        self._allowed_origins = frozenset(allowed_origins)  # exact Origin values accepted
+        self._auth_timeout = auth_timeout  # seconds for the first frame
+        self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
+        self.port: int | None = None  # the bound port once started
+        self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
+        self._session: _Session | None = None  # the current authenticated connection
+        self._server: Server | None = None  # the websockets server
+        self._worker: asyncio.Task | None = None  # the one handler task
+        self._idle = asyncio.Event()  # set while the worker waits for the next frame
+        self._closing = asyncio.Event()  # set by close(): readers stop waiting for queue space
+        self._ids = itertools.count(1)  # ids of our requests to the client
+        self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
+        self._dropped_on_close = 0  # frames taken off the queue after close() began
+
+    # ---- public API ------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while an authenticated client is connected."""
+        return self._session is not None
+
+    @property
+    def client(self) -> Hello | None:
+        """The current client's auth params (``client``, ``version``), or None."""
+        return self._session.hello if self._session is not None else None
+
+    async def start(self) -> int:
+        """Bind and start serving; return the real port."""
+        self._worker = asyncio.create_task(self._work(), name="bridge-worker")
+        self._server = await serve(
+            self._serve_connection,
+            self._host,
+            self._port,
+            process_request=self._check_handshake,
+            max_size=self._max_frame,
+            compression=None,  # loopback: compression costs CPU and buys nothing
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("bridge listening on %s:%d", self._host, self.port)
+        return self.port
+
+    def notify(self, method: str, params: Any = None) -> int:
+        """Append a notification to the stream (seq stamped into params) and send it if a client
+        is connected; return its seq.  ``params``: Struct, mapping or None (TypeError otherwise)."""
+        seq = self.stream.append(method, params)
+        session = self._session
+        if session is not None:
+            session.wake()
+        return seq
+
+    async def request(self, method: str, params: Any = None, timeout: float | None = 10.0) -> Any:
+        """Send a request to the current client and return its ``result``.
+
+        Raises :class:`RemoteError` (error answer), :class:`RequestTimeout` (none within
+        ``timeout`` seconds; None = wait forever), :class:`NotConnected` (no client, or the
+        connection closed meanwhile), ``TypeError`` (params not encodable).
+        """
+        session = self._session
+        if session is None or session.closed:
+            raise NotConnected(f"no authenticated client for {method}")
+        request_id = next(self._ids)
+        data = jsonrpc.encode_request(request_id, method, UNSET if params is None else params)
+        future = asyncio.get_running_loop().create_future()
+        session.pending[request_id] = future
+        session.send(data)
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                return future.result()  # answered in the very same loop iteration
+            raise RequestTimeout(f"{method} (id {request_id}) got no answer in {timeout} s") from None
+        finally:
+            session.pending.pop(request_id, None)
+
+    async def close(self, *, grace: float = 5.0) -> None:
+        """Stop accepting, close the connection (1001), finish the handler call in flight (up to
+        ``grace`` seconds), then cancel the worker.  Idempotent."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        if self._server is not None:
+            self._server.close()  # closes open connections with 1001 and waits for handlers
+            await self._server.wait_closed()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._worker is not None:
+            if not self._idle.is_set():
+                try:
+                    await asyncio.wait_for(self._idle.wait(), grace)
+                except TimeoutError:
+                    log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        dropped = self._dropped_on_close + self._queue.qsize()
+        if dropped:
+            log.warning("bridge close: %d inbound frames were not handled", dropped)
+        log.info("bridge closed")
+
+    # ---- handshake and reader ---------------------------------------------------------------
+
+    def _check_handshake(self, connection: ServerConnection, request: HttpRequest) -> HttpResponse | None:
+        """process_request hook: 403 for a foreign Origin or a non-loopback Host."""
+        reason = check_handshake(
+            request.headers.get_all("Origin"), request.headers.get_all("Host"), self._allowed_origins
+        )
+        if reason is None:
+            return None
+        log.warning("refused a websocket handshake from %s: %s", connection.remote_address, reason)
+        return connection.respond(HTTPStatus.FORBIDDEN, f"Forbidden: {reason}\n")
+
+    async def _serve_connection(self, ws: ServerConnection) -> None:
+        """websockets handler: authenticate, take over as the current session, read."""
+        try:
+            try:
+                raw = await asyncio.wait_for(ws.recv(decode=False), self._auth_timeout)
+            except TimeoutError:
+                log.warning("no auth frame from %s within %.1f s", ws.remote_address, self._auth_timeout)
+                await _close_and_drain(ws, CLOSE_AUTH_TIMEOUT, "auth timeout")
+                return
+            try:
+                message: Any = jsonrpc.decode(raw)
+            except RpcError as exc:
+                message = exc
+            try:
+                request, hello = authenticate(message, self._token)
+            except Unauthorized as exc:
+                log.warning("refused client %s: %s", ws.remote_address, exc.message)
+                await ws.send(jsonrpc.encode_error(exc.id, exc), text=True)
+                await _close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
+                return
+        except ConnectionClosed:
+            return
+        session = _Session(ws, self.stream, hello)
+        old, self._session = self._session, session
+        if old is not None:
+            self._retire(old)
+        log.info("client %r %s connected from %s; replaying %d unacked frames",
+                 hello.client, hello.version, ws.remote_address, len(self.stream))
+        hello_answer = {"ok": True, "protocol": PROTOCOL, "last_seq": self.stream.last_seq}
+        session.send(jsonrpc.encode_result(request.id, hello_answer), first=True)
+        session.start()
+        try:
+            await self._read(session)
+        finally:
+            session.shutdown()
+            if self._session is session:
+                self._session = None
+                log.info("client %r disconnected (code %s)", hello.client, ws.close_code)
+
+    def _retire(self, old: _Session) -> None:
+        """Close a replaced connection with 4409 in the background."""
+        log.info("client %r replaced by a newer connection", old.hello.client)
+        old.shutdown()
+        task = asyncio.create_task(old.ws.close(CLOSE_REPLACED, "replaced by a newer connection"))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _read(self, session: _Session) -> None:
+        """Read frames until the connection closes; dispatch as the module header says."""
+        ws, queue = session.ws, self._queue
+        Request, Notification, Response = jsonrpc.Request, jsonrpc.Notification, jsonrpc.Response
+        while True:
+            try:
+                raw = await ws.recv(decode=False)
+            except ConnectionClosed:
+                return
+            try:
+                msg = jsonrpc.decode(raw)
+            except RpcError as exc:
+                session.send(_error_frame(exc.id, exc))
+                continue
+            kind = type(msg)
+            if kind is Request or kind is Notification:
+                if msg.method == "stream.ack":
+                    self._on_ack(session, msg)
+                elif msg.method == "auth":
+                    if kind is Request:
+                        session.send(_error_frame(msg.id, InvalidRequest("already authenticated")))
+                elif not queue.full():
+                    queue.put_nowait((session, msg))
+                elif not await self._put_when_room((session, msg)):
+                    self._dropped_on_close += await _drain(ws)
+                    return
+            elif kind is Response:
+                future = session.pending.get(msg.id)
+                if future is not None and not future.done():
+                    future.set_result(msg.result)
+                else:
+                    log.debug("answer to unknown or expired request id %r", msg.id)
+            else:
+                future = session.pending.get(msg.id)
+                error = RemoteError(msg.error.code, msg.error.message,
+                                    None if msg.error.data is UNSET else msg.error.data)
+                if future is not None and not future.done():
+                    future.set_exception(error)
+                else:
+                    log.warning("client sent an error for id %r: %s", msg.id, error)
+
+    async def _put_when_room(self, item: tuple) -> bool:
+        """Back-pressure: wait for queue room; False if the server started closing meanwhile."""
+        put = asyncio.ensure_future(self._queue.put(item))
+        closing = asyncio.ensure_future(self._closing.wait())
+        await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
+        closing.cancel()
+        if put.done():
+            return True
+        put.cancel()
+        self._dropped_on_close += 1
+        return False
+
+    def _on_ack(self, session: _Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
+        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
+        params = msg.params
+        seq = params.get("seq") if isinstance(params, dict) else None
+        is_request = type(msg) is jsonrpc.Request
+        if type(seq) is not int or seq < 0:
+            if is_request:
+                session.send(_error_frame(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
+            else:
+                log.warning("ignored malformed stream.ack %r", params)
+            return
+        self.stream.ack(seq)
+        if is_request:
+            session.send(jsonrpc.encode_result(msg.id, {"ok": True}))
+
+    # ---- worker ------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        """The one worker: handle queued frames strictly in arrival order."""
+        queue, handler, Request = self._queue, self._handler, jsonrpc.Request
+        while True:
+            self._idle.set()
+            session, msg = await queue.get()
+            self._idle.clear()
+            if self._closing.is_set():
+                self._dropped_on_close += 1
+                continue
+            params = {} if msg.params is UNSET else msg.params
+            is_request = type(msg) is Request
+            try:
+                result = await handler(msg.method, params)
+            except RpcError as exc:
+                log.info("%s failed: %r", msg.method, exc)
+                frame = _error_frame(msg.id, exc) if is_request else None
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise  # close() is stopping the worker
+                log.error("handler for %s was cancelled from inside", msg.method)
+                frame = _error_frame(msg.id, InternalError("cancelled")) if is_request else None
+            except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
+                log.exception("handler for %s raised", msg.method)
+                frame = (_error_frame(msg.id, InternalError(f"{type(exc).__name__}: {exc}"))
+                         if is_request else None)
+            else:
+                frame = None
+                if is_request:
+                    try:
+                        frame = jsonrpc.encode_result(msg.id, result)
+                    except Exception as exc:  # noqa: BLE001 — unencodable result
+                        log.error("result of %s is not JSON-encodable: %s", msg.method, exc)
+                        frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
+            if frame is not None:
+                session.send(frame)
+
+
+async def _drain(ws: ServerConnection) -> int:
+    """Read and discard frames until the connection is closed; return how many.
+
+    websockets stops reading the socket while received frames are not consumed, so a connection
+    that is being closed must still be drained, or the peer's close frame is never seen and the
+    closing handshake waits its full timeout.
+    """
+    discarded = 0
+    try:
+        while True:
+            await ws.recv(decode=False)
+            discarded += 1
+    except ConnectionClosed:
+        return discarded
+
+
+async def _close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:
+    """Close with ``code``/``reason`` while draining whatever the peer still sends."""
+    drain = asyncio.create_task(_drain(ws))
+    try:
+        await ws.close(code, reason)
+    finally:
+        drain.cancel()
+        await asyncio.gather(drain, return_exceptions=True)
+
+
+def _error_frame(request_id: Any, error: RpcError) -> bytes:
+    """Encode an error answer; fall back to a bare -32603 if ``data``/``message`` won't encode."""
+    try:
+        return jsonrpc.encode_error(request_id, error)
+    except Exception:  # noqa: BLE001 — e.g. data holds an unencodable object
+        message = error.message.encode("utf-8", "replace").decode("utf-8")
+        return jsonrpc.encode_error(request_id, RpcError(error.code, message))
