@@ -91,7 +91,7 @@ async def _serve(settings) -> int:
         port = await app.start()
         ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
                  "protocol": PROTOCOL_VERSION}
-        sys.stdout.write(json.dumps(ready) + "\n")
+        sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
         sys.stdout.flush()
         reason = await wait_for_shutdown()
         log.info("shutting down: %s", reason)
