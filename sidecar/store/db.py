@@ -1,0 +1,283 @@
+"""The SQLite store (DESIGN §3 lock, §9 persistence; architecture "Store API").
+
+Rules / theory of operation
+---------------------------
+* One ``Store`` per data dir and machine: :meth:`Store.open` takes an exclusive OS lock on
+  ``path.with_suffix(".lock")`` first (:mod:`.lock`) and raises :class:`DataDirLocked` when another
+  process — or another ``Store`` in this process — holds it.  :meth:`close` releases it; the OS
+  releases it when the process dies, SIGKILL included.
+* The database runs in WAL mode with ``foreign_keys=ON`` and a ``busy_timeout``.  Durability:
+  ``"normal"`` (default) = ``synchronous=NORMAL``: a committed transaction survives a crash or
+  SIGKILL of the sidecar (the WAL is written before COMMIT returns; only the fsync is deferred to
+  checkpoints), which is the failure the sidecar must survive and the one the crash test proves.
+  A power loss or OS crash may lose the last few commits (never corrupt the file); deployments
+  that need power-loss durability open with ``"full"`` (``synchronous=FULL``, an fsync per commit,
+  several times slower).  DESIGN §9 asks for FULL "or a documented and tested equivalent": this is
+  that equivalent for process crashes.
+* Migrations (:mod:`.migrations`) are applied on open, each in its own transaction; a file newer
+  than this code raises :class:`SchemaTooNew` before anything is written to it.
+* :meth:`commit` applies a list of ops (:mod:`.ops`) in ONE ``BEGIN IMMEDIATE … COMMIT``; any
+  error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.  The
+  batch is compiled to SQL on the event loop, then executed by a single function on aiosqlite's
+  connection thread (one thread hop per commit, not one per statement), which keeps the hot path
+  of every runtime step cheap (``bench/store_bench.py``).  Cancelling the awaiting task does not
+  cancel the transaction: it still commits or rolls back as a whole.
+* Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
+  reader never sees half of a batch.
+* Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import aiosqlite
+import msgspec
+
+from sidecar.domain.tasks import Task
+
+from .errors import SchemaTooNew, StoreError
+from .lock import DirLock
+from .migrations import MIGRATIONS, migrate, user_version
+from .ops import Op, compile_ops
+from .rows import (OUTBOX_COLUMNS, TASK_COLUMNS, OutboxRow, SessionRow, decode_json,
+                   outbox_from_row, task_from_row)
+
+T = TypeVar("T")
+
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+
+# Head of a pair = the pair's lowest id.  A pair whose head is not due blocks its later rows.
+_IS_HEAD = "NOT EXISTS (SELECT 1 FROM outbox p WHERE p.pair = o.pair AND p.id < o.id)"
+
+
+def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> None:
+    """Run on the connection thread: the whole batch in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, rows in plan:
+            if len(rows) == 1:
+                conn.execute(sql, rows[0])
+            else:
+                conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
+           migrations: Sequence[str]) -> tuple[int, int]:
+    """Run on the connection thread: pragmas, then migrations."""
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    found = user_version(conn)
+    if found > len(migrations):  # check before WAL: a newer file is left untouched
+        raise SchemaTooNew(found, len(migrations))
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"could not switch the database to WAL (journal_mode={mode})")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return migrate(conn, migrations)
+
+
+class Store:
+    """An open store.  Use :meth:`open` (or ``async with await Store.open(...)``)."""
+
+    def __init__(self, path: Path, db: aiosqlite.Connection, lock: DirLock, durability: str,
+                 schema_version: int) -> None:
+        self.path = path  # the database file
+        self.durability = durability  # "normal" | "full"
+        self.schema_version = schema_version  # PRAGMA user_version after migrations
+        self._db: aiosqlite.Connection | None = db
+        self._lock = lock
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def open(cls, path: Path | str, *, durability: str = "normal",
+                   busy_timeout_ms: int = 5000,
+                   migrations: Sequence[str] = MIGRATIONS) -> "Store":
+        """Open (creating folder and file) and migrate the store at ``path``.
+
+        Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`,
+        :class:`SchemaTooNew`, :class:`MigrationError`, or :class:`StoreError` (cause attached)
+        for any other SQLite failure.  On failure nothing stays open and the lock is released.
+        """
+        if durability not in _SYNCHRONOUS:
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = DirLock.acquire(path.with_suffix(".lock"))
+        db: aiosqlite.Connection | None = None
+        try:
+            db = await aiosqlite.connect(path, isolation_level=None)
+            _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
+                                           busy_timeout_ms, migrations)
+        except BaseException as exc:
+            if db is not None:
+                await db.close()
+            lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open store {path}: {exc}") from exc
+            raise
+        return cls(path, db, lock, durability, version)
+
+    async def close(self) -> None:
+        """Close the connection and release the lock (idempotent)."""
+        db, self._db = self._db, None
+        try:
+            if db is not None:
+                await db.close()
+        finally:
+            self._lock.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3_connection, *args)`` on the connection thread."""
+        db = self._db
+        if db is None:
+            raise StoreError("store is closed")
+        try:
+            return await db._execute(fn, db._conn, *args)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:  # aiosqlite: "Connection closed"
+            if self._db is None or not db._running:
+                raise StoreError("store is closed") from exc
+            raise
+
+    # ------------------------------------------------------------------ writes
+    async def commit(self, ops: list[Op]) -> None:
+        """Apply ``ops`` (see :mod:`.ops`) in one transaction; all or nothing.
+
+        Raises :class:`StoreError` (cause attached) when an op cannot be encoded or SQLite
+        refuses one; then nothing of the batch is written.  An empty list is a no-op.
+        """
+        if not ops:
+            return
+        try:
+            plan = compile_ops(ops)
+        except (TypeError, ValueError, msgspec.EncodeError) as exc:
+            raise StoreError(f"cannot encode op: {exc}") from exc
+        await self._run(_apply, plan)
+
+    # ------------------------------------------------------------------ readers: tasks
+    async def open_tasks(self, tu: str | None = None) -> list[Task]:
+        """Open tasks (of ``tu``, or of every TU), by (deadline, created_at, task_id)."""
+        sql = f"SELECT {TASK_COLUMNS} FROM tasks WHERE closed_at IS NULL"
+        args: tuple = ()
+        if tu is not None:
+            sql += " AND tu = ?"
+            args = (tu,)
+        sql += " ORDER BY deadline, created_at, task_id"
+        return await self._run(lambda c: [task_from_row(r) for r in c.execute(sql, args)])
+
+    async def task(self, task_id: str) -> Task | None:
+        sql = f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?"
+
+        def read(c: sqlite3.Connection) -> Task | None:
+            r = c.execute(sql, (task_id,)).fetchone()
+            return None if r is None else task_from_row(r)
+
+        return await self._run(read)
+
+    async def tasks_for(self, tu: str, since: float, *, ru: str | None = None,
+                        type: str | None = None) -> list[Task]:
+        """History of ``tu``: every task still open or closed at/after ``since`` (unix seconds),
+        optionally of one ``ru`` and/or ``type``; by (created_at, task_id)."""
+        sql = f"SELECT {TASK_COLUMNS} FROM tasks WHERE tu = ?"
+        args: list = [tu]
+        if ru is not None:
+            sql += " AND ru = ?"
+            args.append(ru)
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(getattr(type, "value", type))
+        sql += " AND (closed_at IS NULL OR closed_at >= ?) ORDER BY created_at, task_id"
+        args.append(since)
+        return await self._run(lambda c: [task_from_row(r) for r in c.execute(sql, args)])
+
+    # ------------------------------------------------------------------ readers: state
+    async def favorites(self, tu: str) -> dict[str, dict]:
+        """``{ru: favorite dict (incl. markers)}`` of ``tu``."""
+        sql = "SELECT ru, data FROM favorites WHERE tu = ? ORDER BY ru"
+        return await self._run(lambda c: {ru: decode_json(d) for ru, d in c.execute(sql, (tu,))})
+
+    async def states(self, tu: str, scope: str) -> dict[str, Any]:
+        """``{key: value}`` of ``(tu, scope)`` in :class:`PutState`."""
+        sql = "SELECT key, value FROM service_state WHERE tu = ? AND scope = ? ORDER BY key"
+        return await self._run(
+            lambda c: {k: decode_json(v) for k, v in c.execute(sql, (tu, scope))})
+
+    async def state(self, tu: str, scope: str, key: str, default: Any = None) -> Any:
+        sql = "SELECT value FROM service_state WHERE tu = ? AND scope = ? AND key = ?"
+
+        def read(c: sqlite3.Connection) -> Any:
+            r = c.execute(sql, (tu, scope, key)).fetchone()
+            return default if r is None else decode_json(r[0])
+
+        return await self._run(read)
+
+    async def sessions(self) -> list[SessionRow]:
+        """Logged-in TUs, by tu."""
+        sql = "SELECT tu, project, operator, logged_in_at FROM sessions ORDER BY tu"
+        return await self._run(lambda c: [
+            SessionRow(tu=r[0], project=r[1], operator=r[2], logged_in_at=r[3])
+            for r in c.execute(sql)])
+
+    async def meta(self, key: str) -> str | None:
+        def read(c: sqlite3.Connection) -> str | None:
+            r = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if r is None else r[0]
+
+        return await self._run(read)
+
+    # ------------------------------------------------------------------ readers: outbox
+    async def outbox_due(self, now: float, limit: int = 100, *,
+                         heads_only: bool = False) -> list[OutboxRow]:
+        """Rows with ``next_at <= now`` by id, at most ``limit``.  ``heads_only``: only rows that
+        are the oldest of their pair (what the pump may send; DESIGN §9 per-pair order)."""
+        sql = f"SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.next_at <= ?"
+        if heads_only:
+            sql += f" AND {_IS_HEAD}"
+        sql += " ORDER BY o.id LIMIT ?"
+        return await self._run(
+            lambda c: [outbox_from_row(r) for r in c.execute(sql, (now, limit))])
+
+    async def outbox_next_due(self, *, heads_only: bool = True) -> float | None:
+        """Earliest ``next_at`` (unix seconds) of the pairs' heads — the first instant at which
+        the pump could send something — or of every row; ``None`` when the queue is empty."""
+        sql = "SELECT MIN(o.next_at) FROM outbox o"
+        if heads_only:
+            sql += f" WHERE {_IS_HEAD}"
+        return await self._run(lambda c: c.execute(sql).fetchone()[0])
+
+    async def outbox_size(self) -> int:
+        return await self._run(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
+
+    async def outbox_rows(self, *, pair: str | None = None,
+                          kind: str | None = None) -> list[OutboxRow]:
+        """Every queued row (optionally of one pair / kind), by id — e.g. for restore (§9: the
+        local unsent outbox wins over Stack's startup data)."""
+        sql = f"SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE 1"
+        args: list = []
+        if pair is not None:
+            sql += " AND o.pair = ?"
+            args.append(pair)
+        if kind is not None:
+            sql += " AND o.kind = ?"
+            args.append(kind)
+        sql += " ORDER BY o.id"
+        return await self._run(lambda c: [outbox_from_row(r) for r in c.execute(sql, args)])

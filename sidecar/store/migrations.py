@@ -1,0 +1,131 @@
+"""Versioned schema migrations (DESIGN §9; docs/architecture.md "Store API").
+
+Rules / theory of operation
+---------------------------
+* ``MIGRATIONS[i]`` is the SQL script that takes the schema from version ``i`` to ``i + 1``;
+  ``PRAGMA user_version`` holds the version of the file (0 = empty).  Append new scripts, never edit
+  a released one: a data dir written by an older sidecar is upgraded step by step.
+* Each migration runs in its **own** transaction together with the ``user_version`` bump
+  (``BEGIN IMMEDIATE; <script>; PRAGMA user_version = N; COMMIT``): a failure rolls that one script
+  back and leaves the file at the last version that completed (:class:`MigrationError`).
+* A file whose ``user_version`` is greater than ``len(MIGRATIONS)`` was written by a newer sidecar:
+  :class:`SchemaTooNew`, and nothing is touched.
+* :func:`migrate` is synchronous: the store runs it on aiosqlite's connection thread.
+
+Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded TEXT)
+-------------------------------------------------------------------------------------
+* ``tasks`` — one row per task, open or closed (``domain.tasks.Task``); open = ``closed_at IS NULL``
+  Indexes: open tasks per TU (partial), history per (tu, ru, type, closed_at) and (tu, closed_at).
+* ``favorites`` — the favorites cache; ``data`` = the whole favorite dict with markers; PK (tu, ru)
+* ``service_state`` — generic durable runtime state of the services (chains, timers, cursors);
+  PK (tu, scope, key).
+* ``sessions`` — which TUs are logged in (restored after a crash).
+* ``outbox`` — Stack writes not yet acknowledged (DESIGN §9); ``idem_key`` UNIQUE; the head of a
+  pair is its lowest ``id``.
+* ``meta`` — free key/value text for the store itself.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from .errors import MigrationError, SchemaTooNew
+
+V1 = """
+CREATE TABLE tasks (
+    task_id     TEXT PRIMARY KEY,
+    tu          TEXT NOT NULL,
+    project     TEXT NOT NULL,
+    ru          TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    deadline    REAL NOT NULL,
+    closed_at   REAL,
+    reason      TEXT,
+    vip         TEXT,
+    meta        TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+CREATE INDEX tasks_open_by_tu ON tasks (tu, deadline) WHERE closed_at IS NULL;
+CREATE INDEX tasks_history_by_pair ON tasks (tu, ru, type, closed_at);
+CREATE INDEX tasks_history_by_tu ON tasks (tu, closed_at);
+
+CREATE TABLE favorites (
+    tu       TEXT NOT NULL,
+    ru       TEXT NOT NULL,
+    project  TEXT NOT NULL,
+    data     TEXT NOT NULL,
+    PRIMARY KEY (tu, ru)
+) WITHOUT ROWID;
+
+CREATE TABLE service_state (
+    tu     TEXT NOT NULL,
+    scope  TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    PRIMARY KEY (tu, scope, key)
+) WITHOUT ROWID;
+
+CREATE TABLE sessions (
+    tu            TEXT PRIMARY KEY,
+    project       TEXT NOT NULL,
+    operator      TEXT NOT NULL,
+    logged_in_at  REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE outbox (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    pair        TEXT NOT NULL,
+    idem_key    TEXT NOT NULL UNIQUE,
+    method      TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    body        BLOB NOT NULL,
+    kind        TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    next_at     REAL NOT NULL,
+    last_error  TEXT
+);
+CREATE INDEX outbox_by_pair ON outbox (pair, id);
+CREATE INDEX outbox_by_next_at ON outbox (next_at, id);
+
+CREATE TABLE meta (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+#: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
+MIGRATIONS: tuple[str, ...] = (V1,)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    """The file's ``PRAGMA user_version`` (0 for a new file)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, migrations: Sequence[str] = MIGRATIONS) -> tuple[int, int]:
+    """Bring ``conn`` (autocommit mode, ``isolation_level=None``) up to ``len(migrations)``.
+
+    Returns ``(version_before, version_after)``.  Raises :class:`SchemaTooNew` when the file is
+    newer than ``migrations`` and :class:`MigrationError` when a script fails (that script is
+    rolled back; earlier ones stay applied).
+    """
+    known = len(migrations)
+    before = user_version(conn)
+    if before > known:
+        raise SchemaTooNew(before, known)
+    for version in range(before + 1, known + 1):
+        script = migrations[version - 1]
+        try:
+            # executescript() issues the statements as written; the BEGIN/COMMIT pair makes the
+            # script and the version bump one transaction (user_version lives in the db header,
+            # which is part of the transaction).
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\n;PRAGMA user_version = {version};\nCOMMIT;"
+            )
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise MigrationError(version, exc) from exc
+    return before, known

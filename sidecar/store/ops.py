@@ -1,0 +1,221 @@
+"""Write ops: what a step asks the store to persist (DESIGN §9; architecture "Store API").
+
+Rules / theory of operation
+---------------------------
+* A runtime step (one event or one timer, handled by the sans-I/O services) produces a list of ops;
+  :meth:`Store.commit` applies the whole list in **one** transaction, so a step is either fully on
+  disk or not at all.  A marker change and the outbox row that tells Stack about it are two ops of
+  the same list, which is how "applied locally and enqueued in the same transaction" (§9) holds.
+* Ops are frozen msgspec Structs in a tagged union (tag = class name), so a step can itself be
+  encoded, logged or replayed.  Times are unix seconds UTC floats; ``value``/``data`` are any
+  msgspec-encodable value and are stored as msgspec JSON text.
+* :func:`compile_ops` turns ops into ``(sql, params)`` pairs, outside the database thread; every
+  encoding error surfaces there, before the transaction starts.
+* Semantics: ``Put*`` are upserts (the last write in a batch wins); ``Delete*`` of a missing row
+  is a no-op; ``Enqueue`` of an ``idem_key`` that is already queued is ignored (idempotent:
+  re-running a step after a crash cannot queue a write twice; a key that was already acked and
+  deleted is queued again, and Stack answers it with its first answer); ``Ack`` deletes the outbox
+  row, ``Retry`` re-arms it; both are no-ops for an id that is gone.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Union
+
+import msgspec
+
+from sidecar.domain.tasks import Task
+
+_encode = msgspec.json.Encoder().encode
+
+
+def to_json(value: Any) -> str:
+    """msgspec JSON text for a JSON column."""
+    return _encode(value).decode()
+
+
+class Op(msgspec.Struct, frozen=True, tag=True):
+    """Base of every write op."""
+
+
+class PutTask(Op, frozen=True):
+    """Insert or replace a task (open or closed)."""
+
+    task: Task
+
+
+class PutFavorite(Op, frozen=True):
+    """Upsert a favorite; ``data`` is the whole favorite dict including its markers."""
+
+    tu: str
+    ru: str
+    project: str
+    data: dict
+
+
+class DeleteFavorite(Op, frozen=True):
+    tu: str
+    ru: str
+
+
+class PutState(Op, frozen=True):
+    """Upsert one durable service-state entry; ``scope`` names the service part (``chains``)."""
+
+    tu: str
+    scope: str
+    key: str
+    value: Any
+
+
+class DeleteState(Op, frozen=True):
+    tu: str
+    scope: str
+    key: str
+
+
+class DeleteStateScope(Op, frozen=True):
+    """Delete every key of ``(tu, scope)``."""
+
+    tu: str
+    scope: str
+
+
+class PutSession(Op, frozen=True):
+    """``tu`` is logged in by ``operator`` since ``at`` (unix seconds)."""
+
+    tu: str
+    project: str
+    operator: str
+    at: float
+
+
+class DeleteSession(Op, frozen=True):
+    tu: str
+
+
+class Enqueue(Op, frozen=True):
+    """Queue a Stack write (due at once: ``next_at = at``).  ``pair`` orders writes (§9)."""
+
+    pair: str
+    idem_key: str
+    method: str
+    path: str
+    body: bytes
+    kind: str
+    at: float
+
+
+class Ack(Op, frozen=True):
+    """Stack acknowledged outbox row ``outbox_id``: delete it."""
+
+    outbox_id: int
+
+
+class Retry(Op, frozen=True):
+    """Re-arm outbox row ``outbox_id``: ``attempts`` so far, next try at ``next_at``."""
+
+    outbox_id: int
+    attempts: int
+    next_at: float
+    error: str
+
+
+class PruneTasks(Op, frozen=True):
+    """Delete tasks closed before ``closed_before`` (keeps "recent task history" recent)."""
+
+    closed_before: float
+
+
+class PutMeta(Op, frozen=True):
+    key: str
+    value: str
+
+
+AnyOp = Union[PutTask, PutFavorite, DeleteFavorite, PutState, DeleteState, DeleteStateScope,
+              PutSession, DeleteSession, Enqueue, Ack, Retry, PruneTasks, PutMeta]
+
+_PUT_TASK = (
+    "INSERT INTO tasks (task_id, tu, project, ru, type, source, created_at, deadline, closed_at,"
+    " reason, vip, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    " ON CONFLICT (task_id) DO UPDATE SET tu=excluded.tu, project=excluded.project,"
+    " ru=excluded.ru, type=excluded.type, source=excluded.source, created_at=excluded.created_at,"
+    " deadline=excluded.deadline, closed_at=excluded.closed_at, reason=excluded.reason,"
+    " vip=excluded.vip, meta=excluded.meta"
+)
+_PUT_FAVORITE = (
+    "INSERT INTO favorites (tu, ru, project, data) VALUES (?,?,?,?)"
+    " ON CONFLICT (tu, ru) DO UPDATE SET project=excluded.project, data=excluded.data"
+)
+_DELETE_FAVORITE = "DELETE FROM favorites WHERE tu=? AND ru=?"
+_PUT_STATE = (
+    "INSERT INTO service_state (tu, scope, key, value) VALUES (?,?,?,?)"
+    " ON CONFLICT (tu, scope, key) DO UPDATE SET value=excluded.value"
+)
+_DELETE_STATE = "DELETE FROM service_state WHERE tu=? AND scope=? AND key=?"
+_DELETE_STATE_SCOPE = "DELETE FROM service_state WHERE tu=? AND scope=?"
+_PUT_SESSION = (
+    "INSERT INTO sessions (tu, project, operator, logged_in_at) VALUES (?,?,?,?)"
+    " ON CONFLICT (tu) DO UPDATE SET project=excluded.project, operator=excluded.operator,"
+    " logged_in_at=excluded.logged_in_at"
+)
+_DELETE_SESSION = "DELETE FROM sessions WHERE tu=?"
+# NOT EXISTS rather than ON CONFLICT DO NOTHING: a refused insert would still burn an
+# AUTOINCREMENT id; the UNIQUE constraint stays as the guard.
+_ENQUEUE = (
+    "INSERT INTO outbox (pair, idem_key, method, path, body, kind, created_at, attempts, next_at)"
+    " SELECT ?,?,?,?,?,?,?,0,? WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE idem_key = ?)"
+)
+_ACK = "DELETE FROM outbox WHERE id=?"
+_RETRY = "UPDATE outbox SET attempts=?, next_at=?, last_error=? WHERE id=?"
+_PRUNE = "DELETE FROM tasks WHERE closed_at IS NOT NULL AND closed_at < ?"
+_PUT_META = (
+    "INSERT INTO meta (key, value) VALUES (?,?)"
+    " ON CONFLICT (key) DO UPDATE SET value=excluded.value"
+)
+
+
+def _val(x: Any) -> Any:
+    return getattr(x, "value", x)  # str enums → their plain value
+
+
+def _task(op: PutTask) -> tuple:
+    t = op.task
+    return (t.task_id, t.tu, t.project, t.ru, _val(t.type), t.source, t.created_at, t.deadline,
+            t.closed_at, _val(t.reason), t.vip, to_json(t.meta))
+
+
+_COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
+    PutTask: (_PUT_TASK, _task),
+    PutFavorite: (_PUT_FAVORITE, lambda o: (o.tu, o.ru, o.project, to_json(o.data))),
+    DeleteFavorite: (_DELETE_FAVORITE, lambda o: (o.tu, o.ru)),
+    PutState: (_PUT_STATE, lambda o: (o.tu, o.scope, o.key, to_json(o.value))),
+    DeleteState: (_DELETE_STATE, lambda o: (o.tu, o.scope, o.key)),
+    DeleteStateScope: (_DELETE_STATE_SCOPE, lambda o: (o.tu, o.scope)),
+    PutSession: (_PUT_SESSION, lambda o: (o.tu, o.project, o.operator, o.at)),
+    DeleteSession: (_DELETE_SESSION, lambda o: (o.tu,)),
+    Enqueue: (_ENQUEUE, lambda o: (o.pair, o.idem_key, o.method, o.path, bytes(o.body), o.kind,
+                                   o.at, o.at, o.idem_key)),
+    Ack: (_ACK, lambda o: (o.outbox_id,)),
+    Retry: (_RETRY, lambda o: (o.attempts, o.next_at, o.error, o.outbox_id)),
+    PruneTasks: (_PRUNE, lambda o: (o.closed_before,)),
+    PutMeta: (_PUT_META, lambda o: (o.key, o.value)),
+}
+
+
+def compile_ops(ops: list[Op]) -> list[tuple[str, list[tuple]]]:
+    """``ops`` → ``[(sql, [params, ...]), ...]`` in op order; consecutive ops with the same
+    statement share one entry (one ``executemany``).  Raises ``TypeError`` for an unknown op and
+    ``msgspec.EncodeError``/``TypeError`` for a value that cannot be encoded."""
+    plan: list[tuple[str, list[tuple]]] = []
+    last_sql = None
+    for op in ops:
+        try:
+            sql, params = _COMPILERS[type(op)]
+        except KeyError:
+            raise TypeError(f"not a store op: {op!r}") from None
+        row = params(op)
+        if sql is last_sql:
+            plan[-1][1].append(row)
+        else:
+            plan.append((sql, [row]))
+            last_sql = sql
+    return plan

@@ -1,0 +1,179 @@
+"""Store.commit (one transaction per step) and the readers (DESIGN §9)."""
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+import pytest
+
+from sidecar.domain.tasks import CloseReason, Task, TaskType
+from sidecar.store import (Ack, AnyOp, DeleteFavorite, DeleteSession, DeleteState,
+                           DeleteStateScope, Enqueue, OutboxRow, PruneTasks, PutFavorite, PutMeta,
+                           PutSession, PutState, PutTask, Retry, SessionRow, Store, StoreError)
+
+T0 = 1_796_025_600.0
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "sidecar.db")
+    yield s
+    await s.close()
+
+
+def task(n: int, *, tu="tu1", ru="ru1", type=TaskType.UNANSWERED_MESSAGE, created=T0,
+         deadline=None, closed=None, reason=None, **kw) -> Task:
+    return Task(task_id=f"t-{n}", type=type, project="golden", tu=tu, ru=ru, source="socket",
+                created_at=created, deadline=created + 120 if deadline is None else deadline,
+                closed_at=closed, reason=reason, **kw)
+
+
+def enq(key: str, pair="tu1/ru1", at=T0, body=b"{}") -> Enqueue:
+    return Enqueue(pair, key, "PUT", f"/x/{key}", body, "marker", at)
+
+
+async def snapshot(store: Store) -> dict:
+    return {"open": await store.open_tasks(), "fav": await store.favorites("tu1"),
+            "state": await store.states("tu1", "chains"), "out": await store.outbox_rows(),
+            "sessions": await store.sessions()}
+
+
+async def test_failing_op_in_the_middle_writes_nothing(store):
+    await store.commit([PutState("tu1", "chains", "ru0", {"step": 1})])
+    before = await snapshot(store)
+    bad = msgspec.structs.replace(task(1), project=None)  # NOT NULL violation inside the batch
+    with pytest.raises(StoreError) as ei:
+        await store.commit([PutFavorite("tu1", "ru1", "golden", {"active": True}),
+                            PutState("tu1", "chains", "ru0", {"step": 2}),
+                            PutTask(bad), enq("k1"), PutSession("tu1", "golden", "op", T0)])
+    assert isinstance(ei.value.__cause__, sqlite3.IntegrityError)
+    assert await snapshot(store) == before
+    await store.commit([enq("k1")])  # the store is still usable afterwards
+    assert await store.outbox_size() == 1
+
+
+async def test_unencodable_value_writes_nothing(store):
+    with pytest.raises(StoreError):
+        await store.commit([enq("k1"), PutState("tu1", "chains", "ru1", object())])
+    with pytest.raises(StoreError):
+        await store.commit([enq("k1"), "not an op"])  # type: ignore[list-item]
+    assert await store.outbox_size() == 0
+
+
+async def test_tasks_upsert_and_readers(store):
+    await store.commit([
+        PutTask(task(1, created=T0, deadline=T0 + 300, vip="green", meta={"answer_by": "mail"})),
+        PutTask(task(2, created=T0 + 1, deadline=T0 + 100, type=TaskType.LIKE)),
+        PutTask(task(3, tu="tu2", created=T0 + 2)),
+        PutTask(task(4, created=T0 - 900, closed=T0 - 500, reason=CloseReason.ANSWERED)),
+        PutTask(task(5, ru="ru2", created=T0 - 90, closed=T0 - 60, reason=CloseReason.EXPIRED)),
+    ])
+    assert [t.task_id for t in await store.open_tasks("tu1")] == ["t-2", "t-1"]  # by deadline
+    assert [t.task_id for t in await store.open_tasks()] == ["t-2", "t-3", "t-1"]
+    t1 = await store.task("t-1")
+    assert t1 == task(1, created=T0, deadline=T0 + 300, vip="green", meta={"answer_by": "mail"})
+    assert await store.task("nope") is None
+    # history: open, or closed at/after `since`
+    assert [t.task_id for t in await store.tasks_for("tu1", T0 - 400)] == ["t-5", "t-1", "t-2"]
+    assert [t.task_id for t in await store.tasks_for("tu1", T0 - 1000)] == \
+        ["t-4", "t-5", "t-1", "t-2"]
+    assert [t.task_id for t in await store.tasks_for("tu1", 0, ru="ru2")] == ["t-5"]
+    assert [t.task_id for t in await store.tasks_for("tu1", 0, type=TaskType.LIKE)] == ["t-2"]
+    # closing = upsert of the same id
+    closed = task(2, created=T0 + 1, deadline=T0 + 100, type=TaskType.LIKE, closed=T0 + 50,
+                  reason=CloseReason.SUPERSEDED)
+    await store.commit([PutTask(closed)])
+    assert [t.task_id for t in await store.open_tasks("tu1")] == ["t-1"]
+    got = await store.task("t-2")
+    assert got == closed and got.reason is CloseReason.SUPERSEDED and got.type is TaskType.LIKE
+    await store.commit([PruneTasks(T0 - 60)])  # t-4 closed before; t-5 closed exactly then stays
+    assert await store.task("t-4") is None and await store.task("t-5") is not None
+
+
+async def test_favorites_state_sessions_meta(store):
+    fav = {"active": True, "is_white": False, "markers": {"followUpChat": {"step": 1}}}
+    await store.commit([
+        PutFavorite("tu1", "ru1", "golden", fav), PutFavorite("tu1", "ru2", "golden", {"a": 1}),
+        PutFavorite("tu2", "ru1", "prime", {"b": 2}),
+        PutState("tu1", "chains", "ru1", {"step": 0, "nextCheckAt": T0}),
+        PutState("tu1", "chains", "ru2", [1, 2]), PutState("tu1", "timers", "x", 5.5),
+        PutState("tu2", "chains", "ru1", None),
+        PutSession("tu2", "prime", "op-2", T0), PutSession("tu1", "golden", "op-1", T0 + 1),
+        PutMeta("k", "v"),
+    ])
+    assert await store.favorites("tu1") == {"ru1": fav, "ru2": {"a": 1}}
+    assert await store.states("tu1", "chains") == {"ru1": {"step": 0, "nextCheckAt": T0},
+                                                   "ru2": [1, 2]}
+    assert await store.state("tu2", "chains", "ru1", "dflt") is None
+    assert await store.state("tu2", "chains", "zz", "dflt") == "dflt"
+    assert await store.sessions() == [SessionRow(tu="tu1", project="golden", operator="op-1",
+                                                 logged_in_at=T0 + 1),
+                                      SessionRow(tu="tu2", project="prime", operator="op-2",
+                                                 logged_in_at=T0)]
+    await store.commit([
+        DeleteFavorite("tu1", "ru2"), DeleteFavorite("tu1", "missing"),
+        PutState("tu1", "chains", "ru1", {"step": 1}),  # last write in the batch wins
+        DeleteState("tu1", "chains", "ru2"), DeleteStateScope("tu1", "timers"),
+        DeleteSession("tu2"), PutSession("tu1", "golden", "op-3", T0 + 9),
+    ])
+    assert await store.favorites("tu1") == {"ru1": fav}
+    assert await store.favorites("tu2") == {"ru1": {"b": 2}}
+    assert await store.states("tu1", "chains") == {"ru1": {"step": 1}}
+    assert await store.states("tu1", "timers") == {}
+    assert await store.states("tu2", "chains") == {"ru1": None}
+    assert [(s.tu, s.operator) for s in await store.sessions()] == [("tu1", "op-3")]
+    assert await store.meta("k") == "v" and await store.meta("x") is None
+
+
+async def test_outbox_enqueue_is_idempotent(store):
+    await store.commit([enq("k1", body=b"first"), enq("k1", body=b"second"), enq("k2")])
+    await store.commit([enq("k1", body=b"third")])
+    rows = await store.outbox_rows()
+    assert [(r.id, r.idem_key, r.body) for r in rows] == [(1, "k1", b"first"), (2, "k2", b"{}")]
+    assert rows[0] == OutboxRow(id=1, pair="tu1/ru1", idem_key="k1", method="PUT", path="/x/k1",
+                                body=b"first", kind="marker", created_at=T0, attempts=0,
+                                next_at=T0, last_error=None)
+    assert await store.outbox_size() == 2
+
+
+async def test_outbox_due_heads_next_due_ack_retry(store):
+    await store.commit([enq("a1", "A"), enq("b1", "B", at=T0 + 10), enq("a2", "A"),
+                        enq("c1", "C", at=T0 + 3), enq("a3", "A")])
+    assert [r.idem_key for r in await store.outbox_due(T0)] == ["a1", "a2", "a3"]
+    assert [r.idem_key for r in await store.outbox_due(T0, 2)] == ["a1", "a2"]
+    assert [r.idem_key for r in await store.outbox_due(T0 + 10, heads_only=True)] == \
+        ["a1", "b1", "c1"]
+    assert await store.outbox_next_due() == T0
+    await store.commit([Retry(1, 1, T0 + 5, "boom")])
+    # a1 waits: a2/a3 are due but blocked behind it
+    assert [r.idem_key for r in await store.outbox_due(T0 + 4, heads_only=True)] == ["c1"]
+    assert await store.outbox_next_due() == T0 + 3
+    assert await store.outbox_next_due(heads_only=False) == T0
+    a1 = (await store.outbox_rows(pair="A", kind="marker"))[0]
+    assert (a1.attempts, a1.next_at, a1.last_error) == (1, T0 + 5, "boom")
+    await store.commit([Ack(1), Ack(4), Ack(99)])
+    assert [r.idem_key for r in await store.outbox_due(T0 + 4, heads_only=True)] == ["a2"]
+    assert await store.outbox_size() == 3
+    await store.commit([Ack(3), Ack(5), Ack(2)])
+    assert (await store.outbox_size(), await store.outbox_next_due()) == (0, None)
+    await store.commit([enq("x1", "X")])
+    assert (await store.outbox_rows())[0].id == 6  # AUTOINCREMENT: ids are never reused
+
+
+async def test_ops_are_a_tagged_union():
+    ops = [PutTask(task(1)), PutState("tu", "s", "k", {"a": [1]}), enq("k"), Ack(3),
+           Retry(3, 2, T0, "e"), DeleteStateScope("tu", "s")]
+    raw = msgspec.json.encode(ops)
+    assert msgspec.json.decode(raw, type=list[AnyOp]) == ops
+    assert b'"type":"PutTask"' in raw
+
+
+async def test_closed_store(tmp_path):
+    s = await Store.open(tmp_path / "s.db")
+    await s.close()
+    assert s.closed
+    with pytest.raises(StoreError):
+        await s.commit([PutMeta("a", "b")])
+    with pytest.raises(StoreError):
+        await s.outbox_size()
+    await s.commit([])  # an empty step never touches the database
