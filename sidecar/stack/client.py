@@ -1,0 +1,125 @@
+"""HTTP client for Stack (DESIGN §9 "Stack contract").
+
+Rules / theory of operation
+---------------------------
+* One ``httpx.AsyncClient`` per sidecar: HTTP/1.1 with keep-alive (a pooled connection is reused
+  by every write of a pump pass), no redirects followed, ``timeout`` seconds for connect, read,
+  write and pool wait each.
+* Writes: :meth:`StackClient.send` sends ``body`` as is, with ``Content-Type: application/json``
+  and ``Idempotency-Key: <idem_key>`` on every call (Stack answers a repeated key with its first
+  answer and changes nothing, so a write resent after a crash or a lost reply is harmless).
+* Reads: :meth:`startup` → ``GET /v1/tus/{tu}/startup`` → the decoded JSON object.
+* Every failure is a :mod:`.errors` exception: transport errors, timeouts, 5xx and 429 →
+  :class:`StackUnavailable`; other non-2xx → :class:`StackRejected`; both carry the status.
+* ``transport`` lets tests plug an ``httpx.MockTransport``/ASGI transport; production passes None.
+* No clock, no sleeping, no retrying here: retries belong to the outbox pump (§10 ladder).
+"""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from .errors import StackError, StackRejected, StackUnavailable
+
+_decode = msgspec.json.Decoder().decode
+
+
+class StackReply(msgspec.Struct, frozen=True, kw_only=True):
+    """A 2xx answer: ``status`` and raw ``body`` bytes (JSON, possibly empty)."""
+
+    status: int
+    body: bytes = b""
+    replayed: bool = False  # Stack said this is the first answer to an earlier, equal key
+
+    def json(self) -> Any:
+        """The decoded body (``None`` for an empty one); raises ``msgspec.DecodeError``."""
+        return _decode(self.body) if self.body else None
+
+
+def seg(value: str) -> str:
+    """Quote one path segment (ids may hold any character)."""
+    return quote(str(value), safe="")
+
+
+class StackClient:
+    """Client for the Stack base URL ``base_url`` (e.g. ``http://127.0.0.1:8080``)."""
+
+    def __init__(self, base_url: str, *, timeout: float = 5.0,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 max_connections: int = 16) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout  # seconds per phase (connect, read, write, pool)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            http1=True,
+            http2=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections,
+                                keepalive_expiry=30.0),
+            headers={"Accept": "application/json", "User-Agent": "operator-sidecar"},
+        )
+
+    async def send(self, method: str, path: str, body: bytes, idem_key: str) -> StackReply:
+        """Send one write.  ``path`` starts with ``/``; ``body`` is the JSON body.
+
+        Returns :class:`StackReply` for 2xx; raises :class:`StackUnavailable` or
+        :class:`StackRejected` (status recorded) otherwise.
+        """
+        if not idem_key:
+            raise ValueError("every Stack write needs an idempotency key")
+        headers = {"Content-Type": "application/json", "Idempotency-Key": idem_key}
+        resp = await self._request(method, path, content=body, headers=headers)
+        return StackReply(status=resp.status_code, body=resp.content,
+                          replayed=resp.headers.get("Idempotent-Replayed", "") == "true")
+
+    async def startup(self, tu: str) -> dict:
+        """``GET /v1/tus/{tu}/startup`` → Stack's startup data for ``tu`` (favorites with
+        markers, task history).  Raises the :mod:`.errors` tree; an undecodable or non-object
+        body is :class:`StackUnavailable` (a broken reply is worth retrying)."""
+        path = f"/v1/tus/{seg(tu)}/startup"
+        resp = await self._request("GET", path)
+        try:
+            data = _decode(resp.content)
+        except msgspec.DecodeError as exc:
+            raise StackUnavailable(f"GET {path}: undecodable reply: {exc}", status=resp.status_code,
+                                   method="GET", path=path, detail=_excerpt(resp)) from exc
+        if not isinstance(data, dict):
+            raise StackUnavailable(f"GET {path}: reply is not a JSON object",
+                                   status=resp.status_code, method="GET", path=path,
+                                   detail=_excerpt(resp))
+        return data
+
+    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = await self._http.request(method, path, **kw)
+        except httpx.TimeoutException as exc:
+            raise StackUnavailable(f"{method} {path}: timeout ({type(exc).__name__})",
+                                   method=method, path=path) from exc
+        except httpx.TransportError as exc:
+            raise StackUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}",
+                                   method=method, path=path) from exc
+        code = resp.status_code
+        if 200 <= code < 300:
+            return resp
+        cls: type[StackError] = StackUnavailable if code >= 500 or code == 429 else StackRejected
+        raise cls(f"{method} {path}: HTTP {code}", status=code, method=method, path=path,
+                  detail=_excerpt(resp))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "StackClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _excerpt(resp: httpx.Response) -> str:
+    return resp.content[:200].decode(errors="replace")

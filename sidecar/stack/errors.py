@@ -1,0 +1,48 @@
+"""Stack errors: one tree for every failure of a Stack call (DESIGN §9, §10).
+
+Rules
+-----
+* :class:`StackError` is the base; ``retryable`` says whether the same request may succeed later.
+* :class:`StackUnavailable` (retryable): connection refused/reset, timeouts, any transport error,
+  HTTP 5xx, HTTP 429, and a reply that cannot be decoded.  The write is kept and retried on the
+  ladder (:mod:`.outbox`).
+* :class:`StackRejected` (not retryable by nature): any other non-2xx status (4xx, and 3xx, since
+  the client does not follow redirects).  For writes the pump still keeps the row and retries it
+  at the last ladder step — DESIGN §9 "nothing is dropped", §10 markers are never ``failed``.
+* ``status`` is the HTTP status or ``None`` when no response arrived; ``method``/``path`` name the
+  call; ``detail`` carries a short excerpt of the reply body.
+"""
+from __future__ import annotations
+
+
+class StackError(Exception):
+    """A Stack call failed."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, status: int | None = None, method: str = "",
+                 path: str = "", detail: str = "") -> None:
+        self.status = status  # HTTP status, None when there was no response
+        self.method = method  # "GET" | "PUT" | "POST"
+        self.path = path  # request path, e.g. "/v1/tus/g-tu-1/tasks"
+        self.detail = detail  # excerpt of the response body (≤ 200 chars)
+        super().__init__(message)
+
+    def short(self) -> str:
+        """One line for ``outbox.last_error`` and logs."""
+        head = f"{type(self).__name__}"
+        if self.status is not None:
+            head += f" {self.status}"
+        return f"{head}: {self}"
+
+
+class StackUnavailable(StackError):
+    """Stack could not be reached or answered 5xx/429: retry later."""
+
+    retryable = True
+
+
+class StackRejected(StackError):
+    """Stack answered with a non-retryable status (4xx other than 429)."""
+
+    retryable = False

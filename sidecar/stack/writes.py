@@ -1,0 +1,128 @@
+"""What a Stack write looks like: path, body, idempotency key, ordering pair (DESIGN §9).
+
+Rules / theory of operation
+---------------------------
+* Every Stack write is built here and queued as an :class:`~sidecar.store.ops.Enqueue` op in the
+  same store transaction as the state change that caused it (:meth:`StackWrite.enqueue`).
+* Contract (DESIGN §9):
+  - marker: ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}``, body ``{"value": <marker|null>}``
+    (the whole marker; ``null`` clears it);
+  - task event: ``POST /v1/tus/{tu}/tasks``, body ``{"event": "created"|"closed", "task": {...}}``;
+  - candidate: ``POST /v1/tus/{tu}/candidates``, body ``{"ru", "type", "source", "at", "outcome",
+    "task_id", "detail"}``.
+  Instants in the task and candidate bodies are unix seconds (UTC) floats, like everywhere in the
+  sidecar and in the reference Stack (``electron-stub/electron_stub/stack_server.py``), so the task
+  history that ``startup`` serves back sorts and restores without parsing; ISO strings appear only
+  inside the seeds' marker values (``nextCheckAt``), which are sent as the services built them.
+  Path segments are percent-quoted.
+* Idempotency keys: the seed's key extended with the marker field and the operation, so a clear
+  never reuses the key of the set before it — ``followUpChat:TU:RU:<src>:<step>:set|clear``,
+  ``followUpMail:TU:RU:postChat:<task>:set``; tasks ``task:<task_id>:created|closed``; candidates
+  ``candidate:TU:RU:<type>:<ref>:<outcome>``.  Equal keys mean "the same write": the outbox queues
+  it once and Stack applies it once.
+* ``pair`` = ``"tu/ru"``: every write about one dialog (markers, its tasks, its candidates) goes
+  through one ordered lane, so e.g. ``closed`` never overtakes ``created``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from sidecar.domain.tasks import Task
+from sidecar.store.ops import Enqueue
+
+from .client import seg
+
+_encode = msgspec.json.Encoder().encode
+
+MARKER_NAMES = ("followUpChat", "followUpMail")
+TASK_EVENTS = ("created", "closed")
+
+
+class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """A Stack write ready to queue."""
+
+    pair: str  # ordering lane "tu/ru"
+    idem_key: str  # Idempotency-Key
+    method: str  # "PUT" | "POST"
+    path: str  # request path
+    body: bytes  # JSON body
+    kind: str  # "marker" | "task" | "candidate"
+
+    def enqueue(self, at: float) -> Enqueue:
+        """The store op that queues this write, due at ``at`` (unix seconds, usually now)."""
+        return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at)
+
+
+def pair_of(tu: str, ru: str) -> str:
+    return f"{tu}/{ru}"
+
+
+def marker_key(name: str, tu: str, ru: str, *parts: object, op: str = "set") -> str:
+    """``name:TU:RU:<parts...>:<op>`` — the generic marker idempotency key."""
+    if op not in ("set", "clear"):
+        raise ValueError(f"marker op must be 'set' or 'clear', not {op!r}")
+    return ":".join([name, tu, ru, *map(str, parts), op])
+
+
+def followup_chat_key(tu: str, ru: str, source_task_id: str, step: int, op: str = "set") -> str:
+    """Seed 004's ``TU+RU+sourceUnansweredTaskId+step`` + operation."""
+    return marker_key("followUpChat", tu, ru, source_task_id, step, op=op)
+
+
+def followup_mail_key(tu: str, ru: str, field: str, ref: str, op: str = "set") -> str:
+    """Seed 001's key: ``field`` = ``postChat`` | ``burst`` | ``read``, ``ref`` = the source task
+    id or statistics event key; e.g. ``followUpMail:TU:RU:postChat:<task>:set``."""
+    return marker_key("followUpMail", tu, ru, field, ref, op=op)
+
+
+def marker_write(tu: str, ru: str, name: str, value: Any, idem_key: str) -> StackWrite:
+    """``PUT …/markers/{name}`` with ``{"value": value}`` (``None`` = clear the marker)."""
+    if name not in MARKER_NAMES:
+        raise ValueError(f"unknown marker {name!r}")
+    return StackWrite(
+        pair=pair_of(tu, ru), idem_key=idem_key, method="PUT",
+        path=f"/v1/tus/{seg(tu)}/favorites/{seg(ru)}/markers/{seg(name)}",
+        body=_encode({"value": value}), kind="marker")
+
+
+def task_body(task: Task) -> dict:
+    """A task as Stack stores it (instants in unix seconds)."""
+    return {
+        "task_id": task.task_id, "type": getattr(task.type, "value", task.type),
+        "project": task.project, "tu": task.tu, "ru": task.ru, "source": task.source,
+        "created_at": task.created_at, "deadline": task.deadline, "closed_at": task.closed_at,
+        "reason": getattr(task.reason, "value", task.reason), "vip": task.vip,
+        "meta": task.meta,
+    }
+
+
+def task_event(task: Task, event: str) -> StackWrite:
+    """``POST /v1/tus/{tu}/tasks`` with ``{"event": event, "task": …}``; key
+    ``task:<task_id>:<event>``.  ``event`` is ``created`` or ``closed`` (a closed event needs a
+    closed task)."""
+    if event not in TASK_EVENTS:
+        raise ValueError(f"task event must be one of {TASK_EVENTS}, not {event!r}")
+    if event == "closed" and task.closed_at is None:
+        raise ValueError(f"task {task.task_id} is open: cannot send 'closed'")
+    return StackWrite(
+        pair=pair_of(task.tu, task.ru), idem_key=f"task:{task.task_id}:{event}", method="POST",
+        path=f"/v1/tus/{seg(task.tu)}/tasks",
+        body=_encode({"event": event, "task": task_body(task)}), kind="task")
+
+
+def candidate(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
+              ref: str | None = None, task_id: str | None = None,
+              detail: dict | None = None) -> StackWrite:
+    """``POST /v1/tus/{tu}/candidates``: a service's proposal and what the Task Factory did with
+    it (``outcome`` = ``created`` | ``refused:<reason>`` | ``miss``).  ``ref`` names the candidate
+    stably (e.g. ``<src>:<step>``; default ``<source>@<at ms>``) so a re-run step reuses its key."""
+    type_ = getattr(type, "value", type)
+    ref = ref if ref is not None else f"{source}@{at:.3f}"
+    return StackWrite(
+        pair=pair_of(tu, ru), idem_key=f"candidate:{tu}:{ru}:{type_}:{ref}:{outcome}",
+        method="POST", path=f"/v1/tus/{seg(tu)}/candidates",
+        body=_encode({"ru": ru, "type": type_, "source": source, "at": at,
+                      "outcome": outcome, "task_id": task_id, "detail": detail or {}}),
+        kind="candidate")

@@ -1,0 +1,206 @@
+"""A real Stack stand-in on loopback for the client and pump tests.
+
+``StackServer`` is an ``http.server`` (HTTP/1.1, keep-alive) in a thread.  It records every request,
+honours ``Idempotency-Key`` (a repeated key gets the first answer and changes nothing), serves
+``GET /v1/tus/{tu}/startup`` from ``startup``, and can be told to misbehave with :meth:`fail`:
+``"down"`` (drop the connection without an answer), ``"delay"`` (answer late), or an HTTP status.
+:meth:`stop`/:meth:`start` take it off the network for real (connection refused) and back on the
+same port.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    peer: tuple
+    outcome: str = ""  # "applied" | "replayed" | "fault:<mode>" | "read" | "missing"
+
+
+@dataclass
+class Fault:
+    mode: str | int  # "down" | "delay" | HTTP status
+    path_contains: str | None = None
+    times: int | None = None  # None: until healed
+    seconds: float = 0.0  # for "delay"
+
+
+@dataclass
+class StackServer:
+    requests: list[Seen] = field(default_factory=list)
+    applied: list[Seen] = field(default_factory=list)
+    answers: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    startup: dict[str, dict] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._halt = threading.Event()
+        self._httpd: _HTTPServer | None = None
+
+    # -- control ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fail(self, mode: str | int, *, path_contains: str | None = None,
+             times: int | None = None, seconds: float = 0.0) -> None:
+        with self._lock:
+            self.faults.append(Fault(mode, path_contains, times, seconds))
+
+    def heal(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def writes(self) -> list[Seen]:
+        return [r for r in self.requests if r.method in ("PUT", "POST")]
+
+    def start(self) -> None:
+        self._halt.clear()
+        httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
+        httpd.stack = self
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()
+
+    def stop(self) -> None:
+        """Close the listener and every open connection: clients get refused/reset."""
+        httpd, self._httpd = self._httpd, None
+        self._halt.set()
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # -- request handling (server threads) ---------------------------------------------------
+    def _handle(self, h: "_Handler") -> None:
+        n = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(n) if n else b""
+        seen = Seen(h.command, h.path, {k.lower(): v for k, v in h.headers.items()}, body,
+                    h.client_address)
+        with self._lock:
+            self.requests.append(seen)
+            fault = self._take_fault(seen)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if fault is not None:
+                seen.outcome = f"fault:{fault.mode}"
+                if fault.mode == "down":
+                    h.close_connection = True
+                    return
+                if fault.mode == "delay":
+                    self._halt.wait(fault.seconds)
+                else:
+                    return _reply(h, int(fault.mode), {"error": f"injected {fault.mode}"})
+            if h.command == "GET":
+                parts = h.path.split("/")
+                if len(parts) == 5 and parts[1:3] == ["v1", "tus"] and parts[4] == "startup" \
+                        and parts[3] in self.startup:
+                    seen.outcome = "read"
+                    return _reply(h, 200, self.startup[parts[3]])
+                seen.outcome = "missing"
+                return _reply(h, 404, {"error": "not found"})
+            key = seen.headers.get("idempotency-key")
+            if not key:
+                seen.outcome = "missing"
+                return _reply(h, 400, {"error": "Idempotency-Key required"})
+            with self._lock:
+                first = self.answers.get(key)
+                if first is None:
+                    self.applied.append(seen)
+                    status = 200 if h.command == "PUT" else 201
+                    first = (status, json.dumps({"ok": True, "seq": len(self.applied)}).encode())
+                    self.answers[key] = first
+                    seen.outcome = "applied"
+                else:
+                    seen.outcome = "replayed"
+            extra = {"Idempotent-Replayed": "true"} if seen.outcome == "replayed" else {}
+            _reply_raw(h, first[0], first[1], extra)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _take_fault(self, seen: Seen) -> Fault | None:
+        for f in self.faults:
+            if f.path_contains is None or f.path_contains in seen.path:
+                if f.times is not None:
+                    f.times -= 1
+                    if f.times <= 0:
+                        self.faults.remove(f)
+                return f
+        return None
+
+
+def _reply(h: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    _reply_raw(h, status, json.dumps(payload).encode(), {})
+
+
+def _reply_raw(h: BaseHTTPRequestHandler, status: int, body: bytes, extra: dict) -> None:
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    for k, v in extra.items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(body)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    stack: StackServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.stack._lock:
+            self.server.stack._conns.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            with self.server.stack._lock:
+                self.server.stack._conns.discard(self.connection)
+
+    def do_GET(self) -> None:
+        self.server.stack._handle(self)
+
+    do_PUT = do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
