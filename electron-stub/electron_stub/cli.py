@@ -1,0 +1,117 @@
+"""``sidecar-stub``: replay a scenario against the sidecar, generate scenarios, run the demo.
+
+Rules / theory of operation
+---------------------------
+* ``sidecar-stub replay SCENARIO [--trace FILE] [--binary PATH] [--data-dir DIR] [--quiet]`` —
+  parse the scenario (a bad one: one line ``sidecar-stub: error: FILE:LINE: what``, exit 2),
+  replay it (:mod:`replay`), write the trace if asked, print the report (``--quiet``: only the
+  failures and the result line), exit 0 only when every expectation and consistency check holds
+  and every sidecar exited cleanly, else 1.  A sidecar that cannot be started or talked to is
+  exit 3 with its stderr tail.
+* ``sidecar-stub generate --preset demo|smoke|shift [--seed N] [--hours H] [--tus-per-project N]
+  [--favorites N] [-o FILE]`` — write a scenario (:mod:`generate`), deterministic for a seed.
+* ``sidecar-stub demo [--binary PATH] [--keep DIR]`` — generate the demo scenario into a temporary
+  directory and replay it, printing the report.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from electron_stub import scenario as sc
+
+
+def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool) -> int:
+    from electron_stub import report
+    from electron_stub.machine import MachineError
+    from electron_stub.replay import Replay
+
+    try:
+        scenario = sc.load(path)
+    except sc.ScenarioError as exc:
+        print(f"sidecar-stub: error: {exc}", file=sys.stderr)
+        return 2
+    rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet)
+    try:
+        asyncio.run(rp.run())
+    except MachineError as exc:
+        print(f"sidecar-stub: sidecar failure: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("sidecar-stub: interrupted", file=sys.stderr)
+        return 130
+    violations = rp.verdict()
+    if trace:
+        n = rp.rec.write(trace)
+        if not quiet:
+            print(f"trace: {n} lines → {trace}")
+    text = report.render(rp.rec, rp.results, violations, rp.stats)
+    if quiet:
+        keep = [ln for ln in text.splitlines() if "FAIL" in ln or "NOT CLEAN" in ln or ln.startswith("  result")]
+        text = "\n".join(keep)
+    print(text)
+    return report.exit_code(rp.results, violations, rp.stats)
+
+
+def _generate(a: argparse.Namespace) -> int:
+    from electron_stub import generate
+
+    lines = generate.generate(a.preset, seed=a.seed, hours=a.hours, tus_per_project=a.tus_per_project,
+                              favorites=a.favorites)
+    text = generate.dumps(lines)
+    if a.output and a.output != "-":
+        Path(a.output).write_text(text, encoding="utf-8")
+        print(f"{len(lines)} lines → {a.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _demo(a: argparse.Namespace) -> int:
+    from electron_stub import generate
+
+    with tempfile.TemporaryDirectory(prefix="sidecar-stub-demo-") as tmp:
+        root = Path(a.keep) if a.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / "demo.jsonl"
+        path.write_text(generate.dumps(generate.generate("demo")), encoding="utf-8")
+        print(f"demo scenario: {path}")
+        return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="sidecar-stub", description="Electron stub harness for the operator sidecar")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("replay", help="replay a scenario against the sidecar")
+    r.add_argument("scenario")
+    r.add_argument("--trace", help="write the trace (JSON lines) here")
+    r.add_argument("--binary", help="frozen sidecar binary (default: python -m sidecar)")
+    r.add_argument("--data-dir", help="where the machines' data dirs go (default: a temp dir)")
+    r.add_argument("--quiet", action="store_true", help="print only failures and the result")
+    g = sub.add_parser("generate", help="write a scenario")
+    g.add_argument("--preset", choices=("demo", "smoke", "shift"), default="demo")
+    g.add_argument("--seed", type=int)
+    g.add_argument("--hours", type=float)
+    g.add_argument("--tus-per-project", type=int)
+    g.add_argument("--favorites", type=int)
+    g.add_argument("-o", "--output", help="file (default: stdout)")
+    d = sub.add_parser("demo", help="generate the demo scenario and replay it")
+    d.add_argument("--binary")
+    d.add_argument("--keep", help="keep scenario, trace and data dirs here")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    if a.cmd == "replay":
+        return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet)
+    if a.cmd == "generate":
+        return _generate(a)
+    return _demo(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

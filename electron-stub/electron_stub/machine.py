@@ -1,0 +1,263 @@
+"""One operator machine: a sidecar process on its own data dir, spawned as Electron does.
+
+Rules / theory of operation
+---------------------------
+* Spawn: ``[sys.executable, "-m", "sidecar", "serve", "--port", "0", "--data-dir", DIR, "--clock",
+  "virtual", "--stack-url", URL, "--seed", SEED]`` (or ``[BINARY, "serve", ...]`` for a frozen
+  binary), env ``SIDECAR_TOKEN=<secrets.token_urlsafe>`` (a new token per launch), stdin a pipe kept
+  open (closing it asks the sidecar to exit), stdout a pipe, stderr appended to
+  ``<data dir's parent>/<name>.stderr.log``.  The process gets its own session (process group) so
+  the harness can tell afterwards whether any child was left behind.
+* Ready: exactly ONE JSON line ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}`` on
+  stdout within :data:`READY_TIMEOUT_S`; otherwise :class:`MachineError` with the stderr tail.
+  Anything the sidecar prints on stdout later breaks the contract and is kept as a warning.
+* Connect with ``bridge.client.BridgeClient.connect(port, token, on_notification=...,
+  on_request=...)``; authenticate (unless the client did in ``connect``); then the replay sets the
+  virtual clock.
+* Stop (graceful): close the connection, close stdin, wait up to :data:`STOP_TIMEOUT_S` for exit
+  code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
+  group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
+  killed and reported).
+* A :class:`Machine` also remembers which TUs are logged in on it (``tus``: tu → (project,
+  operator)) so a crash can log them back in, and whether a fresh login created it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from electron_stub.report import MachineExit
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+CALL_TIMEOUT_S = 300.0
+REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
+
+
+class MachineError(RuntimeError):
+    """The sidecar could not be started or talked to; the message carries the stderr tail."""
+
+
+def stderr_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no stderr log)"
+    tail = text.splitlines()[-lines:]
+    return "\n".join("    " + t for t in tail) or "    (empty)"
+
+
+class Machine:
+    """A sidecar process plus its bridge connection.  ``on_notification(machine, method, params)``
+    (sync) and ``on_request(machine, method, params)`` (async) receive the sidecar's frames."""
+
+    def __init__(self, name: str, data_dir: Path, *, stack_url: str, seed: int, binary: str | None,
+                 on_notification: Callable[["Machine", str, Any], None],
+                 on_request: Callable[["Machine", str, Any], Awaitable[Any]], fresh: bool = False,
+                 operator: str = "") -> None:
+        self.name, self.data_dir = name, data_dir
+        self.stack_url, self.seed, self.binary = stack_url, seed, binary
+        self._on_notification, self._on_request = on_notification, on_request
+        self.fresh, self.operator = fresh, operator
+        self.tus: dict[str, tuple[str, str]] = {}  # tu -> (project, operator)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.client: Any = None
+        self.ready: dict[str, Any] = {}
+        self.launches = 0
+        self.max_seq = 0
+        self.acked_seq = 0
+        self.warnings: list[str] = []
+        self.exits: list[MachineExit] = []
+        self._drain: asyncio.Task | None = None
+        self._stderr = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.name}.stderr.log"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def argv(self) -> list[str]:
+        tail = ["serve", "--port", "0", "--data-dir", str(self.data_dir), "--clock", "virtual",
+                "--stack-url", self.stack_url, "--seed", str(self.seed)]
+        return [self.binary, *tail] if self.binary else [sys.executable, "-m", "sidecar", *tail]
+
+    # ---- start --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Spawn, wait for the ready line, connect and authenticate.  Raises MachineError."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_urlsafe(32)
+        env = dict(os.environ, SIDECAR_TOKEN=token)
+        if not self.binary:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+        self._stderr = open(self.log_path, "ab")
+        self.launches += 1
+        self._stderr.write(f"\n==== launch {self.launches}: {' '.join(self.argv())}\n".encode())
+        self._stderr.flush()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=self._stderr, env=env, start_new_session=True)
+        try:
+            raw = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            await self._abort()
+            raise MachineError(f"{self.name}: no ready line within {READY_TIMEOUT_S:.0f} s\n"
+                               f"  stderr tail ({self.log_path}):\n{stderr_tail(self.log_path)}") from None
+        try:
+            ready = json.loads(raw)
+            assert isinstance(ready, dict) and ready.get("event") == "ready" and isinstance(ready.get("port"), int)
+        except (ValueError, AssertionError):
+            await self._abort()
+            raise MachineError(f"{self.name}: bad ready line {raw[:200]!r} (exit {self.proc.returncode})\n"
+                               f"  stderr tail ({self.log_path}):\n{stderr_tail(self.log_path)}") from None
+        if ready.get("protocol") != 1:
+            self.warnings.append(f"{self.name}: ready line protocol {ready.get('protocol')!r}, expected 1")
+        self.ready = ready
+        self._drain = asyncio.create_task(self._drain_stdout())
+        await self._connect(token)
+
+    async def _connect(self, token: str) -> None:
+        from bridge.client import BridgeClient  # written in parallel; imported when first needed
+
+        try:
+            self.client = await BridgeClient.connect(
+                self.ready["port"], token, on_notification=self._notification, on_request=self._request)
+        except Exception as exc:  # noqa: BLE001 - report any connect failure with context
+            await self._abort()
+            raise MachineError(f"{self.name}: cannot connect to port {self.ready['port']}: {exc!r}\n"
+                               f"  stderr tail:\n{stderr_tail(self.log_path)}") from exc
+        if not getattr(self.client, "authenticated", False):
+            await self.call("auth", {"token": token, "client": "electron-stub", "version": "1"})
+
+    async def _drain_stdout(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                return
+            self.warnings.append(f"{self.name}: extra stdout line after ready: {line[:200]!r}")
+
+    def _notification(self, method: str, params: Any) -> None:
+        seq = params.get("seq") if isinstance(params, dict) else None
+        if isinstance(seq, int) and seq > self.max_seq:
+            self.max_seq = seq
+        self._on_notification(self, method, params)
+
+    async def _request(self, method: str, params: Any) -> Any:
+        return await self._on_request(self, method, params)
+
+    # ---- calls --------------------------------------------------------------------------
+
+    async def call(self, method: str, params: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+        if self.client is None:
+            raise MachineError(f"{self.name}: not connected")
+        try:
+            return await asyncio.wait_for(self.client.call(method, params), timeout)
+        except asyncio.TimeoutError:
+            raise MachineError(f"{self.name}: {method} not answered within {timeout:.0f} s\n"
+                               f"  stderr tail:\n{stderr_tail(self.log_path)}") from None
+
+    async def ack(self) -> None:
+        """``stream.ack`` every notification seen so far (Electron shows them)."""
+        if self.client is not None and self.max_seq > self.acked_seq:
+            self.acked_seq = self.max_seq
+            await self.client.notify("stream.ack", {"seq": self.max_seq})
+
+    # ---- stop / crash -------------------------------------------------------------------
+
+    async def _close_client(self) -> None:
+        if self.client is not None:
+            try:
+                await asyncio.wait_for(self.client.close(), 5)
+            except Exception:  # noqa: BLE001 - the peer may be gone already
+                pass
+            self.client = None
+
+    async def stop(self) -> MachineExit:
+        """Graceful stop: close the connection and stdin; exit 0 within STOP_TIMEOUT_S expected."""
+        assert self.proc is not None
+        await self._close_client()
+        how, note = "stdin-eof", ""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            how, note = "sigterm", f"did not exit within {STOP_TIMEOUT_S:.0f} s of stdin EOF"
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except asyncio.TimeoutError:
+                how, note = "killed", note + "; ignored SIGTERM for 5 s"
+                self.proc.kill()
+                await self.proc.wait()
+        left = self._reap_group()
+        if left:
+            note = (note + "; " if note else "") + left
+        rc = self.proc.returncode
+        ex = MachineExit(machine=self.name, pid=self.proc.pid, returncode=rc, how=how,
+                         clean=(how == "stdin-eof" and rc == 0 and not left), note=note)
+        if rc != 0:
+            ex.note = (ex.note + "; " if ex.note else "") + f"stderr tail:\n{stderr_tail(self.log_path, 8)}"
+        await self._finish()
+        self.exits.append(ex)
+        return ex
+
+    async def kill(self) -> MachineExit:
+        """Hard crash (SIGKILL), as the scenario's ``crash`` asks; not a failure by itself."""
+        assert self.proc is not None
+        self.proc.kill()
+        await self.proc.wait()
+        await self._close_client()
+        left = self._reap_group()
+        ex = MachineExit(machine=self.name, pid=self.proc.pid, returncode=self.proc.returncode, how="crash",
+                         clean=not left, note=left)
+        await self._finish()
+        self.exits.append(ex)
+        return ex
+
+    def _reap_group(self) -> str:
+        """Processes left in the sidecar's group after it exited: killed and described."""
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return ""
+        except PermissionError:
+            return "process group still present (not ours to signal)"
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return ""
+        return "child processes were left in the sidecar's process group (killed)"
+
+    async def _finish(self) -> None:
+        if self._drain is not None:
+            try:
+                await asyncio.wait_for(self._drain, 2)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                self._drain.cancel()
+            self._drain = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    async def _abort(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        if self.proc is not None:
+            self._reap_group()
+        await self._finish()

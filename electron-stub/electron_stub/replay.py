@@ -1,0 +1,310 @@
+"""The replay driver: plays Electron, the platforms, the operator and Stack against real sidecars.
+
+Rules / theory of operation
+---------------------------
+* One priority queue of timeline lines and harness actions (operator answers) ordered by
+  ``(t, phase, order)``: equal ``t`` keep file order, timeline before harness actions.
+* Virtual time moves only by ``clock.advance_to {t}`` sent to every running machine (awaited: the
+  sidecar answers after everything due up to ``t`` ran).  The driver advances to each item's ``t``
+  in steps of at most :attr:`Replay.tick` seconds (≤ the operator's shortest delay), so a task
+  created by a timer in the middle of a step is answered at exactly ``created_at + delay``.
+  After each advance the driver acks the notification stream (``stream.ack``).
+* Machines: ``m1`` is started first (data dir ``<data-dir>/m1``) and is *current*.  ``login``
+  without ``fresh`` goes to the current machine; ``"fresh": true`` starts a new machine with an
+  empty data dir that becomes current (the shift change to another operator's computer) — except
+  when the current machine was itself started by a fresh login of the same operator, which is
+  that operator's computer already (a shift change logs in many TUs, one line each).
+  ``logout`` goes to the machine the TU is logged in on.  A machine with no TU that is no longer
+  current is stopped gracefully.  ``crash``: SIGKILL every running sidecar, restart each on its
+  data dir, ``clock.advance_to(now)``, ``session.login`` every TU it had.
+* World lines: encode the line into frames (:mod:`encode`), apply it to the world and the
+  reference Stack, deliver the frames to the machine where that TU is logged in (none: Electron
+  holds no session for it, the frames are not sent).  After an RU chat message's
+  ``platform.event`` is answered, the driver samples whether an ``unanswered_message`` is open
+  (pairs blocked either way are not sampled).
+* Operator model: on each new ``task.created``, keyed draws over ``(seed, task_id, purpose)``
+  decide whether and after what delay the task is answered (chat or mail channel; a Like with
+  ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
+  task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
+  ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
+* ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
+  gracefully; then the consistency checks run and the report is built.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from electron_stub import answers, encode, keyed
+from electron_stub import expect as ex
+from electron_stub import scenario as sc
+from electron_stub.machine import Machine
+from electron_stub.report import RunStats
+from electron_stub.stack_server import StackServer
+from electron_stub.trace import Recorder
+from electron_stub.world import World
+
+TIMELINE, ACTION = 0, 1
+
+
+class Replay:
+    """One replay of ``scenario``.  ``data_dir`` None: a temporary directory."""
+
+    def __init__(self, scenario: sc.Scenario, *, data_dir: str | Path | None = None,
+                 binary: str | None = None, quiet: bool = False) -> None:
+        self.sc, self.binary, self.quiet = scenario, binary, quiet
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="sidecar-stub-")
+        self.data_dir = Path(data_dir or self._tmp.name)
+        self.start = scenario.start
+        self.now = self.start  # virtual instant the harness is at (unix seconds)
+        self.world = World.from_scenario(scenario)
+        self.stack = StackServer(seed=scenario.header.seed, now_fn=lambda: self.now)
+        self.stack.seed_from_scenario(scenario)
+        self.rec = Recorder(self.start)
+        self.results: list[ex.Result] = []
+        self.samples: list[ex.MessageSample] = []
+        self.stats = RunStats(scenario=scenario.header.name or Path(scenario.path).name)
+        self.frames: Counter = Counter()
+        self.requests: Counter = Counter()
+        self.op_sent: Counter = Counter()
+        self.machines: list[Machine] = []
+        self.current: Machine | None = None
+        self.tu_machine: dict[str, Machine] = {}
+        self.queue: list[tuple[float, int, int, Any]] = []
+        self._order = itertools.count()
+        op = scenario.header.operator
+        lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
+        self.tick = max(0.5, min(5.0, lo))
+
+    # ---- callbacks from machines -----------------------------------------------------------
+
+    def on_notification(self, m: Machine, method: str, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        if method == "task.created":
+            task = self.rec.task_created(params)
+            if task is not None:
+                self._plan_answer(task)
+        elif method == "task.closed":
+            self.rec.task_closed(params)
+        elif method == "chain.attempt":
+            self.rec.chain_attempt(params, self.now)
+        elif method == "sender.state":
+            self.rec.sender_state(params, self.now)
+
+    async def on_request(self, m: Machine, method: str, params: Any) -> Any:
+        if method != "platform.request" or not isinstance(params, dict):
+            raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
+        self.requests[f"{params.get('project')}.{params.get('method')}"] += 1
+        try:
+            return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
+                                  params.get("method", ""), params.get("params") or {}, self.now)
+        except Exception:
+            self.stats.request_errors += 1
+            raise
+
+    # ---- operator model --------------------------------------------------------------------
+
+    def _plan_answer(self, task: Any) -> None:
+        op, seed = self.sc.header.operator, self.sc.header.seed
+        channel = keyed.channel_of(task.type, task.meta)
+        p, (lo, hi) = ((op.chat_answer_p, op.chat_delay_s) if channel == "chat"
+                       else (op.mail_answer_p, op.mail_delay_s))
+        if not keyed.chance(seed, p, task.task_id, "answer"):
+            return
+        due = task.created_at - self.start + keyed.uniform(seed, lo, hi, task.task_id, "delay")
+        self._push(due, ACTION, ("answer", task.task_id, channel))
+
+    async def _answer(self, task_id: str, channel: str, t: float) -> None:
+        task = self.rec.tasks.get(task_id)
+        if task is None or not task.is_open:
+            return
+        m = self.tu_machine.get(task.tu)
+        if m is None or not m.running:
+            return
+        if t < self.now - self.start - 1e-6:
+            self.stats.operator_late += 1
+        if channel == "email":
+            await self._send(m, "task.close", {"task_id": task_id, "reason": "answered"})
+        else:
+            item_id = f"op-{task_id}"
+            self.world.record_send(task.project, task.tu, task.ru, channel, item_id, self.now, body="…")
+            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, self.now, "…")
+            await self._send(m, method, params)
+        self.op_sent[channel] += 1
+        self.rec.operator_sent(self.now, channel, task.project, task.tu, task.ru, task_id)
+
+    # ---- machines --------------------------------------------------------------------------
+
+    async def _new_machine(self, fresh: bool, operator: str = "") -> Machine:
+        name = f"m{len(self.machines) + 1}"
+        m = Machine(name, self.data_dir / name, stack_url=self.stack.url, seed=self.sc.header.seed,
+                    binary=self.binary, on_notification=self.on_notification, on_request=self.on_request,
+                    fresh=fresh, operator=operator)
+        self.machines.append(m)
+        await m.start()
+        await m.call("clock.advance_to", {"t": self.now})
+        self.current = m
+        return m
+
+    async def _send(self, m: Machine, method: str, params: Any) -> Any:
+        self.frames[method] += 1
+        try:
+            return await m.call(method, params)
+        except Exception as exc:  # noqa: BLE001 - a JSON-RPC error answer is reported, not fatal
+            if type(exc).__name__ != "RemoteError":
+                raise
+            self.stats.warnings.append(f"{m.name} answered {method} with an error: {exc}")
+            return None
+
+    async def _advance(self, t_rel: float) -> None:
+        self.now = self.start + t_rel
+        running = [m for m in self.machines if m.running]
+        if not running:
+            return
+        await asyncio.gather(*(self._send(m, "clock.advance_to", {"t": self.now}) for m in running))
+        await asyncio.gather(*(m.ack() for m in running))
+
+    async def _retire_idle(self) -> None:
+        for m in self.machines:
+            if m.running and m is not self.current and not m.tus:
+                await m.stop()
+
+    async def _crash(self) -> None:
+        self.stats.crashes += 1
+        for m in [m for m in self.machines if m.running]:
+            await m.kill()
+            await m.start()
+            await m.call("clock.advance_to", {"t": self.now})
+            for tu, (project, operator) in m.tus.items():
+                await self._send(m, "session.login", {"tu": tu, "project": project, "operator": operator})
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def _push(self, t: float, phase: int, item: Any) -> None:
+        heapq.heappush(self.queue, (t, phase, next(self._order), item))
+
+    async def run(self) -> int:
+        """Play the whole scenario; returns the number of lines played."""
+        wall0 = time.monotonic()
+        self.stack.start()
+        played = 0
+        try:
+            for line in self.sc.timeline:
+                self._push(line.t, TIMELINE, line)
+            await self._new_machine(fresh=False)
+            end, t_rel = self.sc.header.duration_s, 0.0
+            while True:
+                nxt = self.queue[0][0] if self.queue else end
+                target = min(nxt, end)
+                if t_rel < target - 1e-9:
+                    t_rel = min(target, t_rel + self.tick)
+                    await self._advance(t_rel)
+                    continue
+                if not self.queue or self.queue[0][0] > end:
+                    break
+                t, phase, _, item = heapq.heappop(self.queue)
+                if phase == TIMELINE:
+                    await self._apply(item)
+                    played += 1
+                else:
+                    await self._answer(item[1], item[2], t)
+            self.rec.add_marker_acks(self.stack.acked_markers())
+            for m in self.machines:
+                if m.running:
+                    await m.stop()
+        finally:
+            for m in self.machines:
+                if m.running:
+                    await m.kill()
+            self.stack.stop()
+            self._finish_stats(time.monotonic() - wall0)
+        return played
+
+    def _finish_stats(self, wall: float) -> None:
+        s = self.stats
+        s.wall_s, s.virtual_s = wall, self.now - self.start
+        s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
+        s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
+        s.machines = len(self.machines)
+        s.exits = [e for m in self.machines for e in m.exits]
+        s.warnings += [w for m in self.machines for w in m.warnings]
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def verdict(self) -> list[ex.Violation]:
+        return ex.consistency(self.rec, self._email_received, self.samples)
+
+    def _email_received(self, tu: str, ru: str) -> list[float]:
+        project = self.world.tus.get(tu, "")
+        pair = self.world.pairs.get((project, tu, ru))
+        return [e["received_at"] for e in pair.emails] if pair else []
+
+    # ---- one timeline line -----------------------------------------------------------------
+
+    async def _apply(self, line: Any) -> None:
+        k, now = type(line), self.now
+        if k is sc.Login:
+            m = self.current
+            fresh_same = m is not None and m.fresh and m.operator == line.operator and line.tu not in m.tus
+            if line.fresh and not fresh_same:
+                m = await self._new_machine(fresh=True, operator=line.operator)
+            assert m is not None
+            old = self.tu_machine.get(line.tu)
+            if old is not None and old is not m:
+                self.stats.warnings.append(f"line {line.lineno}: {line.tu} logged in on {m.name} while "
+                                           f"still logged in on {old.name}")
+            m.tus[line.tu] = (line.project, line.operator)
+            self.tu_machine[line.tu] = m
+            self.rec.context(now, "login", machine=m.name, project=line.project, tu=line.tu, operator=line.operator)
+            await self._send(m, "session.login", {"tu": line.tu, "project": line.project, "operator": line.operator})
+            await self._retire_idle()
+        elif k is sc.Logout:
+            m = self.tu_machine.pop(line.tu, None)
+            self.rec.context(now, "logout", machine=m.name if m else None, project=line.project, tu=line.tu)
+            if m is not None:
+                m.tus.pop(line.tu, None)
+                await self._send(m, "session.logout", {"tu": line.tu})
+                await self._retire_idle()
+        elif k is sc.Crash:
+            self.rec.context(now, "crash", machines=[m.name for m in self.machines if m.running])
+            await self._crash()
+        elif k is sc.StackFault:
+            self.stack.set_fault(line.mode, line.value)
+            self.rec.context(now, "stack", mode=line.mode, value=line.value)
+        elif k is sc.Expect:
+            self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
+        else:
+            await self._world_line(line)
+
+    async def _world_line(self, line: Any) -> None:
+        k, now = type(line), self.now
+        frames = encode.frames_for(line, now, self.world)
+        self.world.apply(line, now)
+        if k is sc.Favorite:
+            self.stack.update_favorite(line.project, line.tu, line.ru, line.changes())
+        elif k is sc.Limits:
+            fav = self.world.favorite(line.project, line.tu, line.ru) or {}
+            self.stack.update_favorite(line.project, line.tu, line.ru,
+                                       {"chat_limit": fav.get("chat_limit"), "mail_limit": fav.get("mail_limit")})
+        elif k in (sc.Block, sc.Unblock):
+            field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
+            self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block})
+        tu = getattr(line, "tu", None)
+        m = self.tu_machine.get(tu) if tu else None
+        if m is None or not m.running:
+            return
+        for method, params in frames:
+            await self._send(m, method, params)
+        if k is sc.Message and line.from_ == "ru":
+            fav = self.world.favorite(line.project, line.tu, line.ru) or {}
+            if not (fav.get("blocked_by_tu") or fav.get("blocked_by_ru")):
+                t = self.rec.open_task(line.tu, line.ru, "unanswered_message")
+                self.samples.append(ex.MessageSample(at=now - self.start, tu=line.tu, ru=line.ru, msg_id=line.id,
+                                                     lineno=line.lineno, open_task=t.task_id if t else None))

@@ -1,0 +1,166 @@
+"""The trace: what the sidecar did, as the harness saw it (``shared/scenarios/README.md``).
+
+Rules / theory of operation
+---------------------------
+* :class:`Recorder` receives the sidecar's notifications (``task.created``, ``task.closed``,
+  ``chain.attempt``, ``sender.state``) and the harness's own actions (``operator.sent``, ``crash``,
+  ``login``, ``logout``), keeps every task by ``task_id`` and writes one JSON object per line,
+  sorted by ``at`` (seconds from the scenario start, virtual time; ties keep arrival order).
+* Instants come from the notifications themselves (``created_at``, ``closed_at``, ``at``), not
+  from when they arrived, so the trace is exact whatever the transport's timing.
+* A task announced again with the same ``task_id`` (e.g. a restarted sidecar re-announcing its
+  open tasks) is not a new task: it is counted in ``redelivered``.  A ``task.closed`` identical to
+  one already seen is counted likewise; a *different* second close of one task is kept in
+  ``Task.closes`` so the consistency check can report "closed twice".
+* ``marker.acked`` lines come from the reference Stack's record of acknowledged marker writes
+  (:meth:`Recorder.add_marker_acks`), at the virtual instant the harness was driving.
+* Keys of each line (README): ``task.created`` task_id, type, project, tu, ru, source,
+  deadline (seconds from start), vip, created_at (seconds from start) [, meta];
+  ``task.closed`` task_id, type, tu, ru, reason; ``operator.sent`` channel, project, tu, ru,
+  task_id; ``marker.acked`` tu, ru, name, value; ``chain.attempt`` tu, ru, step, chance, hit,
+  outcome; ``sender.transition`` sender, from, to, code, note.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import msgspec
+
+
+class Task(msgspec.Struct, kw_only=True):
+    """One task as the notifications told it.  Instants are unix seconds."""
+
+    task_id: str
+    type: str
+    project: str
+    tu: str
+    ru: str
+    source: str
+    created_at: float
+    deadline: float
+    vip: str | None = None
+    meta: dict = {}
+    closed_at: float | None = None
+    reason: str | None = None
+    closes: list[tuple[float, str]] = []  # every distinct close seen: (closed_at, reason)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+def _rel(t: float | None, start: float) -> float | None:
+    return None if t is None else round(t - start, 3)
+
+
+class Recorder:
+    """Collects the trace of one replay; ``start`` is the scenario start (unix seconds)."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.tasks: dict[str, Task] = {}
+        self.lines: list[dict[str, Any]] = []
+        self.redelivered = 0
+        self.unknown_closes: list[str] = []
+        self._sender_state: dict[str, str] = {}
+        self.counts = {"task.created": 0, "task.closed": 0, "chain.attempt": 0, "sender.state": 0}
+
+    def _add(self, at: float, event: str, **keys: Any) -> None:
+        self.lines.append({"at": _rel(at, self.start), "event": event, **keys})
+
+    # ---- notifications --------------------------------------------------------------------
+
+    def task_created(self, params: dict[str, Any]) -> Task | None:
+        """``task.created {seq, task: TaskView}``; returns the new Task, or None when the id is
+        already known (a re-announcement)."""
+        v = params.get("task", params)
+        if v["task_id"] in self.tasks:
+            self.redelivered += 1
+            return None
+        t = Task(task_id=v["task_id"], type=v["type"], project=v.get("project", ""), tu=v["tu"], ru=v["ru"],
+                 source=v.get("source", ""), created_at=float(v["created_at"]), deadline=float(v["deadline"]),
+                 vip=v.get("vip"), meta=v.get("meta") or {})
+        self.tasks[t.task_id] = t
+        self.counts["task.created"] += 1
+        keys = dict(task_id=t.task_id, type=t.type, project=t.project, tu=t.tu, ru=t.ru, source=t.source,
+                    deadline=_rel(t.deadline, self.start), vip=t.vip, created_at=_rel(t.created_at, self.start))
+        if t.meta:
+            keys["meta"] = t.meta
+        self._add(t.created_at, "task.created", **keys)
+        return t
+
+    def task_closed(self, params: dict[str, Any]) -> Task | None:
+        """``task.closed {seq, task_id, type, tu, ru, reason, closed_at}``."""
+        tid, reason, at = params["task_id"], params.get("reason", ""), float(params["closed_at"])
+        t = self.tasks.get(tid)
+        if t is None:
+            self.unknown_closes.append(tid)
+            t = self.tasks[tid] = Task(task_id=tid, type=params.get("type", ""), project="", tu=params.get("tu", ""),
+                                       ru=params.get("ru", ""), source="", created_at=at, deadline=at)
+        if (at, reason) in t.closes:
+            self.redelivered += 1
+            return None
+        t.closes.append((at, reason))
+        if t.closed_at is None:
+            t.closed_at, t.reason = at, reason
+        self.counts["task.closed"] += 1
+        self._add(at, "task.closed", task_id=tid, type=t.type, tu=t.tu, ru=t.ru, reason=reason)
+        return t
+
+    def chain_attempt(self, params: dict[str, Any], now: float) -> None:
+        self.counts["chain.attempt"] += 1
+        self._add(float(params.get("at") or now), "chain.attempt", tu=params.get("tu"), ru=params.get("ru"),
+                  step=params.get("step"), chance=params.get("chance"), hit=params.get("hit"),
+                  outcome=params.get("outcome"))
+
+    def sender_state(self, params: dict[str, Any], now: float) -> None:
+        self.counts["sender.state"] += 1
+        sender, to = params.get("sender", ""), params.get("state", "")
+        frm = self._sender_state.get(sender, "active")
+        self._sender_state[sender] = to
+        self._add(float(params.get("at") or now), "sender.transition", sender=sender, **{"from": frm},
+                  to=to, code=params.get("code", 0), note=params.get("note", ""))
+
+    # ---- harness actions ------------------------------------------------------------------
+
+    def operator_sent(self, now: float, channel: str, project: str, tu: str, ru: str, task_id: str) -> None:
+        self._add(now, "operator.sent", channel=channel, project=project, tu=tu, ru=ru, task_id=task_id)
+
+    def context(self, now: float, event: str, **keys: Any) -> None:
+        """``crash`` / ``login`` / ``logout`` (and other harness context lines)."""
+        self._add(now, event, **keys)
+
+    def add_marker_acks(self, acks: Iterable[dict[str, Any]]) -> None:
+        """The Stack's acknowledged marker writes (``at`` = virtual unix seconds, or None)."""
+        for a in acks:
+            self._add(a["at"] if a["at"] is not None else self.start, "marker.acked", tu=a["tu"], ru=a["ru"],
+                      name=a["name"], value=a["value"])
+
+    # ---- queries --------------------------------------------------------------------------
+
+    def of(self, type_: str | None = None, tu: str | None = None, ru: str | None = None,
+           source: str | None = None) -> list[Task]:
+        """Tasks matching every given key, by creation time."""
+        out = [t for t in self.tasks.values()
+               if (type_ is None or t.type == type_) and (tu is None or t.tu == tu)
+               and (ru is None or t.ru == ru) and (source is None or t.source == source)]
+        return sorted(out, key=lambda t: (t.created_at, t.task_id))
+
+    def open_task(self, tu: str, ru: str, type_: str) -> Task | None:
+        for t in self.of(type_, tu, ru):
+            if t.is_open:
+                return t
+        return None
+
+    def sorted_lines(self) -> list[dict[str, Any]]:
+        return sorted(self.lines, key=lambda x: x["at"] if x["at"] is not None else 0.0)
+
+    def write(self, path: str | Path) -> int:
+        """Write the trace as JSON lines sorted by ``at``; returns the line count."""
+        lines = self.sorted_lines()
+        with open(path, "w", encoding="utf-8") as fh:
+            for x in lines:
+                fh.write(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n")
+        return len(lines)

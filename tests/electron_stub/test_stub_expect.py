@@ -1,0 +1,102 @@
+"""Expectation evaluator and the whole-run consistency checks (each violation caught)."""
+from __future__ import annotations
+
+import json
+
+from conftest import HEADER
+
+from electron_stub import expect as ex
+from electron_stub import scenario as sc
+from electron_stub.trace import Recorder
+
+S = sc.parse_lines([HEADER], "x")
+T0 = S.start
+
+
+def E(**kw):
+    return sc.parse_lines([HEADER, json.dumps({"t": 50, "kind": "expect", **kw})], "x.jsonl").timeline[0]
+
+
+def created(rec, tid, type_="unanswered_message", t=10.0, ttl=120, ru="r", source="socket", **kw):
+    return rec.task_created({"seq": 1, "task": {"task_id": tid, "type": type_, "project": "golden", "tu": "g", "ru": ru,
+                                                "source": source, "created_at": T0 + t, "deadline": T0 + t + ttl, **kw}})
+
+
+def closed(rec, tid, t, reason="answered"):
+    return rec.task_closed({"seq": 2, "task_id": tid, "type": "x", "tu": "g", "ru": "r", "reason": reason,
+                            "closed_at": T0 + t})
+
+
+def no_marker(tu, ru, name):
+    return None
+
+
+def test_window_tolerance_and_source():
+    rec = Recorder(T0)
+    created(rec, "a", t=10.5)
+    ok = lambda **kw: ex.evaluate(E(**kw), rec, no_marker).ok  # noqa: E731
+    base = dict(type="unanswered_message", tu="g", ru="r")
+    assert ok(what="task_created", between=[11, 12], **base)  # 1 s tolerance below
+    assert ok(what="task_created", between=[0, 9.5], **base)  # and above
+    assert not ok(what="task_created", between=[12, 20], **base)
+    assert not ok(what="task_created", between=[0, 20], source="chain", **base)
+    assert ok(what="no_task", between=[12, 20], **base)
+    assert not ok(what="no_task", between=[0, 20], **base)
+    assert ok(what="count", type="unanswered_message", between=[0, 20], min=1, max=1)
+    assert not ok(what="count", type="unanswered_message", between=[0, 20], min=2, max=3)
+    r = ex.evaluate(E(what="no_task", between=[0, 20], **base), rec, no_marker)
+    assert r.lineno == 2 and "found 1" in r.detail
+
+
+def test_open_and_closed():
+    rec = Recorder(T0)
+    created(rec, "a")
+    base = dict(type="unanswered_message", tu="g", ru="r")
+    assert ex.evaluate(E(what="task_open", **base), rec, no_marker).ok
+    assert not ex.evaluate(E(what="task_closed", **base), rec, no_marker).ok
+    closed(rec, "a", 30, "expired")
+    assert not ex.evaluate(E(what="task_open", **base), rec, no_marker).ok
+    assert ex.evaluate(E(what="task_closed", reason="expired", **base), rec, no_marker).ok
+    assert not ex.evaluate(E(what="task_closed", reason="answered", **base), rec, no_marker).ok
+    assert not ex.evaluate(E(what="task_closed", type="like", tu="g", ru="r"), rec, no_marker).ok
+
+
+def test_marker_subset_and_absent():
+    rec = Recorder(T0)
+    held = {"followUpChat": {"sourceUnansweredTaskId": "x", "step": 0, "nextCheckAt": "…"}}
+    of = lambda tu, ru, name: held.get(name)  # noqa: E731
+    m = dict(what="marker", tu="g", ru="r", name="followUpChat")
+    assert ex.evaluate(E(value={"step": 0}, **m), rec, of).ok
+    assert not ex.evaluate(E(value={"step": 1}, **m), rec, of).ok
+    assert not ex.evaluate(E(value=None, **m), rec, of).ok
+    assert ex.evaluate(E(value=None, what="marker", tu="g", ru="r", name="followUpMail"), rec, of).ok
+    assert ex.subset({"a": {"b": 1}}, {"a": {"b": 1.0, "c": 2}}) and not ex.subset({"a": 1}, {})
+
+
+def test_consistency_catches_each_violation():
+    rec = Recorder(T0)
+    created(rec, "ok1", t=10)
+    closed(rec, "ok1", 20)
+    created(rec, "ok2", t=20)  # created when the first closed: fine
+    created(rec, "twice", type_="like", t=5, ttl=300, ru="q")
+    closed(rec, "twice", 6, "answered")
+    closed(rec, "twice", 6, "answered")  # identical re-delivery: not a violation
+    closed(rec, "twice", 7, "expired")  # a different second close: violation
+    created(rec, "dup", t=30)  # while ok2 is open: two open
+    created(rec, "bad", type_="follow_up_message", t=40, ttl=200, ru="z")  # wrong TTL
+    created(rec, "em", type_="unanswered_email", t=40, ttl=43200 - 30, ru="e")  # received 30 s before
+    created(rec, "em2", type_="unanswered_email", t=40, ttl=43200, ru="e2")  # anchored on created_at: wrong
+    samples = [ex.MessageSample(at=1, tu="g", ru="r", msg_id="m1", lineno=9, open_task="ok1"),
+               ex.MessageSample(at=2, tu="g", ru="y", msg_id="m2", lineno=10, open_task=None)]
+    v = ex.consistency(rec, lambda tu, ru: [T0 + 10] if ru.startswith("e") else [], samples)
+    kinds = sorted(x.kind for x in v)
+    assert kinds == ["closed_twice", "deadline", "deadline", "two_open", "unanswered_missing"], v
+    assert rec.redelivered == 1
+    assert any("line 10" in x.detail for x in v)
+    assert any("em2" in x.detail for x in v) and not any("'em'" in x.detail or " em " in x.detail for x in v)
+
+
+def test_reannounced_task_is_not_new():
+    rec = Recorder(T0)
+    assert created(rec, "a") is not None
+    assert created(rec, "a") is None and rec.redelivered == 1 and len(rec.tasks) == 1

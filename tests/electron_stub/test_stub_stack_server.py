@@ -1,0 +1,134 @@
+"""The reference Stack over real HTTP: startup shape, idempotency, faults, counters."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from conftest import HEADER
+
+from electron_stub import scenario as sc
+from electron_stub.stack_server import StackServer
+
+WORLD = [
+    {"kind": "favorite", "project": "golden", "tu": "g", "ru": "r1", "active": True, "is_white": False,
+     "spend_30d_usd": 650.0, "spend_total_usd": 900.0, "paid_actions": 4, "paid_with_bonuses_only": False,
+     "chat_limit": None, "mail_limit": None, "markers": {"followUpChat": {"sourceUnansweredTaskId": "h1", "step": 0,
+                                                                          "nextCheckAt": "2026-11-30T07:59:30Z"}}},
+    {"kind": "history", "project": "golden", "tu": "g", "ru": "r1", "task": {"task_id": "h1", "type": "unanswered_message",
+     "source": "socket", "created_at": -150, "closed_at": -120, "reason": "answered"}},
+]
+
+
+@pytest.fixture
+def stack():
+    s = sc.parse_lines([HEADER] + [json.dumps(x) for x in WORLD], "x.jsonl")
+    st = StackServer(seed=3, now_fn=lambda: s.start + 42)
+    st.seed_from_scenario(s)
+    url = st.start()
+    st.scenario = s
+    with httpx.Client(base_url=url, timeout=5) as c:
+        st.http = c
+        yield st
+    st.stop()
+
+
+def put(st, value, key="k1", ru="r1", name="followUpChat"):
+    h = {"Idempotency-Key": key} if key else {}
+    return st.http.put(f"/v1/tus/g/favorites/{ru}/markers/{name}", json={"value": value}, headers=h)
+
+
+def test_startup_shape(stack):
+    d = stack.http.get("/v1/tus/g/startup").json()
+    assert d["tu"] == "g"
+    (f,) = d["favorites"]
+    assert set(f) == {"ru", "project", "active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
+                      "paid_with_bonuses_only", "chat_limit", "mail_limit", "blocked_by_tu", "blocked_by_ru", "markers"}
+    assert f["markers"]["followUpChat"]["step"] == 0
+    (h,) = d["history"]
+    t0 = stack.scenario.start
+    assert h == {"task_id": "h1", "type": "unanswered_message", "project": "golden", "tu": "g", "ru": "r1",
+                 "source": "socket", "created_at": t0 - 150, "deadline": t0 - 30, "closed_at": t0 - 120,
+                 "reason": "answered", "vip": "yellow"}
+    assert stack.http.get("/v1/tus/nobody/startup").json() == {"tu": "nobody", "favorites": [], "history": []}
+
+
+def test_favorite_updates_are_served(stack):
+    stack.update_favorite("golden", "g", "r1", {"active": False, "blocked_by_ru": True})
+    f = stack.http.get("/v1/tus/g/startup").json()["favorites"][0]
+    assert f["active"] is False and f["blocked_by_ru"] is True
+
+
+def test_marker_write_idempotency_and_clear(stack):
+    assert put(stack, {"step": 1}, key=None).status_code == 400
+    r1 = put(stack, {"step": 1}, key="a")
+    assert r1.status_code == 200 and stack.marker("g", "r1", "followUpChat") == {"step": 1}
+    r2 = put(stack, {"step": 2}, key="a")  # same key: first answer, nothing changes
+    assert r2.status_code == 200 and r2.json() == r1.json() and stack.marker("g", "r1", "followUpChat") == {"step": 1}
+    assert put(stack, None, key="b").status_code == 200 and stack.marker("g", "r1", "followUpChat") is None
+    assert stack.counters["acked"] == 2 and stack.counters["duplicates"] == 1
+    acks = stack.acked_markers()
+    assert [(a["value"], a["at"]) for a in acks] == [({"step": 1}, stack.scenario.start + 42), (None, stack.scenario.start + 42)]
+
+
+def test_tasks_merge_by_id_and_candidates(stack):
+    h = lambda k: {"Idempotency-Key": k}  # noqa: E731
+    t = {"task_id": "t1", "type": "like", "project": "golden", "tu": "g", "ru": "r1", "created_at": 1.0}
+    assert stack.http.post("/v1/tus/g/tasks", json={"event": "created", "task": t}, headers=h("c")).status_code == 200
+    assert stack.http.post("/v1/tus/g/tasks", json={"event": "closed", "task": {"task_id": "t1", "closed_at": 2.0,
+                           "reason": "expired"}}, headers=h("d")).status_code == 200
+    hist = {x["task_id"]: x for x in stack.http.get("/v1/tus/g/startup").json()["history"]}
+    assert hist["t1"]["type"] == "like" and hist["t1"]["reason"] == "expired"
+    assert stack.http.post("/v1/tus/g/tasks", json={"event": "opened", "task": t}, headers=h("e")).status_code == 400
+    assert stack.http.post("/v1/tus/g/candidates", json={"ru": "r1"}, headers=h("f")).status_code == 200
+    assert stack.http.post("/v1/tus/g/candidates", content=b"not json", headers=h("g")).status_code == 400
+    assert stack.http.post("/v1/tus/g/nope", json={}, headers=h("h")).status_code == 404
+
+
+def test_down_refuses_then_up(stack):
+    stack.set_fault("down")
+    with pytest.raises(httpx.TransportError):
+        stack.http.get("/v1/tus/g/startup")
+    with pytest.raises(httpx.TransportError):
+        put(stack, {"step": 5}, key="z")
+    assert stack.marker("g", "r1", "followUpChat")["step"] == 0 and stack.counters["refused"] == 2
+    stack.set_fault("up")
+    assert put(stack, {"step": 5}, key="z").status_code == 200
+
+
+def test_error_rate_is_keyed_per_attempt(stack):
+    stack.set_fault("error_rate", 0.5)
+    codes = [put(stack, {"step": i}, key=f"k{i}").status_code for i in range(40)]
+    assert 5 < codes.count(500) < 35
+    # the same (seed, key, attempt) draws the same on another server
+    other = StackServer(seed=3)
+    other.start()
+    other.set_fault("error_rate", 0.5)
+    try:
+        with httpx.Client(base_url=other.url) as c:
+            again = [c.put("/v1/tus/g/favorites/r1/markers/followUpChat", json={"value": {"step": i}},
+                           headers={"Idempotency-Key": f"k{i}"}).status_code for i in range(40)]
+    finally:
+        other.stop()
+    assert again == codes
+    # retrying a failed key eventually succeeds (a new attempt draws anew)
+    failed = codes.index(500)
+    for _ in range(30):
+        if put(stack, {"step": failed}, key=f"k{failed}").status_code == 200:
+            break
+    else:
+        pytest.fail("a retried write never succeeded")
+    assert stack.counters["faulted"] >= codes.count(500)
+
+
+def test_latency_is_capped(stack):
+    import time
+
+    stack.set_fault("latency", 30)
+    assert stack.mode["latency"] == 2.0
+    stack.set_fault("latency", 0.2)
+    t = time.monotonic()
+    assert stack.http.get("/v1/tus/g/startup").status_code == 200
+    assert time.monotonic() - t >= 0.2
+    with pytest.raises(ValueError):
+        stack.set_fault("explode")

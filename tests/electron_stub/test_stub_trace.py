@@ -1,0 +1,37 @@
+"""Trace lines: README keys, relative instants, sorted output."""
+from __future__ import annotations
+
+import json
+
+from electron_stub.trace import Recorder
+
+T0 = 1_796_025_600.0
+
+
+def test_trace_lines_and_order(tmp_path):
+    rec = Recorder(T0)
+    rec.task_created({"seq": 1, "task": {"task_id": "t1", "type": "unanswered_message", "project": "golden", "tu": "g",
+                                         "ru": "r", "source": "socket", "created_at": T0 + 40.1, "deadline": T0 + 160.1,
+                                         "vip": None, "meta": {}}})
+    rec.operator_sent(T0 + 75, "chat", "golden", "g", "r", "t1")
+    rec.task_closed({"seq": 2, "task_id": "t1", "type": "unanswered_message", "tu": "g", "ru": "r",
+                     "reason": "answered", "closed_at": T0 + 75})
+    rec.chain_attempt({"seq": 3, "tu": "g", "ru": "r", "step": 1, "chance": 0.75, "hit": True, "outcome": "created",
+                       "at": T0 + 80}, T0 + 80)
+    rec.sender_state({"seq": 4, "sender": "stack:primary", "state": "cooldown", "code": 101, "note": "n",
+                      "at": T0 + 90}, T0 + 90)
+    rec.add_marker_acks([{"at": T0 + 76, "tu": "g", "ru": "r", "name": "followUpChat", "value": {"step": 0}}])
+    rec.context(T0 + 1, "crash", machines=["m1"])
+    n = rec.write(tmp_path / "t.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert n == len(lines) == 7
+    assert [x["at"] for x in lines] == sorted(x["at"] for x in lines)
+    ev = {x["event"]: x for x in lines}
+    assert ev["task.created"] == {"at": 40.1, "event": "task.created", "task_id": "t1", "type": "unanswered_message",
+                                  "project": "golden", "tu": "g", "ru": "r", "source": "socket", "deadline": 160.1,
+                                  "vip": None, "created_at": 40.1}
+    assert ev["task.closed"]["reason"] == "answered" and ev["task.closed"]["at"] == 75
+    assert ev["operator.sent"]["channel"] == "chat" and ev["marker.acked"]["value"] == {"step": 0}
+    assert ev["chain.attempt"]["outcome"] == "created" and ev["chain.attempt"]["step"] == 1
+    assert ev["sender.transition"]["from"] == "active" and ev["sender.transition"]["to"] == "cooldown"
+    assert rec.open_task("g", "r", "unanswered_message") is None
