@@ -1,0 +1,1 @@
+"""Benchmarks: ``./run bench`` (``python -m bench``) prints figures; tests assert behaviour only."""

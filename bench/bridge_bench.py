@@ -1,0 +1,123 @@
+"""Bridge benchmarks against a real sidecar process.
+
+* events/s: ``platform.event`` requests through the websocket on the virtual clock, sequential
+  (one round trip each, as the harness replays) and pipelined (many in flight).
+* latency: in real-clock mode, ``platform.event`` sent as notifications at a fixed rate; the time
+  from sending an event to receiving its ``task.created`` — p50 / p99 / max.
+* peak RSS of the sidecar (VmHWM).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bridge.client import BridgeClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Sidecar:
+    def __init__(self, clock: str, binary: str | None = None) -> None:
+        self.clock = clock
+        self.binary = binary
+        self.tmp = tempfile.TemporaryDirectory(prefix="sidecar-bench-")
+        self.token = secrets.token_urlsafe(16)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.client: BridgeClient | None = None
+        self.created: dict[str, float] = {}  # ru -> perf_counter at task.created
+
+    async def __aenter__(self) -> "Sidecar":
+        cmd = ([self.binary] if self.binary else [sys.executable, "-m", "sidecar"]) + [
+            "serve", "--port", "0", "--data-dir", self.tmp.name, "--clock", self.clock,
+            "--log-level", "WARNING"]
+        env = dict(os.environ, SIDECAR_TOKEN=self.token)
+        self.proc = await asyncio.create_subprocess_exec(
+            *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT)
+        ready = json.loads(await asyncio.wait_for(self.proc.stdout.readline(), 30))
+        self.client = await BridgeClient.connect(ready["port"], self.token,
+                                                 on_notification=self._note,
+                                                 on_request=self._answer)
+        return self
+
+    def _note(self, method: str, params) -> None:
+        if method == "task.created":
+            self.created[params["task"]["ru"]] = time.perf_counter()
+
+    async def _answer(self, method: str, params):
+        return {"dialogs": [], "mails": []}
+
+    def peak_rss_mb(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return float("nan")
+
+    async def __aexit__(self, *exc) -> None:
+        await self.client.close()
+        self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 10)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+        self.tmp.cleanup()
+
+
+def event(i: int, at: float) -> dict:
+    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
+            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
+                     "at": at, "body": "hi"}}
+
+
+async def throughput(n: int, binary: str | None) -> dict:
+    async with Sidecar("virtual", binary) as sc:
+        t0 = 1796025600.0
+        await sc.client.call("clock.advance_to", {"t": t0})
+        await sc.client.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        start = time.perf_counter()
+        for i in range(n):
+            await sc.client.call("platform.event", event(i, t0))
+        seq = time.perf_counter() - start
+        start = time.perf_counter()
+        batch = 200
+        for b in range(n, 2 * n, batch):
+            await asyncio.gather(*(sc.client.call("platform.event", event(i, t0))
+                                   for i in range(b, min(b + batch, 2 * n))))
+        pipe = time.perf_counter() - start
+        return {"events": n, "sequential_eps": n / seq, "pipelined_eps": n / pipe,
+                "peak_rss_mb": sc.peak_rss_mb()}
+
+
+async def latency(rate: float, seconds: float, binary: str | None) -> dict:
+    async with Sidecar("wall", binary) as sc:
+        await sc.client.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        n = int(rate * seconds)
+        sent: dict[str, float] = {}
+        start = time.perf_counter()
+        for i in range(n):
+            target = start + i / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent[f"c-ru-{i}"] = time.perf_counter()
+            await sc.client.notify("platform.event", event(i, time.time()))
+        await sc.client.call("status", {})
+        deadline = time.perf_counter() + 5
+        while len(sc.created) < n and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        lat = sorted((sc.created[ru] - t) * 1000 for ru, t in sent.items() if ru in sc.created)
+        achieved = n / (time.perf_counter() - start)
+        q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
+        return {"rate": rate, "events": n, "received": len(lat), "p50_ms": q[49], "p99_ms": q[98],
+                "max_ms": lat[-1] if lat else float("nan"), "peak_rss_mb": sc.peak_rss_mb(),
+                "achieved_eps": achieved}
