@@ -1,0 +1,60 @@
+"""The bridge: the local websocket between Electron and the sidecar (DESIGN §3-§4).
+
+JSON-RPC 2.0 over websocket text frames, token auth on the first frame, Origin/Host checks,
+request/response correlation in both directions, one ordered worker for inbound calls, and a
+resumable, acknowledged outbound notification stream.  It knows nothing of tasks: it deals in
+method names and JSON params.  See ``docs/architecture.md`` ("Bridge API").
+
+Modules: ``errors`` (exception tree, codes), ``jsonrpc`` (envelope codec), ``stream`` (resumable
+stream, sans-I/O), ``auth`` (handshake and token rules, sans-I/O), ``server`` (BridgeServer),
+``client`` (BridgeClient), ``lifecycle`` (wait_for_shutdown).
+"""
+from .client import BridgeClient
+from .errors import (
+    CLOSE_AUTH_TIMEOUT,
+    CLOSE_FORBIDDEN_ORIGIN,
+    CLOSE_GOING_AWAY,
+    CLOSE_REPLACED,
+    CLOSE_TOO_BIG,
+    CLOSE_UNAUTHORIZED,
+    BridgeError,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    NotConnected,
+    ParseError,
+    RemoteError,
+    RequestTimeout,
+    RpcError,
+    Unauthorized,
+)
+from .lifecycle import wait_for_shutdown
+from .server import PROTOCOL, BridgeServer, Handler
+from .stream import OutboundStream
+
+__all__ = [
+    "BridgeServer",
+    "BridgeClient",
+    "Handler",
+    "PROTOCOL",
+    "OutboundStream",
+    "wait_for_shutdown",
+    "BridgeError",
+    "RpcError",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "InternalError",
+    "Unauthorized",
+    "RemoteError",
+    "RequestTimeout",
+    "NotConnected",
+    "CLOSE_GOING_AWAY",
+    "CLOSE_TOO_BIG",
+    "CLOSE_UNAUTHORIZED",
+    "CLOSE_FORBIDDEN_ORIGIN",
+    "CLOSE_AUTH_TIMEOUT",
+    "CLOSE_REPLACED",
+]
