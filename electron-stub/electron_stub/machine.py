@@ -12,8 +12,8 @@ Rules / theory of operation
   stdout within :data:`READY_TIMEOUT_S`; otherwise :class:`MachineError` with the stderr tail.
   Anything the sidecar prints on stdout later breaks the contract and is kept as a warning.
 * Connect with ``bridge.client.BridgeClient.connect(port, token, on_notification=...,
-  on_request=...)``; authenticate (unless the client did in ``connect``); then the replay sets the
-  virtual clock.
+  on_request=...)``, which sends ``auth`` as the first frame; then the replay sets the virtual
+  clock.  The client acknowledges the notification stream itself (batched ``stream.ack``).
 * Stop (graceful): close the connection, close stdin, wait up to :data:`STOP_TIMEOUT_S` for exit
   code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
   group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
@@ -70,8 +70,6 @@ class Machine:
         self.client: Any = None
         self.ready: dict[str, Any] = {}
         self.launches = 0
-        self.max_seq = 0
-        self.acked_seq = 0
         self.warnings: list[str] = []
         self.exits: list[MachineExit] = []
         self._drain: asyncio.Task | None = None
@@ -130,13 +128,12 @@ class Machine:
 
         try:
             self.client = await BridgeClient.connect(
-                self.ready["port"], token, on_notification=self._notification, on_request=self._request)
+                self.ready["port"], token, client="electron-stub", version="1",
+                on_notification=self._notification, on_request=self._request)
         except Exception as exc:  # noqa: BLE001 - report any connect failure with context
             await self._abort()
             raise MachineError(f"{self.name}: cannot connect to port {self.ready['port']}: {exc!r}\n"
                                f"  stderr tail:\n{stderr_tail(self.log_path)}") from exc
-        if not getattr(self.client, "authenticated", False):
-            await self.call("auth", {"token": token, "client": "electron-stub", "version": "1"})
 
     async def _drain_stdout(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -147,9 +144,6 @@ class Machine:
             self.warnings.append(f"{self.name}: extra stdout line after ready: {line[:200]!r}")
 
     def _notification(self, method: str, params: Any) -> None:
-        seq = params.get("seq") if isinstance(params, dict) else None
-        if isinstance(seq, int) and seq > self.max_seq:
-            self.max_seq = seq
         self._on_notification(self, method, params)
 
     async def _request(self, method: str, params: Any) -> Any:
@@ -167,10 +161,11 @@ class Machine:
                                f"  stderr tail:\n{stderr_tail(self.log_path)}") from None
 
     async def ack(self) -> None:
-        """``stream.ack`` every notification seen so far (Electron shows them)."""
-        if self.client is not None and self.max_seq > self.acked_seq:
-            self.acked_seq = self.max_seq
-            await self.client.notify("stream.ack", {"seq": self.max_seq})
+        """``stream.ack`` every notification seen so far (Electron shows them).  The bridge client
+        batches acks by itself; this only closes the gap at the end of a step."""
+        if self.client is not None and self.client.last_seq > self.client.acked_seq:
+            await self.client.notify("stream.ack", {"seq": self.client.last_seq})
+            self.client.acked_seq = self.client.last_seq
 
     # ---- stop / crash -------------------------------------------------------------------
 

@@ -1,0 +1,99 @@
+"""End to end: the replay driver against the real sidecar (``python -m sidecar serve``).
+
+Skipped when the sidecar runtime cannot be imported; the seed scenarios also need ../shared."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+
+import pytest
+from conftest import need_shared
+
+from electron_stub import report
+from electron_stub import scenario as sc
+from electron_stub.machine import MachineError
+from electron_stub.replay import Replay
+
+try:
+    import sidecar.app  # noqa: F401
+    HAVE_SIDECAR = True
+except Exception:  # noqa: BLE001 - being written in parallel
+    HAVE_SIDECAR = False
+
+needs_sidecar = pytest.mark.skipif(not HAVE_SIDECAR, reason="sidecar runtime (sidecar.app) not importable yet")
+
+LIFECYCLE = [
+    {"kind": "header", "format": 1, "name": "lifecycle", "start": "2026-11-30T08:00:00Z", "seed": 3, "duration_s": 200,
+     "operator": {"chat_answer_p": 1.0, "chat_delay_s": [10, 10], "mail_answer_p": 0.0, "mail_delay_s": [60, 60]}},
+    {"kind": "tu", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"kind": "favorite", "project": "golden", "tu": "g1", "ru": "r1", "active": True, "is_white": False,
+     "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40, "paid_with_bonuses_only": False,
+     "chat_limit": None, "mail_limit": None, "markers": {}},
+    {"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"t": 5, "kind": "online", "project": "golden", "ru": "r1", "online": True},
+    {"t": 10, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m1", "body": "hi"},
+    {"t": 21, "kind": "expect", "what": "task_closed", "type": "unanswered_message", "tu": "g1", "ru": "r1",
+     "reason": "answered"},
+    {"t": 30, "kind": "crash"},
+    {"t": 40, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m2", "body": "?"},
+    {"t": 41, "kind": "expect", "what": "task_created", "type": "unanswered_message", "tu": "g1", "ru": "r1",
+     "between": [40, 41]},
+    {"t": 100, "kind": "logout", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"t": 110, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-2", "fresh": True},
+    {"t": 120, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m3", "body": "!"},
+    {"t": 121, "kind": "expect", "what": "task_created", "type": "unanswered_message", "tu": "g1", "ru": "r1",
+     "between": [120, 121]},
+]
+
+
+def run(scenario, tmp_path, **kw):
+    rp = Replay(scenario, data_dir=tmp_path / "data", **kw)
+    asyncio.run(rp.run())
+    return rp, rp.verdict()
+
+
+@needs_sidecar
+def test_lifecycle_crash_and_shift_change(tmp_path):
+    s = sc.parse_lines([json.dumps(x) for x in LIFECYCLE], "lifecycle.jsonl")
+    rp, violations = run(s, tmp_path)
+    text = report.render(rp.rec, rp.results, violations, rp.stats)
+    assert [r.ok for r in rp.results] == [True, True, True], text
+    assert not violations, text
+    assert [(e.machine, e.how, e.clean) for e in rp.stats.exits] == [
+        ("m1", "crash", True), ("m1", "stdin-eof", True), ("m2", "stdin-eof", True)], text
+    assert report.exit_code(rp.results, violations, rp.stats) == 0
+    events = [x["event"] for x in rp.rec.sorted_lines()]
+    assert {"crash", "login", "logout", "operator.sent", "task.created", "task.closed"} <= set(events)
+    assert (tmp_path / "data" / "m1").is_dir() and (tmp_path / "data" / "m2").is_dir()
+    assert (tmp_path / "data" / "m1.stderr.log").read_text().count("==== launch") == 2
+
+
+@needs_sidecar
+@pytest.mark.parametrize("name", ["t01_unanswered_expires_one_task_per_burst", "s01_chain_starts_at_close",
+                                  "t02_like_prime"])
+def test_seed_scenarios(tmp_path, name):
+    path = need_shared() / "scenarios" / "seed" / f"{name}.jsonl"
+    rp, violations = run(sc.load(path), tmp_path)
+    text = report.render(rp.rec, rp.results, violations, rp.stats)
+    assert report.exit_code(rp.results, violations, rp.stats) == 0, text
+
+
+def test_bad_ready_line_fails_clearly(tmp_path):
+    fake = tmp_path / "fake-sidecar"
+    fake.write_text("#!/bin/sh\necho 'booting…' >&2\necho not-json\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    s = sc.parse_lines([json.dumps(LIFECYCLE[0])], "x.jsonl")
+    with pytest.raises(MachineError) as ei:
+        run(s, tmp_path, binary=str(fake))
+    assert "bad ready line" in str(ei.value) and "booting" in str(ei.value)
+    assert os.path.exists(tmp_path / "data" / "m1.stderr.log")
+
+
+def test_operator_draws_are_keyed_not_streamed():
+    from electron_stub import keyed
+
+    a = [keyed.chance(7, 0.5, f"t-{i}", "answer") for i in range(200)]
+    assert a == [keyed.chance(7, 0.5, f"t-{i}", "answer") for i in range(200)]
+    assert 60 < sum(a) < 140 and keyed.uniform(7, 15, 15, "x") == 15
