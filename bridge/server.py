@@ -60,7 +60,8 @@ from .errors import (
     RpcError,
     Unauthorized,
 )
-from .stream import Delivery, OutboundStream
+from .session import Session, close_and_drain, drain
+from .stream import OutboundStream
 
 __all__ = ["BridgeServer", "Handler", "PROTOCOL"]
 
@@ -68,59 +69,6 @@ log = logging.getLogger("bridge.server")
 
 PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready line
 Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
-
-
-class _Session:
-    """One authenticated connection: its send order, writer task and outstanding requests."""
-
-    def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello):
-        self.ws = ws  # the websocket
-        self.hello = hello  # the client's auth params (client name, version; token unused)
-        self.delivery = Delivery(stream)  # what to send next, in order
-        self.pending: dict[int, asyncio.Future] = {}  # our request id -> future of its answer
-        self.closed = False  # set once the connection is done (closed or replaced)
-        self._wake = asyncio.Event()  # set when the delivery may have something to send
-        self._writer: asyncio.Task | None = None  # the writer task
-
-    def start(self) -> None:
-        """Start the writer task."""
-        self._writer = asyncio.create_task(self._write_loop(), name="bridge-writer")
-
-    def send(self, data: bytes, *, first: bool = False) -> None:
-        """Queue an encoded control frame (dropped silently once the session is closed)."""
-        if not self.closed:
-            self.delivery.push(data, first=first)
-            self._wake.set()
-
-    def wake(self) -> None:
-        """The stream grew: let the writer look."""
-        self._wake.set()
-
-    async def _write_loop(self) -> None:
-        delivery, wake, ws = self.delivery, self._wake, self.ws
-        try:
-            while True:
-                data = delivery.next()
-                if data is None:
-                    wake.clear()
-                    await wake.wait()
-                    continue
-                await ws.send(data, text=True)
-        except ConnectionClosed:
-            pass
-        except Exception:  # noqa: BLE001 — a writer bug must not go unnoticed nor hang the client
-            log.exception("bridge writer failed; closing the connection")
-            await ws.close(1011, "internal error")
-
-    def shutdown(self) -> None:
-        """Mark closed, stop the writer, fail every pending request with NotConnected."""
-        self.closed = True
-        if self._writer is not None:
-            self._writer.cancel()
-        pending, self.pending = self.pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(NotConnected("the connection closed before the answer"))
 
 
 class BridgeServer:
@@ -160,7 +108,7 @@ class BridgeServer:
         self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
         self.port: int | None = None  # the bound port once started
         self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
-        self._session: _Session | None = None  # the current authenticated connection
+        self._session: Session | None = None  # the current authenticated connection
         self._server: Server | None = None  # the websockets server
         self._worker: asyncio.Task | None = None  # the one handler task
         self._idle = asyncio.Event()  # set while the worker waits for the next frame
@@ -224,8 +172,8 @@ class BridgeServer:
             async with asyncio.timeout(timeout):
                 return await future
         except TimeoutError:
-            if future.done() and not future.cancelled() and future.exception() is None:
-                return future.result()  # answered in the very same loop iteration
+            if future.done() and not future.cancelled():
+                return future.result()  # settled in the same loop iteration: its outcome wins
             raise RequestTimeout(f"{method} (id {request_id}) got no answer in {timeout} s") from None
         finally:
             session.pending.pop(request_id, None)
@@ -273,7 +221,7 @@ class BridgeServer:
                 raw = await asyncio.wait_for(ws.recv(decode=False), self._auth_timeout)
             except TimeoutError:
                 log.warning("no auth frame from %s within %.1f s", ws.remote_address, self._auth_timeout)
-                await _close_and_drain(ws, CLOSE_AUTH_TIMEOUT, "auth timeout")
+                await close_and_drain(ws, CLOSE_AUTH_TIMEOUT, "auth timeout")
                 return
             try:
                 message: Any = jsonrpc.decode(raw)
@@ -284,11 +232,11 @@ class BridgeServer:
             except Unauthorized as exc:
                 log.warning("refused client %s: %s", ws.remote_address, exc.message)
                 await ws.send(jsonrpc.encode_error(exc.id, exc), text=True)
-                await _close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
+                await close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
                 return
         except ConnectionClosed:
             return
-        session = _Session(ws, self.stream, hello)
+        session = Session(ws, self.stream, hello)
         old, self._session = self._session, session
         if old is not None:
             self._retire(old)
@@ -305,7 +253,7 @@ class BridgeServer:
                 self._session = None
                 log.info("client %r disconnected (code %s)", hello.client, ws.close_code)
 
-    def _retire(self, old: _Session) -> None:
+    def _retire(self, old: Session) -> None:
         """Close a replaced connection with 4409 in the background."""
         log.info("client %r replaced by a newer connection", old.hello.client)
         old.shutdown()
@@ -313,7 +261,7 @@ class BridgeServer:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _read(self, session: _Session) -> None:
+    async def _read(self, session: Session) -> None:
         """Read frames until the connection closes; dispatch as the module header says."""
         ws, queue = session.ws, self._queue
         Request, Notification, Response = jsonrpc.Request, jsonrpc.Notification, jsonrpc.Response
@@ -337,7 +285,7 @@ class BridgeServer:
                 elif not queue.full():
                     queue.put_nowait((session, msg))
                 elif not await self._put_when_room((session, msg)):
-                    self._dropped_on_close += await _drain(ws)
+                    self._dropped_on_close += await drain(ws)
                     return
             elif kind is Response:
                 future = session.pending.get(msg.id)
@@ -366,7 +314,7 @@ class BridgeServer:
         self._dropped_on_close += 1
         return False
 
-    def _on_ack(self, session: _Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
+    def _on_ack(self, session: Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
         params = msg.params
         seq = params.get("seq") if isinstance(params, dict) else None
@@ -419,32 +367,6 @@ class BridgeServer:
                         frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
             if frame is not None:
                 session.send(frame)
-
-
-async def _drain(ws: ServerConnection) -> int:
-    """Read and discard frames until the connection is closed; return how many.
-
-    websockets stops reading the socket while received frames are not consumed, so a connection
-    that is being closed must still be drained, or the peer's close frame is never seen and the
-    closing handshake waits its full timeout.
-    """
-    discarded = 0
-    try:
-        while True:
-            await ws.recv(decode=False)
-            discarded += 1
-    except ConnectionClosed:
-        return discarded
-
-
-async def _close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:
-    """Close with ``code``/``reason`` while draining whatever the peer still sends."""
-    drain = asyncio.create_task(_drain(ws))
-    try:
-        await ws.close(code, reason)
-    finally:
-        drain.cancel()
-        await asyncio.gather(drain, return_exceptions=True)
 
 
 def _error_frame(request_id: Any, error: RpcError) -> bytes:

@@ -1,0 +1,107 @@
+"""One authenticated connection on the server side: send order, writer task, pending requests.
+
+Rules / theory of operation
+---------------------------
+* A :class:`Session` exists from a successful ``auth`` until the connection ends or a newer
+  client replaces it.  It owns a :class:`~bridge.stream.Delivery` (this connection's position in
+  the shared outbound stream plus its own responses/requests) and ONE writer task that sends
+  whatever the delivery hands out, in that order, awaiting websockets' flow control between
+  frames.  Nothing else writes to the socket after auth, so frames never interleave.
+* ``pending`` maps the ids of the server's own requests on this connection to futures; the
+  server's reader resolves them, :meth:`Session.shutdown` fails the rest with
+  :class:`~bridge.errors.NotConnected` (a request never outlives its connection).
+* After :meth:`Session.shutdown` the session is inert: :meth:`Session.send` drops frames (answers
+  to frames of a replaced connection have nowhere to go).
+* Draining: websockets stops reading the socket while received frames are not consumed, so a
+  connection that is being closed must still be read (:func:`drain`), or the peer's close frame
+  is never seen and the closing handshake waits its whole timeout.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from .auth import Hello
+from .errors import NotConnected
+from .stream import Delivery, OutboundStream
+
+__all__ = ["Session", "drain", "close_and_drain"]
+
+log = logging.getLogger("bridge.server")
+
+
+class Session:
+    """One authenticated connection: its send order, writer task and outstanding requests."""
+
+    def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello):
+        self.ws = ws  # the websocket
+        self.hello = hello  # the client's auth params (client name, version; token unused)
+        self.delivery = Delivery(stream)  # what to send next, in order
+        self.pending: dict[int, asyncio.Future] = {}  # our request id -> future of its answer
+        self.closed = False  # set once the connection is done (closed or replaced)
+        self._wake = asyncio.Event()  # set when the delivery may have something to send
+        self._writer: asyncio.Task | None = None  # the writer task
+
+    def start(self) -> None:
+        """Start the writer task."""
+        self._writer = asyncio.create_task(self._write_loop(), name="bridge-writer")
+
+    def send(self, data: bytes, *, first: bool = False) -> None:
+        """Queue an encoded control frame (dropped silently once the session is closed)."""
+        if not self.closed:
+            self.delivery.push(data, first=first)
+            self._wake.set()
+
+    def wake(self) -> None:
+        """The stream grew: let the writer look."""
+        self._wake.set()
+
+    async def _write_loop(self) -> None:
+        delivery, wake, ws = self.delivery, self._wake, self.ws
+        try:
+            while True:
+                data = delivery.next()
+                if data is None:
+                    wake.clear()
+                    await wake.wait()
+                    continue
+                await ws.send(data, text=True)
+        except ConnectionClosed:
+            pass
+        except Exception:  # noqa: BLE001 — a writer bug must not go unnoticed nor hang the client
+            log.exception("bridge writer failed; closing the connection")
+            await ws.close(1011, "internal error")
+
+    def shutdown(self) -> None:
+        """Mark closed, stop the writer, fail every pending request with NotConnected."""
+        self.closed = True
+        if self._writer is not None:
+            self._writer.cancel()
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(NotConnected("the connection closed before the answer"))
+
+
+async def drain(ws: ServerConnection) -> int:
+    """Read and discard frames until the connection is closed; return how many (see header)."""
+    discarded = 0
+    try:
+        while True:
+            await ws.recv(decode=False)
+            discarded += 1
+    except ConnectionClosed:
+        return discarded
+
+
+async def close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:
+    """Close with ``code``/``reason`` while draining whatever the peer still sends."""
+    reader = asyncio.create_task(drain(ws))
+    try:
+        await ws.close(code, reason)
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
