@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -51,6 +52,7 @@ from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
+PROGRESS_EVERY_S = 10.0
 
 
 class Replay:
@@ -81,6 +83,7 @@ class Replay:
         op = scenario.header.operator
         lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
         self.tick = max(0.5, min(5.0, lo))
+        self._last_progress = time.monotonic()
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -206,6 +209,7 @@ class Replay:
                 if t_rel < target - 1e-9:
                     t_rel = min(target, t_rel + self.tick)
                     await self._advance(t_rel)
+                    self._progress(wall0, t_rel, end)
                     continue
                 if not self.queue or self.queue[0][0] > end:
                     break
@@ -226,6 +230,15 @@ class Replay:
             self.stack.stop()
             self._finish_stats(time.monotonic() - wall0)
         return played
+
+    def _progress(self, wall0: float, t_rel: float, end: float) -> None:
+        """One stderr line every PROGRESS_EVERY_S of wall time (not with ``quiet``)."""
+        now = time.monotonic()
+        if self.quiet or now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        print(f"  … t={t_rel:.0f}/{end:.0f} s virtual, {len(self.rec.tasks)} tasks, {sum(self.frames.values())} "
+              f"frames, wall {now - wall0:.0f} s", file=sys.stderr, flush=True)
 
     def _finish_stats(self, wall: float) -> None:
         s = self.stats
