@@ -159,6 +159,11 @@ class Machine:
         except asyncio.TimeoutError:
             raise MachineError(f"{self.name}: {method} not answered within {timeout:.0f} s\n"
                                f"  stderr tail:\n{stderr_tail(self.log_path)}") from None
+        except ConnectionError as exc:  # bridge NotConnected: the sidecar went away
+            await asyncio.sleep(0.2)  # let a dying process finish writing stderr
+            rc = self.proc.returncode if self.proc is not None else None
+            raise MachineError(f"{self.name}: connection lost during {method} ({exc}; exit code {rc})\n"
+                               f"  stderr tail:\n{stderr_tail(self.log_path)}") from None
 
     async def ack(self) -> None:
         """``stream.ack`` every notification seen so far (Electron shows them).  The bridge client
@@ -250,9 +255,11 @@ class Machine:
             self._stderr = None
 
     async def _abort(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
+        """A launch that failed: kill the whole process group (ours) and collect it."""
         if self.proc is not None:
-            self._reap_group()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            await self.proc.wait()
         await self._finish()

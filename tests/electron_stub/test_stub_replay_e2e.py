@@ -97,3 +97,19 @@ def test_operator_draws_are_keyed_not_streamed():
     a = [keyed.chance(7, 0.5, f"t-{i}", "answer") for i in range(200)]
     assert a == [keyed.chance(7, 0.5, f"t-{i}", "answer") for i in range(200)]
     assert 60 < sum(a) < 140 and keyed.uniform(7, 15, 15, "x") == 15
+
+
+def test_ready_but_no_bridge_fails_clearly(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fake = tmp_path / "fake-sidecar"
+    fake.write_text(f"#!/bin/sh\necho '{{\"event\":\"ready\",\"port\":{port},\"pid\":1,\"version\":\"x\",\"protocol\":1}}'\n"
+                    "echo 'bridge failed to bind' >&2\nsleep 30\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    s = sc.parse_lines([json.dumps(LIFECYCLE[0])], "x.jsonl")
+    with pytest.raises(MachineError) as ei:
+        run(s, tmp_path, binary=str(fake))
+    assert "cannot connect" in str(ei.value) and "bridge failed to bind" in str(ei.value)
