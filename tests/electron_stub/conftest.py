@@ -1,30 +1,8 @@
-"""Shared fixtures of the harness tests: import paths, the shared scenarios folder, builders."""
+"""Harness tests: make ``electron_stub`` importable without an install (see stubhelp)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-for p in (REPO, REPO / "electron-stub"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
-
-SHARED = Path(__file__).parents[2].parent / "shared"
-SEEDS = SHARED / "scenarios" / "seed"
-
-HEADER = ('{"kind":"header","format":1,"name":"t","start":"2026-11-30T08:00:00Z","seed":3,"duration_s":100,'
-          '"operator":{"chat_answer_p":1.0,"chat_delay_s":[10,10],"mail_answer_p":0.0,"mail_delay_s":[60,60]}}')
-
-
-def need_shared() -> Path:
-    """Skip (with the reason) when ../shared is not beside the checkout."""
-    if not SEEDS.is_dir():
-        pytest.skip(f"shared scenarios not found at {SEEDS} (../shared is absent beside the checkout)")
-    return SHARED
-
-
-@pytest.fixture
-def shared() -> Path:
-    return need_shared()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stubhelp  # noqa: E402,F401 - puts the repo and electron-stub on sys.path

@@ -5,7 +5,7 @@ import json
 
 import msgspec
 import pytest
-from conftest import HEADER
+from stubhelp import HEADER
 
 from electron_stub import answers
 from electron_stub import scenario as sc

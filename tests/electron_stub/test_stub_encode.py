@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HEADER
+from stubhelp import HEADER
 
 from electron_stub import encode
 from electron_stub import scenario as sc

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import HEADER
+from stubhelp import HEADER
 
 from electron_stub import expect as ex
 from electron_stub import scenario as sc

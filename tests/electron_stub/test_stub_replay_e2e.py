@@ -9,7 +9,7 @@ import os
 import stat
 
 import pytest
-from conftest import need_shared
+from stubhelp import need_shared
 
 from electron_stub import report
 from electron_stub import scenario as sc

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HEADER, need_shared
+from stubhelp import HEADER, need_shared
 
 from electron_stub import scenario as sc
 

@@ -5,7 +5,7 @@ import json
 
 import httpx
 import pytest
-from conftest import HEADER
+from stubhelp import HEADER
 
 from electron_stub import scenario as sc
 from electron_stub.stack_server import StackServer
