@@ -104,7 +104,9 @@ class Replay:
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
-        self.requests[f"{params.get('project')}.{params.get('method')}"] += 1
+        name = f"{params.get('project')}.{params.get('method')}"
+        crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
+        self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
                                   params.get("method", ""), params.get("params") or {}, self.now)

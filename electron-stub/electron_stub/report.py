@@ -100,6 +100,8 @@ def render(rec: Recorder, results: list[Result], violations: list[Violation], st
                + ", ".join(f"{k} {v}" for k, v in sorted(stats.frames_sent.items()))
                + f"; {sum(stats.requests_answered.values())} platform requests answered"
                + (f", {stats.request_errors} answered with an error" if stats.request_errors else ""))
+    if stats.requests_answered:
+        out.append("  platform requests: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.requests_answered.items())))
     code = exit_code(results, violations, stats)
     out.append(f"  result: {'PASS' if code == 0 else 'FAIL'}")
     return "\n".join(out)
