@@ -12,6 +12,8 @@ Rules / theory of operation
   [--favorites N] [-o FILE]`` — write a scenario (:mod:`generate`), deterministic for a seed.
 * ``sidecar-stub demo [--binary PATH] [--keep DIR]`` — generate the demo scenario into a temporary
   directory and replay it, printing the report.
+* ``sidecar-stub diff TRACE_A TRACE_B`` — tasks in one trace and not the other (e.g. a run with
+  ``crash`` lines against the same scenario without them); exit 0 when they are the same.
 """
 from __future__ import annotations
 
@@ -82,6 +84,19 @@ def _demo(a: argparse.Namespace) -> int:
         return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False)
 
 
+def _diff(a: argparse.Namespace) -> int:
+    from electron_stub import trace
+
+    d = trace.task_diff(trace.read(a.a), trace.read(a.b))
+    for side, path in (("only_a", a.a), ("only_b", a.b)):
+        print(f"{len(d[side])} task(s) only in {path}")
+        for x in d[side][:50]:
+            close = x["close"] or ("open", None)
+            print(f"  {x['at']:>10.3f} {x['type']:<20} {x['tu']}/{x['ru']} {x['source']} {x['task_id']} "
+                  f"→ {close[0]}{'' if close[1] is None else f' at {close[1]:.3f}'}")
+    return 0 if not d["only_a"] and not d["only_b"] else 1
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="sidecar-stub", description="Electron stub harness for the operator sidecar")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -101,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="generate the demo scenario and replay it")
     d.add_argument("--binary")
     d.add_argument("--keep", help="keep scenario, trace and data dirs here")
+    f = sub.add_parser("diff", help="tasks that differ between two traces")
+    f.add_argument("a")
+    f.add_argument("b")
     return ap
 
 
@@ -110,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet)
     if a.cmd == "generate":
         return _generate(a)
+    if a.cmd == "diff":
+        return _diff(a)
     return _demo(a)
 
 

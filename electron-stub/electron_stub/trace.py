@@ -164,3 +164,28 @@ class Recorder:
             for x in lines:
                 fh.write(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n")
         return len(lines)
+
+
+def read(path: str | Path) -> list[dict[str, Any]]:
+    """A trace file's lines."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(x) for x in fh if x.strip()]
+
+
+def task_diff(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Tasks (created, with their close) present in one trace and not the other, compared by
+    ``(task_id, type, tu, ru, source, created_at, deadline, close reason, closed at)``.  Two runs of
+    one scenario with and without ``crash`` lines should give no difference (DESIGN §5)."""
+    def tasks(lines: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+        closes = {x["task_id"]: (x["reason"], x["at"]) for x in lines if x["event"] == "task.closed"}
+        out = {}
+        for x in lines:
+            if x["event"] == "task.created":
+                key = (x["task_id"], x["type"], x["tu"], x["ru"], x["source"], x["created_at"], x["deadline"],
+                       *closes.get(x["task_id"], (None, None)))
+                out[key] = {**x, "close": closes.get(x["task_id"])}
+        return out
+    ta, tb = tasks(a), tasks(b)
+    by_at = lambda d: sorted(d, key=lambda x: (x["at"], x["task_id"]))  # noqa: E731
+    return {"only_a": by_at(v for k, v in ta.items() if k not in tb),
+            "only_b": by_at(v for k, v in tb.items() if k not in ta)}

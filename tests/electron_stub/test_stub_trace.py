@@ -35,3 +35,23 @@ def test_trace_lines_and_order(tmp_path):
     assert ev["chain.attempt"]["outcome"] == "created" and ev["chain.attempt"]["step"] == 1
     assert ev["sender.transition"]["from"] == "active" and ev["sender.transition"]["to"] == "cooldown"
     assert rec.open_task("g", "r", "unanswered_message") is None
+
+
+def test_task_diff_and_cli(tmp_path):
+    from electron_stub import cli
+    from electron_stub.trace import read, task_diff
+
+    def trace(path, ids):
+        rec = Recorder(T0)
+        for i, tid in enumerate(ids):
+            rec.task_created({"task": {"task_id": tid, "type": "like", "project": "golden", "tu": "g", "ru": "r",
+                                       "source": "socket", "created_at": T0 + i, "deadline": T0 + i + 300}})
+        rec.task_closed({"task_id": ids[0], "reason": "expired", "closed_at": T0 + 300})
+        rec.write(path)
+        return path
+
+    a, b = trace(tmp_path / "a", ["x", "y"]), trace(tmp_path / "b", ["x", "z"])
+    d = task_diff(read(a), read(b))
+    assert [x["task_id"] for x in d["only_a"]] == ["y"] and [x["task_id"] for x in d["only_b"]] == ["z"]
+    assert task_diff(read(a), read(a)) == {"only_a": [], "only_b": []}
+    assert cli.main(["diff", str(a), str(a)]) == 0 and cli.main(["diff", str(a), str(b)]) == 1
