@@ -67,6 +67,13 @@ def delay(rng: KeyedRandom, tu: str, ru: str, source: str, step: int) -> float:
     return rng.uniform(DELAY_S[0], DELAY_S[1], "followUpChat", tu, ru, source, step, "delay")
 
 
+def ms(t: float) -> float:
+    """Chain instants are kept to the millisecond: the marker's ISO ``nextCheckAt`` carries
+    milliseconds, so a chain restored from it on another machine or after a crash checks at
+    exactly the instant the live one would have."""
+    return round(t, 3)
+
+
 def roll(rng: KeyedRandom, tu: str, ru: str, source: str, step: int) -> tuple[float, bool]:
     """(chance, hit) of attempt ``step`` — the same on every machine and after every restart."""
     chance = CHANCES[step]
@@ -75,7 +82,7 @@ def roll(rng: KeyedRandom, tu: str, ru: str, source: str, step: int) -> tuple[fl
 
 def start(rng: KeyedRandom, tu: str, ru: str, source: str, closed_at: float) -> Chain:
     """An Unanswered message ``source`` closed as answered at ``closed_at``."""
-    return Chain(source, 0, closed_at + delay(rng, tu, ru, source, 0), closed_at)
+    return Chain(source, 0, ms(closed_at + delay(rng, tu, ru, source, 0)), closed_at)
 
 
 def advance(rng: KeyedRandom, tu: str, ru: str, chain: Chain, at: float) -> Chain | None:
@@ -84,7 +91,8 @@ def advance(rng: KeyedRandom, tu: str, ru: str, chain: Chain, at: float) -> Chai
     step = chain.step + 1
     if step >= MAX_STEPS:
         return None
-    return Chain(chain.source, step, at + delay(rng, tu, ru, chain.source, step), chain.last_tu_at)
+    return Chain(chain.source, step, ms(at + delay(rng, tu, ru, chain.source, step)),
+                 chain.last_tu_at)
 
 
 def with_task(chain: Chain, task_id: str) -> Chain:
@@ -148,14 +156,14 @@ def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
             return None
         if nxt is None:
             nxt = closed_at + delay(rng, tu, ru, source, step)
-        chain = Chain(source, step, nxt, anchor)
+        chain = Chain(source, step, ms(nxt), anchor)
     else:
         done = [r for r in follow_ups if r.get("closed_at") is not None]
         step = len(done)
         if step >= MAX_STEPS:
             return None
         base = done[-1]["closed_at"] if done else closed_at
-        chain = Chain(source, step, base + delay(rng, tu, ru, source, step), anchor)
+        chain = Chain(source, step, ms(base + delay(rng, tu, ru, source, step)), anchor)
     open_rows = [r for r in follow_ups if r.get("closed_at") is None]
     if open_rows:
         chain = with_task(chain, open_rows[-1]["task_id"])

@@ -39,14 +39,15 @@ def test_scenario_2_chain_starts_at_close_with_keyed_delay():
     src = answered_unanswered(w, 10, 20)
     delay = ch.delay(w.d.engine.rng, TU, RU, src, 0)
     assert 60 <= delay <= 180
+    due = ch.ms(T0 + 20 + delay)
     assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:set",
                                  {"sourceUnansweredTaskId": src, "step": 0,
-                                  "nextCheckAt": to_iso(T0 + 20 + delay)})
-    w.at(20, delay - 0.01)
+                                  "nextCheckAt": to_iso(due)})
+    w.at_abs(due - 0.001)
     assert fu(w) == []
-    w.at(20, delay)
+    w.at_abs(due)
     [task] = fu(w)
-    assert task.created_at == T0 + 20 + delay
+    assert task.created_at == due
     assert task.deadline == task.created_at + 300
 
 
@@ -60,11 +61,12 @@ def test_scenario_1_and_9_new_unanswered_clears_and_restarts():
     w.at(100).tu_writes(RU)
     d2 = ch.delay(w.d.engine.rng, TU, RU, task2.task_id, 0)
     d_old = ch.delay(w.d.engine.rng, TU, RU, src, 0)
-    w.at(100, d2 - 0.01)
-    assert fu(w) == []  # the old chain's timer (20 + %.1f) was cut
-    w.at(100, d2)
+    due = ch.ms(T0 + 100 + d2)
+    w.at_abs(due - 0.001)
+    assert fu(w) == []  # the old chain's timer was cut
+    w.at_abs(due)
     [task] = fu(w)
-    assert task.created_at == T0 + 100 + d2
+    assert task.created_at == due
     assert w.markers(RU)[-1][0] == f"followUpChat:{TU}:{RU}:{task2.task_id}:0:set"
 
 
@@ -75,18 +77,20 @@ def test_scenario_4_close_plans_next_step_from_close_time():
     src = answered_unanswered(w, 10, 20)
     rng = w.d.engine.rng
     d0 = ch.delay(rng, TU, RU, src, 0)
-    w.at(20, d0)
+    due0 = ch.ms(T0 + 20 + d0)
+    w.at_abs(due0)
     [first] = fu(w)
-    w.at(20, d0, 40).tu_writes(RU)  # the operator answers the Follow-up
-    closed_at = T0 + 20 + d0 + 40
+    closed_at = due0 + 40
+    w.at_abs(closed_at).tu_writes(RU)  # the operator answers the Follow-up
     d1 = ch.delay(rng, TU, RU, src, 1)
+    due1 = ch.ms(closed_at + d1)
     assert w.markers(RU)[-1][1] == {"sourceUnansweredTaskId": src, "step": 1,
-                                    "nextCheckAt": to_iso(closed_at + d1)}
-    w.at(20, d0, 40, d1)
+                                    "nextCheckAt": to_iso(due1)}
+    w.at_abs(due1)
     [a0, a1] = w.d.attempts()
     assert (a0.step, a0.chance, a0.outcome) == (0, 1.0, "created")
     assert (a1.step, a1.chance) == (1, 0.75)
-    assert a1.at == closed_at + d1
+    assert a1.at == due1
 
 
 def test_scenario_8_misses_advance_at_check_time_and_end_at_three():
@@ -104,17 +108,17 @@ def test_scenario_8_misses_advance_at_check_time_and_end_at_three():
             break
     else:
         pytest.fail("no seed with two misses")
-    d0 = ch.delay(rng, TU, RU, src, 0)
-    w.at(20, d0)
+    due0 = ch.ms(T0 + 20 + ch.delay(rng, TU, RU, src, 0))
+    w.at_abs(due0)
     [task] = fu(w)
-    w.at(20, d0, 10).tu_writes(RU)  # closed → step 1 planned from the close
-    d1 = ch.delay(rng, TU, RU, src, 1)
-    w.at(20, d0, 10, d1)  # miss → step 2 from the check time
-    d2 = ch.delay(rng, TU, RU, src, 2)
-    w.at(20, d0, 10, d1, d2)  # miss → finished
+    w.at_abs(due0 + 10).tu_writes(RU)  # closed → step 1 planned from the close
+    due1 = ch.ms(due0 + 10 + ch.delay(rng, TU, RU, src, 1))
+    w.at_abs(due1)  # miss → step 2 from the check time
+    due2 = ch.ms(due1 + ch.delay(rng, TU, RU, src, 2))
+    w.at_abs(due2)  # miss → finished
     values = [v for _, v in w.markers(RU)]
     assert [v["step"] for v in values] == [0, 1, 2, 3]
-    assert values[2]["nextCheckAt"] == to_iso(T0 + 20 + d0 + 10 + d1 + d2)
+    assert values[2]["nextCheckAt"] == to_iso(due2)
     assert values[3] == {"sourceUnansweredTaskId": src, "step": 3, "nextCheckAt": None}
     assert [a.outcome for a in w.d.attempts()] == ["created", "miss", "miss"]
     w.at(3000)
@@ -129,11 +133,11 @@ def test_scenario_5_offline_at_timer_then_online_at_once():
     w.at(25)  # a Golden pass sees the RU gone (15 s period)
     w.at(40)
     d0 = ch.delay(w.d.engine.rng, TU, RU, src, 0)
-    w.at(20, d0, 100)
+    w.at_abs(ch.ms(T0 + 20 + d0) + 100)
     assert fu(w) == [] and w.d.attempts() == []
     assert w.markers(RU)[-1][1]["step"] == 0  # nothing changed
     w.online.add(RU)
-    w.at(20, d0, 130)
+    w.at_abs(ch.ms(T0 + 20 + d0) + 130)
     [task] = fu(w)
     # detected by the first Golden online pass after the RU came back (15 s grid)
     assert T0 + 20 + d0 + 100 < task.created_at <= T0 + 20 + d0 + 115
@@ -158,9 +162,9 @@ def test_scenario_10_block_mid_chain_clears_marker_and_closes_task():
     w.login([fav(RU)])
     src = answered_unanswered(w, 10, 20)
     d0 = ch.delay(w.d.engine.rng, TU, RU, src, 0)
-    w.at(20, d0)
+    w.at_abs(ch.ms(T0 + 20 + d0))
     [task] = fu(w)
-    w.at(20, d0, 5).d.event(TU, "golden", "userBlocked",
+    w.at_abs(ch.ms(T0 + 20 + d0) + 5).d.event(TU, "golden", "userBlocked",
                               {"blockerId": RU, "blockedId": TU, "blocked": True, "at": T0 + 20 + d0 + 5})
     assert [c.reason for c in w.d.closed("follow_up_message")] == ["blocked"]
     assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:clear", None)
@@ -196,16 +200,16 @@ def test_refused_hit_stays_due_and_is_created_when_blocker_closes():
     src = answered_unanswered(w, 10, 20)
     d0 = ch.delay(w.d.engine.rng, TU, RU, src, 0)
     # a Like arrives before the check and stays open over it
-    w.at(20, d0, -5).d.event(TU, "golden", "receivePrivateMessage",
+    w.at_abs(ch.ms(T0 + 20 + d0) + -5).d.event(TU, "golden", "receivePrivateMessage",
                               {"messageId": "l", "senderId": RU, "recipientId": TU,
                                "sentAt": T0 + 20 + d0 - 5, "text": "🌹"})
-    w.at(20, d0)
+    w.at_abs(ch.ms(T0 + 20 + d0))
     assert fu(w) == []
     assert w.d.attempts()[-1].outcome == "refused:stronger_task:like"
     like = w.open_task("like", RU)
-    w.at(20, d0, 30).d.close(like.task_id, "dismissed")
+    w.at_abs(ch.ms(T0 + 20 + d0) + 30).d.close(like.task_id, "dismissed")
     [task] = fu(w)
-    assert task.created_at == T0 + 20 + d0 + 30
+    assert task.created_at == ch.ms(T0 + 20 + d0) + 30
     assert [a.outcome for a in w.d.attempts()] == ["refused:stronger_task:like", "created"]
 
 
@@ -224,7 +228,7 @@ def test_scenario_3_restore_under_180s_uses_the_live_draw():
     d0 = ch.delay(w.d.engine.rng, TU, RU, "h-1", 0)
     w.at(200)
     [task] = fu(w)
-    assert task.created_at == pytest.approx(max(T0, T0 - 100 + d0), abs=1e-5)
+    assert task.created_at == max(T0, ch.ms(T0 - 100 + d0))
 
 
 def test_scenario_3_restore_180s_to_1h_is_due_at_once():

@@ -62,6 +62,11 @@ class World:
         self.d.advance_to(t)
         return self
 
+    def at_abs(self, t: float) -> "World":
+        """Advance to the absolute instant ``t`` (unix seconds)."""
+        self.d.advance_to(t)
+        return self
+
     def login(self, favorites: list[dict], history: list[dict] = (), **kw) -> None:
         self.d.login(self.tu, self.project, startup={"favorites": favorites, "history": list(history)}, **kw)
 
