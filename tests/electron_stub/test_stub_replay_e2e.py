@@ -106,8 +106,9 @@ def test_ready_but_no_bridge_fails_clearly(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     fake = tmp_path / "fake-sidecar"
-    fake.write_text(f"#!/bin/sh\necho '{{\"event\":\"ready\",\"port\":{port},\"pid\":1,\"version\":\"x\",\"protocol\":1}}'\n"
-                    "echo 'bridge failed to bind' >&2\nsleep 30\n")
+    fake.write_text("#!/bin/sh\necho 'bridge failed to bind' >&2\n"
+                    f"echo '{{\"event\":\"ready\",\"port\":{port},\"pid\":1,\"version\":\"x\",\"protocol\":1}}'\n"
+                    "sleep 30\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     s = sc.parse_lines([json.dumps(LIFECYCLE[0])], "x.jsonl")
     with pytest.raises(MachineError) as ei:
