@@ -3,7 +3,9 @@
 Rules / theory of operation
 ---------------------------
 * ``sidecar-stub replay SCENARIO [--trace FILE] [--binary PATH] [--data-dir DIR] [--quiet]`` —
-  parse the scenario (a bad one: one line ``sidecar-stub: error: FILE:LINE: what``, exit 2),
+  parse the scenario (a bad one: one line ``sidecar-stub: error: FILE:LINE: what``, exit 2; a
+  ``--data-dir`` that already holds machine data is refused the same way, since a sidecar would
+  restore it),
   replay it (:mod:`replay`), write the trace if asked, print the report (``--quiet``: only the
   failures and the result line), exit 0 only when every expectation and consistency check holds
   and every sidecar exited cleanly, else 1.  A sidecar that cannot be started or talked to is
@@ -35,6 +37,10 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
         scenario = sc.load(path)
     except sc.ScenarioError as exc:
         print(f"sidecar-stub: error: {exc}", file=sys.stderr)
+        return 2
+    if data_dir and any(Path(data_dir).glob("m*/*")):
+        print(f"sidecar-stub: error: --data-dir {data_dir} already holds machine data (m1/ …): a sidecar would "
+              "restore that state; use an empty directory", file=sys.stderr)
         return 2
     rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet)
     try:

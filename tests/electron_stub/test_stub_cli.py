@@ -20,3 +20,14 @@ def test_generate_to_file(tmp_path):
                      "-o", str(out)]) == 0
     s = sc.load(out)
     assert s.header.seed == 4 and s.header.duration_s == 720
+
+
+def test_used_data_dir_is_refused(tmp_path, capsys):
+    from stubhelp import HEADER
+
+    p = tmp_path / "s.jsonl"
+    p.write_text(HEADER + "\n")
+    (tmp_path / "data" / "m1").mkdir(parents=True)
+    (tmp_path / "data" / "m1" / "state.sqlite").write_text("x")
+    assert cli.main(["replay", str(p), "--data-dir", str(tmp_path / "data")]) == 2
+    assert "already holds machine data" in capsys.readouterr().err
