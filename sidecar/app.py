@@ -43,6 +43,7 @@ from sidecar.tu import TuRuntime
 log = logging.getLogger("sidecar.app")
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
+STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
 
 
 def make_clock(settings: Settings) -> Clock:
@@ -258,9 +259,7 @@ class SidecarApp:
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self._pending_markers(a.tu)
-        state = {"passes": await self.store.states(a.tu, "passes")}
-        for scope in ("follow_up_message",):
-            state[scope] = await self.store.states(a.tu, scope)
+        state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
         await self.step(lambda s: self.engine.login(
             s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
             local_tasks=tasks, pending_markers=pending, local_state=state))

@@ -66,10 +66,11 @@ class Driver:
         self.clock.advance_to(t)
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
-              local_tasks=(), pending_markers=None, local_favorites=None):
+              local_tasks=(), pending_markers=None, local_favorites=None, local_state=None):
         return self.run(lambda s: self.engine.login(
             s, tu, project, operator, startup=startup, local_favorites=local_favorites or {},
-            local_tasks=list(local_tasks), pending_markers=pending_markers or {}))
+            local_tasks=list(local_tasks), pending_markers=pending_markers or {},
+            local_state=local_state))
 
     def logout(self, tu: str) -> None:
         self.run(lambda s: self.engine.logout(s, tu))

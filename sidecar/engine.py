@@ -129,9 +129,10 @@ class Engine:
 
     def dispatch(self, step: Step, rt: TuRuntime, event: ev.DomainEvent) -> None:
         """Core reactions shared by all services, then every service's ``on_event``."""
+        came = False
         match event:
             case ev.ChatIn() | ev.LikeIn() | ev.MailIn() | ev.Notification():
-                rt.mark_online(step, event.ru)
+                came = rt.mark_online(event.ru)
             case ev.ChatOut():
                 self.factory.close_channel(step, rt, event.ru, Channel.CHAT)
             case ev.MailOut():
@@ -141,6 +142,8 @@ class Engine:
                 rt.update_favorite(step, event.ru, {key: event.blocked})
         for svc in rt.services:
             svc.on_event(step, event)
+        if came:
+            rt.came_online(step, event.ru)
 
     def favorite_update(self, step: Step, tu: str, ru: str, changes: dict) -> None:
         rt = self._rt(tu)

@@ -84,11 +84,19 @@ class TuRuntime:
         step.requests.append((self, Request(service, method, params, tag, context)))
 
     # online -----------------------------------------------------------------------------------
-    def mark_online(self, step: Step, ru: str) -> None:
-        """An RU's own activity shows it online until the next pass says otherwise (DESIGN §2)."""
+    def mark_online(self, ru: str) -> bool:
+        """An RU's own activity shows it online until the next pass says otherwise (DESIGN §2).
+        Returns True when it was not online before: the caller then runs :meth:`came_online`
+        *after* the services handled the activity itself, so an RU's own message is answered
+        (and wipes a chain) before any online-triggered reminder could fire for it."""
         if ru in self.online:
-            return
+            return False
         self.online.add(ru)
+        return True
+
+    def came_online(self, step: Step, ru: str) -> None:
+        if ru not in self.online:
+            return
         for svc in self.services:
             svc.on_online(step, {ru}, self.online, {}, False)
 

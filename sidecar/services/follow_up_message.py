@@ -17,7 +17,9 @@ Rules / theory of operation
   the condition "прямо в цих проходах онлайну".  Decision (DESIGN §7): after a Follow-up for the
   pair closes, it is eligible again only 60 min later.
 * Last contact: Chathouse/Prime from the online pass's dialog rows (no extra request); Golden by
-  ``chat_history`` for online RU ids only, once per login, then kept current by socket events.
+  ``chat_history`` for online RU ids only when unknown, then kept current by socket events.  It is
+  durable (service state ``contact``): a restarted sidecar judges "over 60 min" exactly as one that
+  never stopped; a fresh machine learns it again from the passes / chat history.
 * Chathouse ``new_notification`` ONLINE_NOW / RECENT_PURCHASE: the same final check, no chain
   state, and only for a dialog that is not being worked (no open task, no live chain).
 * Final check before the Task Factory: active favorite, not white, online, no block, no stronger
@@ -42,6 +44,7 @@ from sidecar.stack.writes import followup_chat_key
 log = logging.getLogger("sidecar.follow_up_message")
 
 MARKER = "followUpChat"
+CONTACT = "contact"  # durable service-state scope: ru -> [last_from, last_at, last_tu_at]
 PLAIN_COOLDOWN_S = 3600.0  # DESIGN §7 decision: eligible again 60 min after a Follow-up closed
 
 
@@ -68,6 +71,9 @@ class FollowUpMessageService(Service):
     def on_login(self, step: Step) -> None:
         """Seed 004 "Ініціалізація": rebuild every unfinished chain from history and markers."""
         rt = self.tu
+        for ru, value in rt.local_state.get(CONTACT, {}).items():
+            if isinstance(value, list) and len(value) == 3:
+                self.contact[ru] = Contact(*value)
         for ru, fav in rt.favorites.items():
             if not self._chain_allowed(fav):
                 continue
@@ -110,9 +116,9 @@ class FollowUpMessageService(Service):
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
         match event:
             case ev.ChatIn() | ev.LikeIn():
-                self._contact(event.ru, "ru", event.at)
+                self._contact(step, event.ru, "ru", event.at)
             case ev.ChatOut():
-                self._contact(event.ru, "tu", event.at)
+                self._contact(step, event.ru, "tu", event.at)
                 chain = self.pool.get(event.ru)
                 if chain is not None:  # a manual send moves only the 60-minute boundary
                     self._arm(step, event.ru, ch.tu_wrote(chain, event.at))
@@ -129,7 +135,7 @@ class FollowUpMessageService(Service):
         rt, ru = self.tu, task.ru
         if task.type is TaskType.UNANSWERED_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
-                self._contact(ru, "tu", task.closed_at)
+                self._contact(step, ru, "tu", task.closed_at)
                 if self._chain_allowed(rt.favorites.get(ru)):
                     chain = ch.start(rt.rng, rt.tu, ru, task.task_id, task.closed_at)
                     self._write(step, ru, chain)
@@ -137,7 +143,7 @@ class FollowUpMessageService(Service):
             return
         if task.type is TaskType.FOLLOW_UP_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
-                self._contact(ru, "tu", task.closed_at)
+                self._contact(step, ru, "tu", task.closed_at)
             chain = self.pool.get(ru)
             if chain is not None and chain.task_id == task.task_id:
                 # seed 004: the next step is planned only at the actual close, any reason
@@ -159,7 +165,7 @@ class FollowUpMessageService(Service):
     def on_online(self, step: Step, came_online: set[str], online: set[str],
                   snapshots: dict, full_pass: bool) -> None:
         for ru, snap in snapshots.items():
-            self.contact[ru] = Contact(snap.last_from, snap.last_at, snap.last_tu_at)
+            self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         candidates = online if full_pass else came_online
         unknown: list[str] = []
         for ru in sorted(candidates):
@@ -192,9 +198,10 @@ class FollowUpMessageService(Service):
             if msgs:
                 last = max(msgs, key=lambda m: m["at"])
                 tu_ats = [m["at"] for m in msgs if m.get("from") == "tu"]
-                self.contact[ru] = Contact(last.get("from"), last["at"], max(tu_ats, default=None))
+                self._set_contact(step, ru, Contact(last.get("from"), last["at"],
+                                                    max(tu_ats, default=None)))
             else:
-                self.contact[ru] = Contact(None, None, None)
+                self._set_contact(step, ru, Contact(None, None, None))
         for ru in asked:
             if ru in self.tu.online:
                 self._plain_check(step, ru)
@@ -333,7 +340,8 @@ class FollowUpMessageService(Service):
             return
         rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
 
-    def _contact(self, ru: str, who: str, at: float | None) -> None:
+    def _contact(self, step: Step, ru: str, who: str, at: float | None) -> None:
+        """A chat message either way at ``at``."""
         if at is None:
             return
         c = self.contact.get(ru)
@@ -342,4 +350,10 @@ class FollowUpMessageService(Service):
         last_tu = at if who == "tu" else (c.last_tu_at if c else None)
         if who == "ru" and c is None and self.tu.project == "golden":
             return  # an unknown Golden dialog stays unknown until its history is read
-        self.contact[ru] = Contact(who, at, last_tu)
+        self._set_contact(step, ru, Contact(who, at, last_tu))
+
+    def _set_contact(self, step: Step, ru: str, c: Contact) -> None:
+        if self.contact.get(ru) == c:
+            return
+        self.contact[ru] = c
+        self.tu.put_state(step, CONTACT, ru, [c.last_from, c.last_at, c.last_tu_at])

@@ -301,3 +301,34 @@ def test_chathouse_notification_needs_chat_limit():
     w.at(10).d.event(TU, "chathouse", "new_notification",
                      {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
     assert fu(w, "notification") == []
+
+
+def test_rus_own_message_wipes_an_overdue_chain_before_online_reminds():
+    """The RU's message marks it online; the overdue attempt must not fire for that message —
+    the new Unanswered message wipes the chain first (seed 003 scenario 1)."""
+    w = World()
+    w.login([fav(RU)])
+    src = answered_unanswered(w, 10, 20)
+    w.online.discard(RU)
+    w.at(40)
+    w.at(400)  # the chain is overdue, RU offline
+    assert fu(w) == []
+    w.at(401).ru_writes(RU)
+    assert fu(w) == []
+    assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:clear", None)
+
+
+def test_contact_is_durable_so_a_restart_judges_over_60m_alike():
+    from sidecar.store.ops import PutState
+    w = World(project="chathouse")
+    w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 7200}]
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse")])  # the login pass sees the row: contact known and stored
+    stored = {op.key: op.value for op in w.d.ops if isinstance(op, PutState) and op.scope == "contact"}
+    assert stored == {RU: ["tu", T0 - 7200, T0 - 7200]}
+    # a restarted sidecar whose first news of the RU is its notification (no pass row yet)
+    w2 = World(project="chathouse")
+    w2.login([fav(RU, "chathouse")], local_state={"contact": stored})
+    w2.online.add(RU)
+    w2.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
+    assert [t.source for t in w2.d.created("follow_up_message")] == ["notification"]
