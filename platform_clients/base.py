@@ -86,7 +86,7 @@ class PlatformClient:
             raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}")
         try:
             return fn(tu, data)
-        except (msgspec.ValidationError, TypeError, KeyError) as exc:
+        except (BadRawEvent, msgspec.ValidationError, TypeError, KeyError) as exc:
             raise BadRawEvent(f"{cls.project} {name}: {exc}") from exc
 
     @classmethod

@@ -1,0 +1,112 @@
+"""Bad input against a real sidecar process: each gets a clear error and the process (and, where
+it is an ordinary frame, the connection) keeps serving."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+import websockets
+from websockets.asyncio.client import connect
+
+from bridge.client import BridgeClient
+from bridge.errors import RemoteError
+from tests.integration.sidecar_proc import ROOT, SidecarProcess
+
+T0 = 1796025600.0
+
+
+async def _client(sc: SidecarProcess) -> BridgeClient:
+    async def answer(method, params):
+        return {"dialogs": [], "mails": [], "online": []}
+    return await BridgeClient.connect(sc.port, sc.token, on_request=answer)
+
+
+async def test_malformed_frames_get_jsonrpc_errors_and_the_connection_lives(tmp_path):
+    async with SidecarProcess(tmp_path) as sc:
+        async with connect(f"ws://127.0.0.1:{sc.port}/") as ws:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth",
+                                      "params": {"token": sc.token}}))
+            assert json.loads(await ws.recv())["result"]["ok"] is True
+            cases = [
+                ("{not json", -32700),
+                (json.dumps([1, 2]), -32600),
+                (json.dumps({"jsonrpc": "2.0", "id": 2, "method": "no.such.method", "params": {}}), -32601),
+                (json.dumps({"jsonrpc": "2.0", "id": 3, "method": "platform.event",
+                             "params": {"project": "golden"}}), -32602),
+                (json.dumps({"jsonrpc": "2.0", "id": 4, "method": "session.login",
+                             "params": {"tu": "x", "project": "golden"}}), -32602),  # clock not set
+                (json.dumps({"jsonrpc": "2.0", "id": 5, "method": "clock.advance_to",
+                             "params": {"t": "soon"}}), -32602),
+            ]
+            for frame, code in cases:
+                await ws.send(frame)
+                reply = json.loads(await ws.recv())
+                assert reply["error"]["code"] == code, (frame, reply)
+                assert reply["error"]["message"]
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "status", "params": {}}))
+            assert json.loads(await ws.recv())["result"]["protocol"] == 1
+
+
+async def test_domain_errors_are_invalid_params_and_change_nothing(tmp_path):
+    async with SidecarProcess(tmp_path) as sc:
+        c = await _client(sc)
+        await c.call("clock.advance_to", {"t": T0})
+        with pytest.raises(RemoteError) as e:
+            await c.call("platform.event", {"project": "golden", "tu": "nobody", "name": "receivePrivateMessage", "data": {}})
+        assert e.value.code == -32602 and "not logged in" in e.value.message
+        await c.call("session.login", {"tu": "g-1", "project": "golden"})
+        for params, words in [
+            ({"project": "golden", "tu": "g-1", "name": "noSuchEvent", "data": {}}, "unknown socket event"),
+            ({"project": "golden", "tu": "g-1", "name": "receivePrivateMessage", "data": {"messageId": 1}}, "receivePrivateMessage"),
+            ({"project": "prime", "tu": "g-1", "name": "MessageSent", "data": {}}, "golden profile"),
+        ]:
+            with pytest.raises(RemoteError) as e:
+                await c.call("platform.event", params)
+            assert e.value.code == -32602 and words in e.value.message
+        with pytest.raises(RemoteError) as e:
+            await c.call("session.login", {"tu": "x", "project": "myspace"})
+        assert e.value.code == -32602 and "unknown project" in e.value.message
+        status = await c.call("status", {})
+        assert status["open_tasks"] == 0 and status["events_in"] == 0
+        await c.close()
+        assert await sc.stop() == 0
+
+
+async def test_wrong_token_and_browser_origin_are_refused_process_keeps_running(tmp_path):
+    async with SidecarProcess(tmp_path) as sc:
+        with pytest.raises(RemoteError):
+            await BridgeClient.connect(sc.port, "wrong-token")
+        with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+            await BridgeClient.connect(sc.port, sc.token, origin="https://evil.example")
+        assert e.value.response.status_code == 403
+        c = await _client(sc)  # still serving
+        assert (await c.call("status", {}))["protocol"] == 1
+        await c.close()
+
+
+async def test_second_instance_on_the_same_data_dir_refuses(tmp_path):
+    async with SidecarProcess(tmp_path):
+        r = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path)],
+                                    env={"SIDECAR_TOKEN": "t", "PATH": "/usr/bin:/bin"}, cwd=ROOT,
+                                    capture_output=True, text=True, timeout=30)
+        assert r.returncode == 3 and "another sidecar" in r.stderr and r.stdout == ""
+
+
+def test_missing_token_is_a_configuration_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path)],
+                       env={"PATH": "/usr/bin:/bin"}, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "no token" in r.stderr
+
+
+def test_invalid_scenario_line_is_named_and_exit_is_nonzero(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind":"header","format":1,"name":"x","start":"2026-11-30T08:00:00Z","seed":1,"duration_s":10,'
+                   '"operator":{"chat_answer_p":0,"chat_delay_s":[1,1],"mail_answer_p":0,"mail_delay_s":[1,1]}}\n'
+                   '{"t":1,"kind":"teleport","project":"golden"}\n')
+    r = subprocess.run([sys.executable, "-m", "electron_stub", "replay", str(bad)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert f"{bad}:2" in r.stderr and "teleport" in r.stderr
