@@ -1,0 +1,73 @@
+"""The real shift (../shared/scenarios/shift.jsonl: 8 h, 12 TUs, 2 crashes, a shift change to
+fresh machines, Stack errors and an outage) replayed twice — as written and with its ``crash``
+lines removed — against real sidecar processes.  Slow (minutes): marked ``slow``; CI runs it."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from electron_stub import trace as tr
+from tests.integration import follow_up_checks as fc
+from tests.integration.replay_util import SHARED, replay
+
+SHIFT = SHARED / "scenarios" / "shift.jsonl"
+pytestmark = [pytest.mark.slow, pytest.mark.shared,
+              pytest.mark.skipif(not SHIFT.exists(), reason=f"{SHIFT} is absent (../shared is beside the checkout only)")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shift")
+    lines = SHIFT.read_text().splitlines()
+    nocrash = tmp / "shift-nocrash.jsonl"
+    nocrash.write_text("\n".join(ln for ln in lines if '"kind":"crash"' not in ln) + "\n")
+    out = {}
+
+    def one(name, path):
+        rp, code = replay(path, tmp / name)
+        rp.rec.write(tmp / f"{name}.trace.jsonl")
+        return name, (code, tr.read(tmp / f"{name}.trace.jsonl"))
+    with ThreadPoolExecutor(2) as pool:
+        for name, result in pool.map(lambda a: one(*a), [("crash", SHIFT), ("nocrash", nocrash)]):
+            out[name] = result
+    scenario = [json.loads(ln) for ln in lines]
+    return scenario, out
+
+
+def test_shift_replays_clean(runs):
+    _, out = runs
+    assert out["crash"][0] == 0 and out["nocrash"][0] == 0
+
+
+def test_chain_hit_rates_are_75_and_50_percent(runs):
+    _, out = runs
+    rates = fc.hit_rates(out["crash"][1])
+    assert rates[0][0] == rates[0][1] > 1000  # step 0 always hits
+    for step, p in ((1, 0.75), (2, 0.5)):
+        rolls, hits = rates[step]
+        assert rolls > 500 and fc.within_noise(rolls, hits, p), (step, rolls, hits)
+
+
+def test_no_follow_up_for_offline_blocked_inactive_or_white(runs):
+    scenario, out = runs
+    trace = out["crash"][1]
+    assert fc.online_violations(scenario, trace) == []
+    assert fc.attribute_violations(scenario, trace) == []
+
+
+def test_chains_wait_60s_and_make_at_most_three(runs):
+    scenario, out = runs
+    assert fc.chain_violations(scenario, out["crash"][1]) == []
+
+
+def test_crash_equivalence(runs):
+    """Same follow-up tasks with and without the crashes, except on pairs whose first difference
+    falls right after a crash (documented in follow_up_checks.crash_divergence)."""
+    scenario, out = runs
+    crashes = [ln["t"] for ln in scenario if ln.get("kind") == "crash"]
+    explained, bad, n_diff = fc.crash_divergence(out["crash"][1], out["nocrash"][1], crashes)
+    total = len(fc.created(out["nocrash"][1]))
+    assert bad == []
+    assert n_diff <= 0.01 * total, (n_diff, total, sorted(explained))
