@@ -39,6 +39,7 @@ class TuRuntime:
         self.client = client  # the project's platform client (pure)
         self.operator = operator  # who is logged in (trace/status only)
         self.logged_in = False  # tasks are created only for a logged-in TU
+        self.inbox_synced = False  # the login's check chat has answered (or there is none)
         self.favorites: dict[str, dict] = {}  # ru -> favorite attributes incl. "markers"
         self.online: set[str] = set()  # RU Online: who is online now
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass

@@ -166,6 +166,8 @@ class FollowUpMessageService(Service):
                   snapshots: dict, full_pass: bool) -> None:
         for ru, snap in snapshots.items():
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
+        if not self.tu.inbox_synced:
+            return  # the login's check chat may still turn up a new Unanswered message
         candidates = online if full_pass else came_online
         unknown: list[str] = []
         for ru in sorted(candidates):
@@ -213,6 +215,8 @@ class FollowUpMessageService(Service):
         chain = self.pool.get(ru)
         if chain is None or chain.waiting_task or step.now < chain.next_check_at:
             return
+        if not rt.inbox_synced:
+            return  # re-checked when the login's check chat answers
         if step.now >= chain.boundary:
             self._remove(step, ru, clear_marker=False)
             self._plain_check(step, ru)
@@ -317,7 +321,7 @@ class FollowUpMessageService(Service):
     def _plain_check(self, step: Step, ru: str) -> None:
         """The "over 60 min" condition (seed 004 "Після 60 хв")."""
         rt = self.tu
-        if ru in self.pool or ru not in rt.online or not self._plain_prefilter(ru):
+        if not rt.inbox_synced or ru in self.pool or ru not in rt.online or not self._plain_prefilter(ru):
             return
         c = self.contact.get(ru)
         if c is None or c.last_from != "tu" or c.last_at is None:

@@ -37,8 +37,10 @@ class PassService(Service):
     name = "passes"
 
     def on_login(self, step: Step) -> None:
+        """Check chat / mail first: what the RU wrote while the TU was away must become an
+        Unanswered task (which wipes that pair's chain) before any reminder is considered."""
         self._cursor = self.tu.local_state.get(self.name, {}).get("open_limits_cursor", 0)
-        for p in self.tu.client.passes:
+        for p in sorted(self.tu.client.passes, key=lambda p: p.purpose not in INBOX_PURPOSES):
             self._run(step, p)
 
     def on_reconnect(self, step: Step) -> None:
@@ -65,6 +67,16 @@ class PassService(Service):
         offset = self.tu.rng.uniform(0.0, period, "pass", self.tu.tu, p.name)
         return offset + period * (math.floor((now - offset) / period) + 1)
 
+    def _synced(self, step: Step) -> None:
+        """The login's check chat is in: reminders held back until now are considered (as after
+        a full RU Online pass)."""
+        rt = self.tu
+        if rt.inbox_synced:
+            return
+        rt.inbox_synced = True
+        for svc in rt.services:
+            svc.on_online(step, set(), rt.online, {}, True)
+
     @property
     def cursor(self) -> int:
         return getattr(self, "_cursor", 0)  # Prime criteria-active page (durable)
@@ -72,6 +84,8 @@ class PassService(Service):
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
         if error is not None:
             log.warning("%s %s pass %s failed: %s", self.tu.project, self.tu.tu, request.tag, error)
+            if self.tu.client.pass_named(request.tag).purpose == "check_chat":
+                self._synced(step)  # never hold reminders hostage to a failed scroll
             return
         p = self.tu.client.pass_named(request.tag)
         rt = self.tu
@@ -83,6 +97,8 @@ class PassService(Service):
             for snap in snaps:
                 for event in dialog_events(rt.tu, snap, step.now, p.purpose):
                     rt.engine.dispatch(step, rt, event)
+            if p.purpose == "check_chat":
+                self._synced(step)
         elif p.purpose == "check_mail":
             for mail in rt.client.decode_unanswered_mail(result):
                 rt.engine.dispatch(step, rt, ev.UnansweredSeen(
@@ -100,6 +116,9 @@ class PassService(Service):
                     rt.engine.dispatch(step, rt, ev.OpenLimitsSignal(
                         tu=rt.tu, ru=snap.ru, at=snap.last_at, reason="system",
                         source="scroll_active", needs_live_limits=True))
+
+
+INBOX_PURPOSES = ("check_chat", "check_mail", "likes")
 
 
 def dialog_events(tu: str, snap: ev.DialogSnapshot, now: float, purpose: str) -> list[ev.Event]:

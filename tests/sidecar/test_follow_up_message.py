@@ -332,3 +332,23 @@ def test_contact_is_durable_so_a_restart_judges_over_60m_alike():
     w2.online.add(RU)
     w2.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
     assert [t.source for t in w2.d.created("follow_up_message")] == ["notification"]
+
+
+def test_login_check_chat_runs_before_a_due_chain_is_checked():
+    """An RU who wrote while the TU was logged out: the login's check chat raises the new
+    Unanswered message (wiping the chain) before the online pass could remind (seed 003
+    scenario 1 at login)."""
+    w = World(project="chathouse")
+    base = w.answer
+    w.d.answer = lambda tu, method, params: (
+        {"dialogs": [{"userId": RU, "dialogId": "d1", "isOnline": True,
+                      "lastMessage": {"from": "ru", "at": T0 - 20, "type": "message"}}]}
+        if method == "scroll_new" else base(tu, method, params))
+    w.online.add(RU)
+    marker = {"sourceUnansweredTaskId": "h-1", "step": 0, "nextCheckAt": to_iso(T0 - 60)}
+    hist = {"task_id": "h-1", "type": "unanswered_message", "project": "chathouse", "tu": TU, "ru": RU,
+            "source": "socket", "created_at": T0 - 400, "closed_at": T0 - 300, "reason": "answered"}
+    w.login([fav(RU, "chathouse", markers={"followUpChat": marker})], [hist])
+    assert [t.type for t in w.d.created()] == ["unanswered_message"]
+    assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:h-1:0:clear", None)
+    assert [m for _, m, _ in w.d.requests][:2] == ["scroll_new", "scroll_all_online"]
