@@ -128,6 +128,9 @@ class SidecarApp:
         if method == "platform.event":
             n = await self.step(lambda s: self.engine.platform_event(s, a.tu, a.project, a.name, a.data))
             return {"ok": True, "events": n}
+        if method == "platform.reconnected":
+            await self.step(lambda s: self.engine.reconnected(s, a.tu))
+            return {"ok": True}
         if method == "platform.poll":
             return await self.poll(a)
         if method == "favorite.update":

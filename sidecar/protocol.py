@@ -48,6 +48,14 @@ class PlatformEvent(Params, kw_only=True):
     received_at: float | None = None
 
 
+class PlatformReconnected(Params, kw_only=True):
+    """Electron's platform socket for a TU reconnected: events may have been missed, so the
+    sidecar runs check chat again (seed 003: "при реконекті сокета")."""
+
+    project: str
+    tu: str
+
+
 class PlatformPoll(Params, kw_only=True):
     """A poll result Electron made on its own (same shape as the platform.request answer)."""
 
@@ -108,6 +116,7 @@ INBOUND: dict[str, type[Params]] = {
     "session.logout": SessionLogout,
     "platform.event": PlatformEvent,
     "platform.poll": PlatformPoll,
+    "platform.reconnected": PlatformReconnected,
     "favorite.update": FavoriteUpdate,
     "task.close": TaskClose,
     "stream.ack": StreamAck,
