@@ -63,7 +63,8 @@ class SidecarApp:
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack = StackClient(settings.stack_url) if settings.stack_url else None
-        self.pump = OutboxPump(store, self.stack, concurrency=16) if self.stack else None
+        self.pump = (OutboxPump(store, self.stack, concurrency=settings.stack_concurrency)
+                     if self.stack else None)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allowed_origins)
