@@ -86,7 +86,7 @@ def _demo(a: argparse.Namespace) -> int:
         root.mkdir(parents=True, exist_ok=True)
         path = root / "demo.jsonl"
         path.write_text(generate.dumps(generate.generate("demo")), encoding="utf-8")
-        print(f"demo scenario: {path}")
+        print(f"demo scenario: {path}" + ("" if a.keep else "  (temporary: pass --keep DIR to keep it)"))
         return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False)
 
 
