@@ -25,13 +25,14 @@ import msgspec
 
 from bridge import BridgeServer
 from bridge.errors import InvalidParams, MethodNotFound, RpcError
-from platform_clients import BadRawEvent, UnknownRawEvent
+from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.engine import Engine, EngineError
+from sidecar.factory import task_view
 from sidecar.services import default_services
 from sidecar.services.base import Request, Step
 from sidecar.stack.client import StackClient, seg
@@ -143,8 +144,7 @@ class SidecarApp:
             closed = await self.step(lambda s: self.engine.task_close(s, a.task_id, a.reason))
             return {"ok": True, "closed": closed}
         if method == "tasks.list":
-            from sidecar.factory import _view
-            return [_view(t) for t in self.engine.open_tasks(a.tu)]
+            return [task_view(t) for t in self.engine.open_tasks(a.tu)]
         raise MethodNotFound(f"unknown method {method!r}")
 
     def _require_clock(self) -> None:
@@ -248,7 +248,6 @@ class SidecarApp:
 
     # sessions ---------------------------------------------------------------------------------
     async def login(self, a: p.SessionLogin) -> dict:
-        from platform_clients import client_for
         client_for(a.project)  # KeyError → -32602 before any I/O
         startup = None
         if self.stack is not None:

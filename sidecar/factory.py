@@ -95,7 +95,7 @@ class TaskFactory:
         rt.schedule(("expire", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notify("task.created", TaskCreated(task=_view(task)))
+        step.notify("task.created", TaskCreated(task=task_view(task)))
         for svc in rt.services:
             svc.on_task_created(step, task)
         return task
@@ -155,7 +155,8 @@ class TaskFactory:
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
 
 
-def _view(t: Task) -> TaskView:
+def task_view(t: Task) -> TaskView:
+    """A task as Electron shows it (``task.created``, ``tasks.list``)."""
     return TaskView(task_id=t.task_id, type=t.type.value, project=t.project, tu=t.tu, ru=t.ru,
                     source=t.source, created_at=t.created_at, deadline=t.deadline, vip=t.vip,
                     meta=t.meta)

@@ -352,3 +352,21 @@ def test_login_check_chat_runs_before_a_due_chain_is_checked():
     assert [t.type for t in w.d.created()] == ["unanswered_message"]
     assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:h-1:0:clear", None)
     assert [m for _, m, _ in w.d.requests][:2] == ["scroll_new", "scroll_all_online"]
+
+
+def test_requests_chathouse_reads_no_history_golden_reads_online_ids_only():
+    """DESIGN §7 "Requests": Chathouse/Prime use the online pass's dialog rows; Golden reads chat
+    history for online RU ids only, once per unknown dialog."""
+    ch_w = World(project="chathouse")
+    ch_w.online.update({RU, "ru-2"})
+    ch_w.login([fav(RU, "chathouse"), fav("ru-2", "chathouse"), fav("ru-3", "chathouse")])
+    ch_w.at(600)
+    methods = {m for _, m, _ in ch_w.d.requests}
+    assert methods == {"scroll_all_online", "scroll_new"}
+
+    g = World()
+    g.online.update({RU, "ru-2"})
+    g.login([fav(RU), fav("ru-2"), fav("ru-3"), fav("ru-4", is_white=True)])
+    g.at(600)
+    history = [p for _, m, p in g.d.requests if m == "chat_history"]
+    assert history == [{"ru_ids": [RU, "ru-2"]}]  # online, chain-eligible, asked once
