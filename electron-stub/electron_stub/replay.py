@@ -5,9 +5,11 @@ Rules / theory of operation
 * One priority queue of timeline lines and harness actions (operator answers) ordered by
   ``(t, phase, order)``: equal ``t`` keep file order, timeline before harness actions.
 * Virtual time moves only by ``clock.advance_to {t}`` sent to every running machine (awaited: the
-  sidecar answers after everything due up to ``t`` ran).  The driver advances to each item's ``t``
-  in steps of at most :attr:`Replay.tick` seconds (≤ the operator's shortest delay), so a task
-  created by a timer in the middle of a step is answered at exactly ``created_at + delay``.
+  sidecar answers after everything due up to ``t`` ran).  Every answer of a virtual-clock sidecar
+  carries ``next_due``, the earliest instant it acts by itself; the driver jumps straight to the
+  earliest of the next queue item and every machine's ``next_due``, so a task a timer creates is
+  seen at its instant and answered at exactly ``created_at + delay``.  A machine that gave no
+  ``next_due`` (an older binary) is driven in steps of at most :attr:`Replay.tick` seconds.
   After each advance the driver acks the notification stream (``stream.ack``).
 * Machines: ``m1`` is started first (data dir ``<data-dir>/m1``) and is *current*.  ``login``
   without ``fresh`` goes to the current machine; ``"fresh": true`` starts a new machine with an
@@ -82,7 +84,8 @@ class Replay:
         self._order = itertools.count()
         op = scenario.header.operator
         lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
-        self.tick = max(0.5, min(5.0, lo))
+        self.tick = max(0.5, lo)
+        self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
         self._last_progress = time.monotonic()
 
     # ---- callbacks from machines -----------------------------------------------------------
@@ -154,14 +157,38 @@ class Replay:
                     fresh=fresh, operator=operator)
         self.machines.append(m)
         await m.start()
-        await m.call("clock.advance_to", {"t": self.now})
+        self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))
         self.current = m
         return m
+
+    def _note_due(self, m: Machine, result: Any) -> None:
+        """Remember when ``m`` next acts by itself (unix seconds, None = never, absent = unknown)."""
+        if isinstance(result, dict) and "next_due" in result:
+            self.due[m.name] = result["next_due"]
+        else:
+            self.due.pop(m.name, None)
+
+    def _next_stop(self, target: float, t_rel: float) -> float:
+        """The next instant (seconds from start) to advance to on the way to ``target``.
+
+        A task a sidecar creates at its ``next_due`` d is answered no sooner than d + the
+        operator's shortest delay (:attr:`tick`), so one advance may run up to d + tick and still
+        learn of the task before its answer is due; with nothing due, straight to ``target``."""
+        stop = target
+        for m in self.machines:
+            if not m.running:
+                continue
+            due = self.due[m.name] if m.name in self.due else t_rel + self.start  # unknown: step
+            if due is not None:
+                stop = min(stop, max(due - self.start, t_rel) + self.tick)
+        return max(stop, min(target, t_rel + 1e-6))
 
     async def _send(self, m: Machine, method: str, params: Any) -> Any:
         self.frames[method] += 1
         try:
-            return await m.call(method, params)
+            result = await m.call(method, params)
+            self._note_due(m, result)
+            return result
         except Exception as exc:  # noqa: BLE001 - a JSON-RPC error answer is reported, not fatal
             if type(exc).__name__ != "RemoteError":
                 raise
@@ -186,7 +213,7 @@ class Replay:
         for m in [m for m in self.machines if m.running]:
             await m.kill()
             await m.start()
-            await m.call("clock.advance_to", {"t": self.now})
+            self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))
             for tu, (project, operator) in m.tus.items():
                 await self._send(m, "session.login", {"tu": tu, "project": project, "operator": operator})
 
@@ -209,7 +236,7 @@ class Replay:
                 nxt = self.queue[0][0] if self.queue else end
                 target = min(nxt, end)
                 if t_rel < target - 1e-9:
-                    t_rel = min(target, t_rel + self.tick)
+                    t_rel = self._next_stop(target, t_rel)
                     await self._advance(t_rel)
                     self._progress(wall0, t_rel, end)
                     continue
