@@ -11,7 +11,11 @@ Rules / theory of operation
 * Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
   runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
   everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
-* Stack writes leave only through the outbox pump; a Stack outage never blocks a step.
+* Stack writes leave only through the outbox pump; a Stack outage never blocks a step.  On the
+  wall clock the pump is its own task beside the steps (a slow Stack delays only Stack); on the
+  virtual clock it runs at the end of each advance, so a replay stays deterministic.
+* Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
+  local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
 """
 from __future__ import annotations
 
@@ -71,7 +75,8 @@ class SidecarApp:
                                    allowed_origins=settings.allowed_origins)
         self._lock = asyncio.Lock()  # one step at a time
         self._outbox_due: float | None = None  # earliest outbox row to try, None = nothing queued
-        self._wake = asyncio.Event()  # wall clock: a timer or outbox row became due sooner
+        self._wake = asyncio.Event()  # wall clock: a timer became due sooner
+        self._pump_kick = asyncio.Event()  # wall clock: outbox rows were queued
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
 
@@ -81,6 +86,8 @@ class SidecarApp:
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
+            if self.pump is not None:
+                self._spawn(self._pump_loop())
         return port
 
     async def close(self) -> None:
@@ -186,7 +193,7 @@ class SidecarApp:
         if step.outbox:
             if self._outbox_due is None or self._outbox_due > step.now:
                 self._outbox_due = step.now
-                self._wake.set()
+            self._pump_kick.set()
         for rt, req in step.requests:
             if self.clock.virtual:
                 result, error = await self._platform_request(rt, req)
@@ -247,17 +254,37 @@ class SidecarApp:
                 now = self.clock.now()
                 while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
                     await self._step_locked(self.engine.fire, now=now)
-                if self._outbox_due is not None and self._outbox_due <= now:
-                    try:
-                        await self._pump_locked()
-                    except Exception:  # noqa: BLE001 - keep ticking; rows stay queued
-                        log.exception("outbox pump failed")
-                        self._outbox_due = now + 5.0
-                wait = min((x for x in (self.engine.scheduler.next_due(), self._outbox_due)
-                            if x is not None), default=now + 60.0) - self.clock.now()
+                nd = self.engine.scheduler.next_due()
+                wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), max(0.0, self.clock.real_delay(wait)))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _pump_loop(self) -> None:
+        """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
+        while True:
+            now = self.clock.now()
+            due = self._outbox_due
+            if due is not None and due <= now:
+                self._pump_kick.clear()
+                try:
+                    res = await self.pump.run_due(now)
+                except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
+                    log.exception("outbox pump failed")
+                    self._outbox_due = now + 5.0
+                    continue
+                self.acked += len(res.acked)
+                if self._pump_kick.is_set():  # rows were queued while this pass ran
+                    dues = [d for d in (res.next_due, self._outbox_due) if d is not None]
+                    self._outbox_due = min(dues, default=None)
+                else:
+                    self._outbox_due = res.next_due
+                continue
+            wait = 60.0 if due is None else due - now
+            try:
+                await asyncio.wait_for(self._pump_kick.wait(), max(0.0, self.clock.real_delay(wait)))
             except asyncio.TimeoutError:
                 pass
 
@@ -267,7 +294,11 @@ class SidecarApp:
         startup = None
         if self.stack is not None:
             try:
-                startup = await self.stack.startup(a.tu)
+                startup = await asyncio.wait_for(self.stack.startup(a.tu),
+                                                 self.settings.stack_startup_timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("Stack startup for %s took over %g s: restoring from local state",
+                            a.tu, self.settings.stack_startup_timeout_s)
             except StackError as exc:
                 log.warning("Stack startup for %s unavailable (%s): restoring from local state",
                             a.tu, exc)

@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     clock: Literal["wall", "virtual"] = "wall"
     time_scale: float | None = None  # K: real time K× faster (live demos)
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
+    stack_startup_timeout_s: float = Field(default=3.0, gt=0)  # login's wait for startup data
     stack_concurrency: int = Field(default=4, ge=1, le=64)  # Stack writes in flight (distinct pairs)
     seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
     durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)

@@ -16,6 +16,8 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any
 from urllib.parse import quote
 
@@ -44,14 +46,26 @@ def seg(value: str) -> str:
     return quote(str(value), safe="")
 
 
+_KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def header_key(idem_key: str) -> str:
+    """The ``Idempotency-Key`` header value of a key: printable ASCII stays as it is, anything
+    else (ids outside ASCII, spaces, ``%``) is percent-encoded as UTF-8.  Deterministic, so a
+    retried write carries the same header; HTTP headers cannot carry the raw text."""
+    return quote(idem_key, safe=_KEY_SAFE)
+
+
 class StackClient:
     """Client for the Stack base URL ``base_url`` (e.g. ``http://127.0.0.1:8080``)."""
 
-    def __init__(self, base_url: str, *, timeout: float = 5.0,
+    def __init__(self, base_url: str, *, timeout: float = 5.0, total_timeout: float | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  max_connections: int = 16) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout  # seconds per phase (connect, read, write, pool)
+        # seconds for a whole request: a Stack that trickles bytes never trips a per-read timeout
+        self.total_timeout = total_timeout if total_timeout is not None else 2 * timeout
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout),
@@ -73,7 +87,7 @@ class StackClient:
         """
         if not idem_key:
             raise ValueError("every Stack write needs an idempotency key")
-        headers = {"Content-Type": "application/json", "Idempotency-Key": idem_key}
+        headers = {"Content-Type": "application/json", "Idempotency-Key": header_key(idem_key)}
         resp = await self._request(method, path, content=body, headers=headers)
         return StackReply(status=resp.status_code, body=resp.content,
                           replayed=resp.headers.get("Idempotent-Replayed", "") == "true")
@@ -97,7 +111,11 @@ class StackClient:
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            resp = await self._http.request(method, path, **kw)
+            resp = await asyncio.wait_for(self._http.request(method, path, **kw), self.total_timeout)
+        except asyncio.TimeoutError as exc:
+            raise StackUnavailable(f"{method} {path}: no complete answer within the "
+                                   f"{self.total_timeout:g} s deadline", method=method,
+                                   path=path) from exc
         except httpx.TimeoutException as exc:
             raise StackUnavailable(f"{method} {path}: timeout ({type(exc).__name__})",
                                    method=method, path=path) from exc

@@ -1,0 +1,55 @@
+"""A slow or stuck Stack never holds up the operator's tasks (found by the breaker): on the wall
+clock the outbox pump runs beside the steps, and login waits for Stack's startup data only a
+bounded time before restoring from local state."""
+from __future__ import annotations
+
+import time
+
+from bridge.client import BridgeClient
+from tests.integration.sidecar_proc import SidecarProcess
+from tests.stack.fake_stack import StackServer
+
+
+def send_event(i: int) -> dict:
+    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
+            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
+                     "at": time.time(), "body": "hi"}}
+
+
+async def _answer(method, params):
+    return {"dialogs": []}
+
+
+async def test_slow_stack_writes_do_not_delay_events(tmp_path):
+    stack = StackServer()
+    stack.start()
+    stack.fail("delay", path_contains="/tasks", seconds=3.0)
+    try:
+        async with SidecarProcess(tmp_path, clock="wall", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+            worst = 0.0
+            for i in range(4):
+                t0 = time.monotonic()
+                await c.call("platform.event", send_event(i))
+                worst = max(worst, time.monotonic() - t0)
+            assert worst < 1.0, worst
+            await c.close()
+    finally:
+        stack.stop()
+
+
+async def test_stuck_startup_falls_back_to_local_state_in_bounded_time(tmp_path):
+    stack = StackServer()
+    stack.start()
+    stack.fail("delay", path_contains="/startup", seconds=30.0)
+    try:
+        async with SidecarProcess(tmp_path, clock="wall", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            t0 = time.monotonic()
+            res = await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+            assert time.monotonic() - t0 < 5.0
+            assert res["restored_from_stack"] is False
+            await c.close()
+    finally:
+        stack.stop()
