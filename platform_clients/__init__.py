@@ -1,5 +1,5 @@
 """One module per project: raw socket event / poll result → domain events (DESIGN §5)."""
-from platform_clients.base import BadRawEvent, PlatformClient, UnknownRawEvent
+from platform_clients.base import BadAnswer, BadRawEvent, PlatformClient, UnknownRawEvent
 from platform_clients.chathouse import ChathouseClient
 from platform_clients.golden import GoldenClient
 from platform_clients.prime import PrimeClient
@@ -17,4 +17,4 @@ def client_for(project: str) -> type[PlatformClient]:
         raise KeyError(f"unknown project {project!r} (expected one of {sorted(CLIENTS)})") from None
 
 
-__all__ = ["CLIENTS", "client_for", "PlatformClient", "BadRawEvent", "UnknownRawEvent"]
+__all__ = ["CLIENTS", "client_for", "PlatformClient", "BadAnswer", "BadRawEvent", "UnknownRawEvent"]

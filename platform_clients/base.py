@@ -9,11 +9,19 @@ exactly those, so the contract lives in one place per platform.  All raw times a
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, ClassVar
 
 import msgspec
 
 from sidecar.domain.events import DialogSnapshot, DomainEvent
+
+log = logging.getLogger("platform_clients")
+
+
+class BadAnswer(ValueError):
+    """A platform answer (poll result) whose overall shape is unusable: the pass counts as failed.
+    Single bad rows inside a usable answer are skipped and logged instead."""
 
 
 class UnknownRawEvent(ValueError):
@@ -102,15 +110,35 @@ class PlatformClient:
 
     @classmethod
     def decode_online(cls, result: Any) -> tuple[set[str], list[DialogSnapshot]]:
-        """Online pass result → (online RU ids, dialog snapshots if the pass carries them)."""
-        page = msgspec.convert(result, RawDialogPage)
-        snaps = [snapshot_of(r) for r in page.dialogs]
+        """Online pass result → (online RU ids, dialog snapshots if the pass carries them).
+        Raises BadAnswer when the answer is unusable as a whole."""
+        snaps, _ = cls.decode_dialogs(result)
         return {s.ru for s in snaps if s.online}, snaps
 
     @classmethod
     def decode_dialogs(cls, result: Any) -> tuple[list[DialogSnapshot], int | None]:
-        page = msgspec.convert(result, RawDialogPage)
-        return [snapshot_of(r) for r in page.dialogs], page.next_cursor
+        """A ``RawDialogPage`` → (snapshots, next cursor).  Rows that do not match
+        :class:`RawDialog` are skipped and logged (one broken row must not cost the others their
+        tasks); an answer that is not a page at all raises BadAnswer."""
+        rows = list_field(result, "dialogs", cls.project)
+        snaps = []
+        for i, row in enumerate(rows):
+            try:
+                snaps.append(snapshot_of(msgspec.convert(row, RawDialog)))
+            except msgspec.ValidationError as exc:
+                log.warning("%s: skipping dialog row %d: %s", cls.project, i, exc)
+        cursor = result.get("next_cursor")
+        return snaps, cursor if isinstance(cursor, int) and not isinstance(cursor, bool) else None
+
+
+def list_field(result: Any, name: str, project: str) -> list:
+    """``result[name]`` when ``result`` is an object holding a list there (absent = empty)."""
+    if not isinstance(result, dict):
+        raise BadAnswer(f"{project}: answer is {type(result).__name__}, not an object")
+    rows = result.get(name, [])
+    if not isinstance(rows, list):
+        raise BadAnswer(f"{project}: {name!r} is {type(rows).__name__}, not a list")
+    return rows
 
 
 def convert(data: Any, typ: type):

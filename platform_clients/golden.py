@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from platform_clients.base import Pass, PlatformClient, convert
+from platform_clients.base import Pass, PlatformClient, convert, list_field
 from sidecar.domain import events as ev
 
 ROSE = "🌹"
@@ -146,5 +146,5 @@ class GoldenClient(PlatformClient):
 
     @classmethod
     def decode_online(cls, result: Any):
-        r = msgspec.convert(result, OnlineRu)
-        return set(r.online), []
+        """``{"online": [ru, ...]}``; non-string ids are skipped; BadAnswer if unusable."""
+        return {ru for ru in list_field(result, "online", cls.project) if isinstance(ru, str) and ru}, []

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from platform_clients.base import Pass, PlatformClient, convert
+from platform_clients.base import BadAnswer, Pass, PlatformClient, convert, list_field
 from platform_clients.golden import ChatRequest, IncomingEmail, _chat_request, _email
 from sidecar.domain import events as ev
 
@@ -140,10 +140,21 @@ class PrimeClient(PlatformClient):
     def is_freeloader(fav: dict) -> bool:
         return (fav.get("paid_actions") or 0) < 11
 
-    @staticmethod
-    def decode_unanswered_mail(result: Any) -> list[UnansweredMail]:
-        return msgspec.convert(result, InboxUnanswered).mails
+    @classmethod
+    def decode_unanswered_mail(cls, result: Any) -> list[UnansweredMail]:
+        """Rows that do not match :class:`UnansweredMail` are skipped; BadAnswer if unusable."""
+        out = []
+        for row in list_field(result, "mails", cls.project):
+            try:
+                out.append(msgspec.convert(row, UnansweredMail))
+            except msgspec.ValidationError:
+                continue
+        return out
 
-    @staticmethod
-    def decode_restriction(result: Any) -> Restriction:
-        return msgspec.convert(result, Restriction)
+    @classmethod
+    def decode_restriction(cls, result: Any) -> Restriction:
+        """Raises BadAnswer when the live limits cannot be read."""
+        try:
+            return msgspec.convert(result, Restriction)
+        except msgspec.ValidationError as exc:
+            raise BadAnswer(f"prime chat_restriction: {exc}") from None

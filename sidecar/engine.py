@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from platform_clients import BadRawEvent, UnknownRawEvent, client_for
+from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.domain import events as ev
@@ -183,8 +183,17 @@ class Engine:
         if not rt.logged_in or self.tus.get(rt.tu) is not rt:
             return  # the TU logged out meanwhile: a late answer changes nothing
         svc = rt.by_name.get(request.service)
-        if svc is not None:
-            svc.on_result(step, request, result, error)
+        if svc is None:
+            return
+        if error is None:
+            try:
+                svc.on_result(step, request, result, None)
+                return
+            except BadAnswer as exc:
+                error = f"bad answer: {exc}"
+        # services decode before they change anything, so a bad answer is just a failed request
+        log.warning("%s %s %s: %s", rt.project, rt.tu, request.method, error)
+        svc.on_result(step, request, None, error)
 
     # helpers ----------------------------------------------------------------------------------
     def _rt(self, tu: str) -> TuRuntime:

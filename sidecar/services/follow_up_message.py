@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from platform_clients.base import list_field
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import STRONGER_CHAT, CloseReason, Task, TaskType
 from sidecar.factory import Candidate, Refused
@@ -189,21 +190,11 @@ class FollowUpMessageService(Service):
             return
         asked: list[str] = request.context
         self.history_wanted.difference_update(asked)
-        if error is not None or not isinstance(result, dict):
+        if error is not None:
             log.warning("%s chat_history failed: %s", self.tu.tu, error)
             return
-        for dialog in result.get("dialogs", ()):
-            ru = dialog.get("ru")
-            msgs = [m for m in dialog.get("messages", ()) if isinstance(m, dict) and "at" in m]
-            if not ru:
-                continue
-            if msgs:
-                last = max(msgs, key=lambda m: m["at"])
-                tu_ats = [m["at"] for m in msgs if m.get("from") == "tu"]
-                self._set_contact(step, ru, Contact(last.get("from"), last["at"],
-                                                    max(tu_ats, default=None)))
-            else:
-                self._set_contact(step, ru, Contact(None, None, None))
+        for ru, contact in parse_history(result, set(asked)).items():
+            self._set_contact(step, ru, contact)
         for ru in asked:
             if ru in self.tu.online:
                 self._plain_check(step, ru)
@@ -361,3 +352,24 @@ class FollowUpMessageService(Service):
             return
         self.contact[ru] = c
         self.tu.put_state(step, CONTACT, ru, [c.last_from, c.last_at, c.last_tu_at])
+
+
+def parse_history(result: Any, asked: set[str]) -> dict[str, Contact]:
+    """Golden ``chat_history`` answer → last contact per asked RU.  Decoded completely before
+    anything changes; messages without a numeric ``at`` or a ``from`` of ru/tu are skipped;
+    BadAnswer when the answer is unusable as a whole."""
+    out: dict[str, Contact] = {}
+    for dialog in list_field(result, "dialogs", "golden"):
+        if not isinstance(dialog, dict) or dialog.get("ru") not in asked:
+            continue
+        msgs = [m for m in dialog.get("messages") or () if isinstance(m, dict)
+                and isinstance(m.get("at"), (int, float)) and not isinstance(m.get("at"), bool)
+                and m.get("from") in ("ru", "tu")]
+        if msgs:
+            last = max(msgs, key=lambda m: m["at"])
+            tu_ats = [m["at"] for m in msgs if m["from"] == "tu"]
+            out[dialog["ru"]] = Contact(last["from"], float(last["at"]),
+                                        float(max(tu_ats)) if tu_ats else None)
+        else:
+            out[dialog["ru"]] = Contact(None, None, None)
+    return out
