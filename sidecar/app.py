@@ -42,6 +42,7 @@ from sidecar.services.base import Request, Step
 from sidecar.stack.client import StackClient, seg
 from sidecar.stack.errors import StackError
 from sidecar.stack.outbox import OutboxPump
+from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
 from sidecar.tu import TuRuntime
 
@@ -294,8 +295,13 @@ class SidecarApp:
         startup = None
         if self.stack is not None:
             try:
-                startup = await asyncio.wait_for(self.stack.startup(a.tu),
-                                                 self.settings.stack_startup_timeout_s)
+                raw = await asyncio.wait_for(self.stack.startup(a.tu),
+                                             self.settings.stack_startup_timeout_s)
+                parsed = parse_startup(a.tu, raw)
+                if parsed is None:
+                    log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
+                else:
+                    startup = {"favorites": parsed.favorites, "history": parsed.history}
             except asyncio.TimeoutError:
                 log.warning("Stack startup for %s took over %g s: restoring from local state",
                             a.tu, self.settings.stack_startup_timeout_s)

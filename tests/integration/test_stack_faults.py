@@ -53,3 +53,24 @@ async def test_stuck_startup_falls_back_to_local_state_in_bounded_time(tmp_path)
             await c.close()
     finally:
         stack.stop()
+
+
+async def test_wrongly_shaped_startup_still_logs_in_and_good_rows_count(tmp_path):
+    stack = StackServer()
+    stack.startup["c-tu-1"] = {"favorites": [{"ru": "c-ru-1", "active": True, "markers": {}},
+                                             {"ru": "c-ru-2", "spend_30d_usd": "lots"}, "str", None],
+                               "history": [{"ru": None}]}
+    stack.start()
+    try:
+        async with SidecarProcess(tmp_path, clock="virtual", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            await c.call("clock.advance_to", {"t": 1796025600.0})
+            res = await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+            assert res["ok"] and res["restored_from_stack"] and res["favorites"] == 1
+            ev = send_event(2)
+            ev["data"]["at"] = 1796025600.0
+            await c.call("platform.event", ev)  # c-ru-2's event works: no poisoned attributes
+            assert (await c.call("status", {}))["open_tasks"] == 1
+            await c.close()
+    finally:
+        stack.stop()

@@ -1,0 +1,87 @@
+"""Stack's startup data, validated (DESIGN §9 "Restore on login").
+
+Rules / theory of operation
+---------------------------
+* ``GET /v1/tus/{tu}/startup`` → ``{"favorites": [...], "history": [...]}``; times in unix seconds.
+* Each favorite and each history row is checked on its own against the Structs below; a row that
+  does not match is skipped and counted (a bad row must not make a TU impossible to log in, and
+  must not poison later events of that RU with wrongly typed attributes).  An answer that is not
+  such an object at all is unusable: login restores from local state, as for a Stack outage.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+log = logging.getLogger("sidecar.stack.startup")
+
+
+class StartupFavorite(msgspec.Struct, kw_only=True):
+    ru: str
+    project: str | None = None
+    active: bool = True
+    is_white: bool = False
+    spend_30d_usd: float | None = None
+    spend_total_usd: float | None = None
+    paid_actions: int | None = None
+    paid_with_bonuses_only: bool = False
+    chat_limit: int | None = None
+    mail_limit: int | None = None
+    blocked_by_tu: bool = False
+    blocked_by_ru: bool = False
+    markers: dict[str, Any] = {}
+
+
+class StartupTask(msgspec.Struct, kw_only=True):
+    task_id: str
+    type: str
+    ru: str
+    created_at: float
+    source: str = ""
+    closed_at: float | None = None
+    reason: str | None = None
+    deadline: float | None = None
+    vip: str | None = None
+
+
+class Startup(msgspec.Struct, frozen=True):
+    favorites: list[dict]  # validated favorites as plain dicts (the runtime's favorite shape)
+    history: list[dict]  # validated task history rows
+    skipped: int  # rows that did not match and were left out
+
+
+def parse_startup(tu: str, data: Any) -> Startup | None:
+    """Validate ``data``; None when it is unusable as a whole (see module rules)."""
+    if not isinstance(data, dict):
+        return None
+    favs, hist = data.get("favorites", []), data.get("history", [])
+    if not isinstance(favs, list) or not isinstance(hist, list):
+        log.warning("Stack startup for %s: favorites/history are not lists; using local state", tu)
+        return None
+    skipped = 0
+    favorites: list[dict] = []
+    for row in favs:
+        try:
+            fav = msgspec.convert(row, StartupFavorite)
+        except msgspec.ValidationError as exc:
+            skipped += 1
+            log.warning("Stack startup for %s: skipping favorite %r: %s", tu, _ident(row, "ru"), exc)
+            continue
+        if fav.ru:
+            favorites.append(msgspec.structs.asdict(fav))
+        else:
+            skipped += 1
+    history: list[dict] = []
+    for row in hist:
+        try:
+            history.append(msgspec.structs.asdict(msgspec.convert(row, StartupTask)))
+        except msgspec.ValidationError as exc:
+            skipped += 1
+            log.warning("Stack startup for %s: skipping history row %r: %s", tu, _ident(row, "task_id"), exc)
+    return Startup(favorites, history, skipped)
+
+
+def _ident(row: Any, key: str) -> Any:
+    return row.get(key) if isinstance(row, dict) else type(row).__name__

@@ -1,0 +1,24 @@
+"""Stack startup data validation (found by the breaker: a wrongly shaped favorite made a TU
+impossible to log in, a string spend broke every later event of that RU)."""
+from __future__ import annotations
+
+from sidecar.stack.startup import parse_startup
+
+GOOD = {"ru": "r1", "active": True, "spend_30d_usd": 10.0, "markers": {}}
+
+
+def test_bad_rows_are_skipped_good_ones_kept():
+    data = {"favorites": [GOOD, "str", None, {"active": True}, {"ru": "r2", "markers": []},
+                          {"ru": "r3", "spend_30d_usd": "lots"}, {"ru": ""}],
+            "history": [{"task_id": "h", "type": "unanswered_message", "ru": "r1", "created_at": 1.0},
+                        {"task_id": "x", "type": "like"}, 7]}
+    s = parse_startup("tu", data)
+    assert [f["ru"] for f in s.favorites] == ["r1"]
+    assert [h["task_id"] for h in s.history] == ["h"]
+    assert s.skipped == 8
+
+
+def test_unusable_answers_mean_local_state():
+    for data in (None, [], "x", {"favorites": {"ru": "r"}}, {"history": "no"}):
+        assert parse_startup("tu", data) is None
+    assert parse_startup("tu", {}).favorites == []
