@@ -79,6 +79,8 @@ class BridgeServer:
     incoming frame.  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
     accepted).  ``queue_size``: inbound frames buffered for the worker.  ``stream_limit``: unacked
     outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
+    ``control_limit``: bytes of answers queued for a client that does not read them; past it the
+    connection is closed with 1008 (it may reconnect and resume the stream).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class BridgeServer:
         stream_limit: int = 100_000,
         *,
         auth_timeout: float = 10.0,
+        control_limit: int = 32 << 20,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -105,6 +108,7 @@ class BridgeServer:
         self._max_frame = max_frame  # bytes; larger frames close the connection with 1009
         self._allowed_origins = frozenset(allowed_origins)  # exact Origin values accepted
         self._auth_timeout = auth_timeout  # seconds for the first frame
+        self._control_limit = control_limit  # bytes of unread answers before a client is cut off
         self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
         self.port: int | None = None  # the bound port once started
         self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
@@ -236,7 +240,7 @@ class BridgeServer:
                 return
         except ConnectionClosed:
             return
-        session = Session(ws, self.stream, hello)
+        session = Session(ws, self.stream, hello, self._control_limit)
         old, self._session = self._session, session
         if old is not None:
             self._retire(old)

@@ -36,7 +36,8 @@ log = logging.getLogger("bridge.server")
 class Session:
     """One authenticated connection: its send order, writer task and outstanding requests."""
 
-    def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello):
+    def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello,
+                 control_limit: int = 32 << 20):
         self.ws = ws  # the websocket
         self.hello = hello  # the client's auth params (client name, version; token unused)
         self.delivery = Delivery(stream)  # what to send next, in order
@@ -44,6 +45,10 @@ class Session:
         self.closed = False  # set once the connection is done (closed or replaced)
         self._wake = asyncio.Event()  # set when the delivery may have something to send
         self._writer: asyncio.Task | None = None  # the writer task
+        # bytes of answers that may wait for a client that does not read: past this the client
+        # is cut off (it may reconnect and resume) instead of the sidecar buffering without bound
+        self.control_limit = control_limit
+        self._cutoff: asyncio.Task | None = None  # the close of a client that stopped reading
 
     def start(self) -> None:
         """Start the writer task."""
@@ -51,9 +56,15 @@ class Session:
 
     def send(self, data: bytes, *, first: bool = False) -> None:
         """Queue an encoded control frame (dropped silently once the session is closed)."""
-        if not self.closed:
-            self.delivery.push(data, first=first)
-            self._wake.set()
+        if self.closed:
+            return
+        self.delivery.push(data, first=first)
+        self._wake.set()
+        if self.delivery.control_bytes > self.control_limit and self._cutoff is None:
+            log.warning("bridge client is not reading its answers (%d bytes waiting): closing 1008",
+                        self.delivery.control_bytes)
+            self.closed = True
+            self._cutoff = asyncio.create_task(close_and_drain(self.ws, 1008, "not reading answers"))
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""

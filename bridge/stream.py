@@ -148,9 +148,11 @@ class Delivery:
         self._stream = stream  # the shared stream
         self.cursor = stream.released_seq  # replay starts after the last released frame
         self._control: deque[tuple[int, bytes]] = deque()  # (stream seq it follows, frame)
+        self.control_bytes = 0  # bytes of control frames waiting (bounded by the session)
 
     def push(self, data: bytes, *, first: bool = False) -> None:
         """Queue a control frame after everything appended so far (``first``: before all)."""
+        self.control_bytes += len(data)
         if first:
             self._control.appendleft((self.cursor, data))
         else:
@@ -163,14 +165,19 @@ class Delivery:
             self.cursor = stream.released_seq  # skip what was acked or dropped meanwhile
         control = self._control
         if control and control[0][0] <= self.cursor:
-            return control.popleft()[1]
+            return self._pop_control()
         frame = stream.get(self.cursor + 1)
         if frame is not None:
             self.cursor = frame.seq
             return frame.data
         if control:  # (unreachable while the invariants hold; never strand a control frame)
-            return control.popleft()[1]
+            return self._pop_control()
         return None
+
+    def _pop_control(self) -> bytes:
+        data = self._control.popleft()[1]
+        self.control_bytes -= len(data)
+        return data
 
     def pending(self) -> int:
         """How many frames are waiting (stream frames after the cursor + control frames)."""
