@@ -3,7 +3,8 @@
 ``sidecar serve`` prints exactly one JSON line on stdout when it is ready:
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
 data dir.  Exit codes: 0 clean shutdown (SIGTERM/SIGINT, stdin EOF, parent death), 2 bad
-configuration, 3 the data dir is locked by another sidecar.
+configuration, 3 the data dir is locked by another sidecar, 4 the database cannot be opened
+(corrupted or unreadable: it is left untouched for support).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -68,7 +70,14 @@ def serve(args: argparse.Namespace) -> int:
         print(f"sidecar: bad configuration: {exc}", file=sys.stderr)
         return 2
     from sidecar import logs
-    logs.setup(settings.data_dir, settings.log_level)
+    if settings.data_dir.exists() and not settings.data_dir.is_dir():
+        print(f"sidecar: bad configuration: data dir {settings.data_dir} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        logs.setup(settings.data_dir, settings.log_level)
+    except OSError as exc:
+        print(f"sidecar: bad configuration: data dir {settings.data_dir}: {exc}", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_serve(settings))
     except KeyboardInterrupt:
@@ -79,13 +88,21 @@ async def _serve(settings) -> int:
     from bridge.lifecycle import wait_for_shutdown
     from sidecar.app import SidecarApp
     from sidecar.store.db import Store
-    from sidecar.store.errors import DataDirLocked
+    from sidecar.store.errors import DataDirLocked, StoreError
 
+    db = settings.data_dir / "sidecar.db"
     try:
-        store = await Store.open(settings.data_dir / "sidecar.db", durability=settings.durability)
+        store = await Store.open(db, durability=settings.durability)
     except DataDirLocked as exc:
         print(f"sidecar: {exc} — another sidecar uses this data dir", file=sys.stderr)
         return 3
+    except (StoreError, sqlite3.DatabaseError, OSError) as exc:
+        # never start on a database we cannot read: its unsent outbox may hold the only copy of
+        # marker writes.  The operator's support moves the file aside; Stack restores the rest.
+        print(f"sidecar: cannot open the database {db}: {exc}. Move it aside (it may hold unsent "
+              f"Stack writes) and start again to restore from Stack.", file=sys.stderr)
+        log.error("cannot open %s: %r", db, exc)
+        return 4
     app = SidecarApp(settings, store)
     try:
         port = await app.start()

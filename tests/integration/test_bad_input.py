@@ -110,3 +110,22 @@ def test_invalid_scenario_line_is_named_and_exit_is_nonzero(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert f"{bad}:2" in r.stderr and "teleport" in r.stderr
+
+
+def test_corrupted_database_is_a_clear_error_not_a_traceback(tmp_path):
+    (tmp_path / "sidecar.db").write_bytes(b"SQLite format 3\x00" + b"\xde\xad\xbe\xef" * 4096)
+    r = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path)],
+                       env={"SIDECAR_TOKEN": "t", "PATH": "/usr/bin:/bin"}, cwd=ROOT,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 4, r.stderr
+    assert "sidecar.db" in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_data_dir_that_is_a_file_is_a_configuration_error(tmp_path):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    r = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(f)],
+                       env={"SIDECAR_TOKEN": "t", "PATH": "/usr/bin:/bin"}, cwd=ROOT,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "not-a-dir" in r.stderr and "Traceback" not in r.stderr
