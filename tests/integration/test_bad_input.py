@@ -129,3 +129,25 @@ def test_data_dir_that_is_a_file_is_a_configuration_error(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr
     assert "not-a-dir" in r.stderr and "Traceback" not in r.stderr
+
+
+async def test_client_gone_mid_advance_stops_the_advance_and_sigterm_works(tmp_path):
+    """Found by the breaker: a month-long advance whose client vanished spun through every
+    timer without yielding, ignoring SIGTERM."""
+    import signal
+    import time as _time
+
+    from bridge.client import BridgeClient as _BC
+
+    async with SidecarProcess(tmp_path) as sc:
+        c = await _BC.connect(sc.port, sc.token, on_request=lambda m, p: asyncio.sleep(0, {"online": []}))
+        await c.call("clock.advance_to", {"t": T0})
+        await c.call("session.login", {"tu": "g-1", "project": "golden"})
+        await c.notify("clock.advance_to", {"t": T0 + 30 * 86400})
+        await asyncio.sleep(0.3)
+        await c.close()
+        await asyncio.sleep(0.2)
+        t0 = _time.monotonic()
+        sc.proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(sc.proc.wait(), 10)
+        assert code == 0 and _time.monotonic() - t0 < 5
