@@ -71,6 +71,9 @@ PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready
 Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
 
 
+CLOSE_TIMEOUT_S = 2.0  # seconds a closing handshake may take before the TCP connection is dropped
+
+
 class BridgeServer:
     """The sidecar's end of the local websocket.  See the module header for the rules.
 
@@ -143,6 +146,8 @@ class BridgeServer:
             process_request=self._check_handshake,
             max_size=self._max_frame,
             compression=None,  # loopback: compression costs CPU and buys nothing
+            # a frozen client must not hold up the sidecar's exit by websockets' default 10 s
+            close_timeout=CLOSE_TIMEOUT_S,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("bridge listening on %s:%d", self._host, self.port)
