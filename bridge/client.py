@@ -68,7 +68,10 @@ class BridgeClient:
         self._ack_delay = ack_delay  # seconds of quiet after which the highest seq is acked
         self.last_seq = seen_seq  # highest stream seq seen (delivered or skipped)
         self.acked_seq = seen_seq  # highest seq we sent a stream.ack for
-        self.hello: dict | None = None  # the server's auth answer {"ok", "protocol", "last_seq"}
+        self.hello: dict | None = None  # the server's auth answer {"ok", "protocol", "last_seq", "stream_id"}
+        self.stream_id: str | None = None  # the server stream our seq numbers refer to
+        self.restarted = False  # the server is a new process: re-read state (tasks.list)
+        self._auth_id: Any = None  # id of our auth call, answered first
         self._ids = itertools.count(1)  # ids of our calls
         self._pending: dict[Any, asyncio.Future] = {}  # call id -> future of its answer
         self._tasks: set[asyncio.Task] = set()  # request-answering and ack tasks in flight
@@ -89,6 +92,7 @@ class BridgeClient:
         on_notification: NotificationCallback | None = None,
         on_request: RequestCallback | None = None,
         seen_seq: int = 0,
+        stream_id: str | None = None,
         ack_every: int = 64,
         ack_delay: float = 0.05,
         max_frame: int = 1 << 20,
@@ -105,6 +109,8 @@ class BridgeClient:
         )
         self = cls(ws, on_notification=on_notification, on_request=on_request,
                    seen_seq=seen_seq, ack_every=ack_every, ack_delay=ack_delay)
+        self.stream_id = stream_id
+        self._auth_id = 1  # auth is the first call of every connection (ids count from 1)
         try:
             self.hello = await self.call(
                 "auth", {"token": token, "client": client, "version": version}, timeout=open_timeout
@@ -209,6 +215,8 @@ class BridgeClient:
                 if kind is Notification:
                     await self._deliver(msg)
                 elif kind is Response:
+                    if msg.id == self._auth_id:
+                        self._hello(msg.result)
                     future = pending.get(msg.id)
                     if future is not None and not future.done():
                         future.set_result(msg.result)
@@ -230,6 +238,16 @@ class BridgeClient:
             for future in pending.values():
                 if not future.done():
                     future.set_exception(NotConnected(f"connection closed ({ws.close_code})"))
+
+    def _hello(self, result: Any) -> None:
+        """The auth answer, handled in the reader before any replayed frame: a different
+        ``stream_id`` means a new sidecar process whose seq numbers started over, so what we saw
+        of the old stream says nothing about the new one."""
+        sid = result.get("stream_id") if isinstance(result, dict) else None
+        if self.stream_id is not None and sid is not None and sid != self.stream_id:
+            self.restarted = True
+            self.last_seq = self.acked_seq = 0
+        self.stream_id = sid
 
     async def _deliver(self, msg: jsonrpc.Notification) -> None:
         """Track seq, skip already-seen frames, call on_notification, schedule the ack."""

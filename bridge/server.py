@@ -8,7 +8,8 @@ Rules / theory of operation
   ``max_frame`` bytes closes the connection with 1009 (websockets does that).
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
   response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
-  is ``{"ok": true, "protocol": 1, "last_seq": N}`` (N = last seq issued so far), followed by a
+  is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
+  S = this process's stream; seq numbers restart with a new process), followed by a
   replay of every unacked stream frame, in order, then new frames.
 * One client at a time: a connection that authenticates replaces the current one, which is closed
   with 4409; requests still pending on the old one fail with :class:`NotConnected`.
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from http import HTTPStatus
@@ -113,6 +115,9 @@ class BridgeServer:
         self._auth_timeout = auth_timeout  # seconds for the first frame
         self._control_limit = control_limit  # bytes of unread answers before a client is cut off
         self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
+        # names this process's stream: seq numbers restart with a new process, so a client that
+        # resumes with a seq of an older stream must start over (and re-read the open tasks)
+        self.stream_id = secrets.token_hex(8)
         self.port: int | None = None  # the bound port once started
         self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
         self._session: Session | None = None  # the current authenticated connection
@@ -251,7 +256,8 @@ class BridgeServer:
             self._retire(old)
         log.info("client %r %s connected from %s; replaying %d unacked frames",
                  hello.client, hello.version, ws.remote_address, len(self.stream))
-        hello_answer = {"ok": True, "protocol": PROTOCOL, "last_seq": self.stream.last_seq}
+        hello_answer = {"ok": True, "protocol": PROTOCOL, "last_seq": self.stream.last_seq,
+                        "stream_id": self.stream_id}
         session.send(jsonrpc.encode_result(request.id, hello_answer), first=True)
         session.start()
         try:

@@ -83,7 +83,9 @@ async def connect(start, port, **kwargs):
 async def raw_authed(port):
     ws = await ws_connect(f"ws://127.0.0.1:{port}/", compression=None, proxy=None)
     await ws.send(AUTH)
-    assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True, "protocol": 1, "last_seq": 0}}
+    hello = json.loads(await ws.recv())
+    assert hello["id"] == 1 and len(hello["result"].pop("stream_id")) == 16
+    assert hello == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True, "protocol": 1, "last_seq": 0}}
     return ws
 
 
@@ -100,7 +102,7 @@ async def test_auth_ok(start):
     server, _, port = await start()
     assert port > 0 and server.port == port
     client = await connect(start, port, client="electron", version="9.9")
-    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 0}
+    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 0, "stream_id": server.stream_id}
     assert server.connected
     assert (server.client.client, server.client.version) == ("electron", "9.9")
     assert await client.call("echo", {"a": [1, 2]}) == {"a": [1, 2]}
@@ -345,7 +347,7 @@ async def test_stream_resumes_after_the_last_ack(start):
     await eventually(lambda: not server.connected)
     second = []
     client = await connect(start, port, on_notification=lambda m, p: second.append((m, p)))
-    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 10}
+    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 10, "stream_id": server.stream_id}
     await client.call("echo", {})
     assert second == [("task.created", {"n": n, "seq": n}) for n in range(5, 11)]
     server.notify("task.closed", {"n": 11})

@@ -80,3 +80,30 @@ async def test_reconnecting_client_gets_missed_task_frames_once_in_order(tmp_pat
         assert [ru for _, ru in again] == ["c-ru-3", "c-ru-4", "c-ru-5"]
         assert [s for s, _ in again] == sorted(s for s, _ in again) and again[0][0] == seen + 1
         await c3.close()
+
+
+async def test_a_restarted_sidecar_is_recognised_and_its_frames_not_skipped(tmp_path):
+    """Found by the breaker: seq numbers restart with a new process, so a client resuming with an
+    old seen_seq silently dropped the new process's frames.  The auth answer names the stream."""
+    async def answer(method, params):
+        return {"dialogs": []}
+
+    async with SidecarProcess(tmp_path / "a", clock="virtual") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=answer)
+        await c.call("clock.advance_to", {"t": 1796025600.0})
+        await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        for i in range(5):
+            await c.call("platform.event", send_event(i, 1796025600.0))
+        seen, sid = c.last_seq, c.stream_id
+        await c.close()
+    assert seen >= 5 and sid
+    got: list = []
+    async with SidecarProcess(tmp_path / "b", clock="virtual") as sc2:  # a new process
+        c2 = await BridgeClient.connect(sc2.port, sc2.token, on_request=answer, seen_seq=seen,
+                                        stream_id=sid, on_notification=lambda m, p: got.append(p["seq"]))
+        assert c2.restarted and c2.stream_id != sid
+        await c2.call("clock.advance_to", {"t": 1796025600.0})
+        await c2.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        await c2.call("platform.event", send_event(9, 1796025600.0))
+        assert got == [1]
+        await c2.close()
