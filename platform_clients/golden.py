@@ -82,6 +82,8 @@ class OnlineRu(msgspec.Struct):
 
 def _incoming(tu: str, data: Any) -> list[ev.DomainEvent]:
     m = convert(data, PrivateMessage)
+    if m.senderId == tu:  # our own message echoed on the incoming channel: not the RU's
+        return [ev.ChatOut(tu=tu, ru=m.recipientId, at=m.sentAt, msg_id=m.messageId)]
     if m.text.strip() == ROSE:
         return [ev.LikeIn(tu=tu, ru=m.senderId, at=m.sentAt, kind="rose")]
     return [ev.ChatIn(tu=tu, ru=m.senderId, at=m.sentAt, msg_id=m.messageId, body=m.text)]

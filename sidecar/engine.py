@@ -53,6 +53,8 @@ class Engine:
         — the local cache is used and the login still succeeds."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
+            if old.project != project:
+                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}")
             return old  # idempotent: Electron may repeat a login after a reconnect
         rt = TuRuntime(self, tu, project, client_for(project), operator)
         self.tus[tu] = rt

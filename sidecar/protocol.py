@@ -7,9 +7,12 @@ Times on the wire are unix seconds (UTC) as floats unless a field says ISO.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]  # a TU / RU / task id
+Project = Literal["golden", "chathouse", "prime"]
 
 
 class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -29,20 +32,20 @@ class Auth(Params, kw_only=True):
 class SessionLogin(Params, kw_only=True):
     """The operator opened a TU; runs restore (DESIGN §9)."""
 
-    tu: str
-    project: str
+    tu: Id
+    project: Project
     operator: str = ""
 
 
 class SessionLogout(Params, kw_only=True):
-    tu: str
+    tu: Id
 
 
 class PlatformEvent(Params, kw_only=True):
     """A raw platform socket event, as the platform sent it (platform_clients decode it)."""
 
-    project: str
-    tu: str
+    project: Project
+    tu: Id
     name: str
     data: Any
     received_at: float | None = None
@@ -52,15 +55,15 @@ class PlatformReconnected(Params, kw_only=True):
     """Electron's platform socket for a TU reconnected: events may have been missed, so the
     sidecar runs check chat again (seed 003: "при реконекті сокета")."""
 
-    project: str
-    tu: str
+    project: Project
+    tu: Id
 
 
 class PlatformPoll(Params, kw_only=True):
     """A poll result Electron made on its own (same shape as the platform.request answer)."""
 
-    project: str
-    tu: str
+    project: Project
+    tu: Id
     pass_: str = msgspec.field(name="pass")
     data: Any = None
 
@@ -68,9 +71,9 @@ class PlatformPoll(Params, kw_only=True):
 class FavoriteUpdate(Params, kw_only=True):
     """A favorite's attributes changed (Stack or the operator's UI); absent fields keep value."""
 
-    tu: str
-    ru: str
-    project: str | None = None
+    tu: Id
+    ru: Id
+    project: Project | None = None
     active: bool | None = None
     is_white: bool | None = None
     spend_30d_usd: float | None = None
@@ -86,8 +89,8 @@ class FavoriteUpdate(Params, kw_only=True):
 class TaskClose(Params, kw_only=True):
     """The operator acted on a task (answered / dismissed)."""
 
-    task_id: str
-    reason: str = "answered"
+    task_id: Id
+    reason: Literal["answered", "dismissed"] = "answered"  # the rest are the sidecar's own
 
 
 class StreamAck(Params, kw_only=True):

@@ -68,7 +68,7 @@ async def test_domain_errors_are_invalid_params_and_change_nothing(tmp_path):
             assert e.value.code == -32602 and words in e.value.message
         with pytest.raises(RemoteError) as e:
             await c.call("session.login", {"tu": "x", "project": "myspace"})
-        assert e.value.code == -32602 and "unknown project" in e.value.message
+        assert e.value.code == -32602 and "myspace" in e.value.message and "project" in e.value.message
         status = await c.call("status", {})
         assert status["open_tasks"] == 0 and status["events_in"] == 0
         await c.close()
@@ -169,3 +169,24 @@ async def test_sigterm_with_a_frozen_client_exits_promptly(tmp_path):
         assert await asyncio.wait_for(sc.proc.wait(), 15) == 0
         assert _time.monotonic() - t0 < 4.0
         ws.transport.abort()
+
+
+async def test_minor_inputs_the_breaker_found(tmp_path):
+    async with SidecarProcess(tmp_path) as sc:
+        c = await _client(sc)
+        await c.call("clock.advance_to", {"t": T0})
+        for method, params in [("session.login", {"tu": "", "project": "golden"}),
+                               ("task.close", {"task_id": "t-1", "reason": "expired"})]:
+            with pytest.raises(RemoteError) as e:
+                await c.call(method, params)
+            assert e.value.code == -32602
+        await c.call("session.login", {"tu": "g-1", "project": "golden"})
+        with pytest.raises(RemoteError) as e:
+            await c.call("session.login", {"tu": "g-1", "project": "prime"})
+        assert e.value.code == -32602 and "golden" in e.value.message
+        # the TU's own message on the incoming channel is not an RU message
+        await c.call("platform.event", {"project": "golden", "tu": "g-1", "name": "receivePrivateMessage",
+                                        "data": {"messageId": "m", "senderId": "g-1", "recipientId": "r-1",
+                                                 "sentAt": T0, "text": "hi"}})
+        assert (await c.call("status", {}))["open_tasks"] == 0
+        await c.close()
