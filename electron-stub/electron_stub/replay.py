@@ -161,6 +161,18 @@ class Replay:
         self.current = m
         return m
 
+    def _world_only(self, target: float) -> bool:
+        """The next item is an RU going on/offline (no frame for any sidecar) and every running
+        sidecar has said it does nothing by itself up to ``target``."""
+        if not self.queue or self.queue[0][1] != TIMELINE or not isinstance(self.queue[0][3], sc.Online):
+            return False
+        for m in self.machines:
+            if m.running:
+                due = self.due.get(m.name, 0.0) if m.name in self.due else 0.0
+                if due is not None and due - self.start <= target:
+                    return False
+        return True
+
     def _note_due(self, m: Machine, result: Any) -> None:
         """Remember when ``m`` next acts by itself (unix seconds, None = never, absent = unknown)."""
         if isinstance(result, dict) and "next_due" in result:
@@ -236,7 +248,14 @@ class Replay:
                 nxt = self.queue[0][0] if self.queue else end
                 target = min(nxt, end)
                 if t_rel < target - 1e-9:
-                    t_rel = self._next_stop(target, t_rel)
+                    stop = self._next_stop(target, t_rel)
+                    if stop >= target and self._world_only(target):
+                        # no sidecar acts before ``target`` and the line sends it nothing: the
+                        # world changes without a round trip (the next advance sees it in time)
+                        t_rel = target
+                        self.now = self.start + t_rel
+                        continue
+                    t_rel = stop
                     await self._advance(t_rel)
                     self._progress(wall0, t_rel, end)
                     continue

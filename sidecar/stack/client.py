@@ -111,8 +111,9 @@ class StackClient:
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            resp = await asyncio.wait_for(self._http.request(method, path, **kw), self.total_timeout)
-        except asyncio.TimeoutError as exc:
+            async with asyncio.timeout(self.total_timeout):  # no extra task per request
+                resp = await self._http.request(method, path, **kw)
+        except TimeoutError as exc:
             raise StackUnavailable(f"{method} {path}: no complete answer within the "
                                    f"{self.total_timeout:g} s deadline", method=method,
                                    path=path) from exc
