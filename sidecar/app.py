@@ -35,6 +35,7 @@ from sidecar import protocol as p
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
+from sidecar.decisions import why_answer
 from sidecar.engine import Engine, EngineError
 from sidecar.factory import task_view
 from sidecar.services import default_services
@@ -80,6 +81,10 @@ class SidecarApp:
         self._pump_kick = asyncio.Event()  # wall clock: outbox rows were queued
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
+        # registered read-only methods (DESIGN §13): params Struct -> answer, no step, no clock
+        self.methods: dict[str, Callable[[Any], Any]] = {
+            "why": lambda a: why_answer(self.store, a),
+        }
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
@@ -140,6 +145,9 @@ class SidecarApp:
         return min(dues, default=None)
 
     async def _dispatch(self, method: str, a: Any) -> Any:
+        registered = self.methods.get(method)
+        if registered is not None:
+            return await registered(a)
         if method == "clock.advance_to":
             return await self.advance_to(a.t)
         if method == "status":

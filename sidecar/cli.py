@@ -1,4 +1,5 @@
-"""``sidecar`` command line: ``serve`` (the process Electron launches) and ``schema``.
+"""``sidecar`` command line: ``serve`` (the process Electron launches), ``schema`` and ``why TU RU``
+(a pair's decision log, :mod:`sidecar.why_cli`).
 
 ``sidecar serve`` prints exactly one JSON line on stdout when it is ready:
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
@@ -39,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-level", help="DEBUG, INFO, WARNING …")
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema")
     sub.add_parser("version", help="print the version")
+    from sidecar.why_cli import add_parser as add_why
+    add_why(sub)
     return ap
 
 
@@ -52,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "version":
         print(__version__)
         return 0
+    if args.cmd == "why":
+        from sidecar.why_cli import run as why
+        return why(args)
     return serve(args)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar import decisions
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import Channel, CloseReason, Task, TaskType
 from sidecar.factory import TaskFactory
@@ -42,6 +43,7 @@ class Engine:
         self.tus: dict[str, TuRuntime] = {}  # tu -> runtime (logged in or restoring)
         self._services = services  # builds a TU's services (pluggable: issue-specific services)
         self.events_in = 0  # platform events handled (status)
+        self.decisions = decisions.DecisionLog()  # the decision log's memory (DESIGN §13)
 
     # sessions ---------------------------------------------------------------------------------
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
@@ -95,6 +97,7 @@ class Engine:
         for ru, fav in favorites.items():
             step.ops.append(ops.PutFavorite(tu=tu, ru=ru, project=project, data=fav))
         step.ops.append(ops.PutSession(tu=tu, project=project, operator=operator, at=step.now))
+        self._housekeeping(step)
         for svc in rt.services:
             svc.on_login(step)
         return rt
@@ -109,7 +112,10 @@ class Engine:
             svc.on_logout(step)
         rt.logged_in = False
         rt.cancel_all()
+        self.decisions.forget_tu(tu)
         del self.tus[tu]
+        if not self.tus:  # nobody logged in: nothing to keep tidy until the next login
+            self.scheduler.cancel((None, "housekeeping"))
         step.ops.append(ops.DeleteSession(tu=tu))
 
     def reconnected(self, step: Step, tu: str) -> None:
@@ -168,6 +174,9 @@ class Engine:
         if item is None:
             return False
         key, _due, payload = item
+        if key[0] is None:  # the process-wide namespace (DESIGN §13), not a TU's
+            self._housekeeping(step)
+            return True
         rt = self.tus.get(key[0])
         if rt is None:
             return True
@@ -198,6 +207,12 @@ class Engine:
         svc.on_result(step, request, None, error)
 
     # helpers ----------------------------------------------------------------------------------
+    def _housekeeping(self, step: Step) -> None:
+        """Prune the decision log and closed tasks past the retention (DESIGN §13), at every
+        login and then once a day (a timer in the process-wide namespace ``(None, ...)``)."""
+        step.ops.extend(decisions.housekeeping_ops(step.now))
+        self.scheduler.schedule((None, "housekeeping"), step.now + decisions.HOUSEKEEPING_PERIOD_S)
+
     def _rt(self, tu: str) -> TuRuntime:
         rt = self.tus.get(tu)
         if rt is None or not rt.logged_in:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sidecar.decisions import recorded
 from sidecar.domain.tasks import (SPECS, SUPERSEDES, Channel, CloseReason, Task, TaskType,
                                   task_id_for, vip_tier)
 from sidecar.protocol import TaskClosed, TaskCreated, TaskView
@@ -68,6 +69,7 @@ class TaskFactory:
         return sorted((t for t in self.open.values() if t.tu == tu), key=Task.sort_key)
 
     # create -----------------------------------------------------------------------------------
+    @recorded  # every outcome goes to the decision log and Stack (DESIGN §9, §13)
     def propose(self, step: "Step", rt: "TuRuntime", cand: Candidate) -> Task | Refused:
         """Create the candidate's task or refuse it.  See the module rules."""
         if not rt.logged_in:

@@ -113,6 +113,17 @@ class Status(Params, kw_only=True):
     pass
 
 
+class Why(Params, kw_only=True):
+    """The pair's decision log (DESIGN §13), oldest first: every candidate with its outcome
+    (``created`` / ``refused:<reason>`` / ``miss``) and every chain removal with its reason.
+    ``since``: unix seconds (default: everything kept, 7 days).  Answer ``{"tu", "ru", "since",
+    "decisions": [{"at", "type", "source", "outcome", "task_id", "detail", "text"}]}``."""
+
+    tu: Id
+    ru: Id
+    since: float | None = None
+
+
 INBOUND: dict[str, type[Params]] = {
     "auth": Auth,
     "session.login": SessionLogin,
@@ -126,6 +137,7 @@ INBOUND: dict[str, type[Params]] = {
     "clock.advance_to": ClockAdvance,
     "tasks.list": TasksList,
     "status": Status,
+    "why": Why,
 }
 
 

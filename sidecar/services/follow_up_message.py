@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from platform_clients.base import list_field
+from sidecar.decisions import record_outcome
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import STRONGER_CHAT, CloseReason, Task, TaskType
 from sidecar.factory import Candidate, Refused
@@ -110,7 +111,7 @@ class FollowUpMessageService(Service):
         elif what == "end":
             chain = self.pool.get(ru)
             if chain is not None and step.now >= chain.boundary and not chain.waiting_task:
-                self._remove(step, ru, clear_marker=False)
+                self._remove(step, ru, clear_marker=False, why="past_60m")
                 self._plain_check(step, ru)
 
     # events -----------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ class FollowUpMessageService(Service):
     def on_task_created(self, step: Step, task: Task) -> None:
         if task.type is TaskType.UNANSWERED_MESSAGE:
             # seed 003 scenario 1: a new Unanswered message wipes the chain state
-            self._remove(step, task.ru, clear_marker=True)
+            self._remove(step, task.ru, clear_marker=True, why="new_unanswered")
 
     def on_task_closed(self, step: Step, task: Task) -> None:
         rt, ru = self.tu, task.ru
@@ -159,9 +160,10 @@ class FollowUpMessageService(Service):
         blocked = after.get("blocked_by_tu") or after.get("blocked_by_ru")
         if blocked:
             # seed 003 scenario 10: a block removes the chain and its state
-            self._remove(step, ru, clear_marker=True)
+            self._remove(step, ru, clear_marker=True, why="blocked")
         elif not after.get("active", True) or after.get("is_white"):
-            self._remove(step, ru, clear_marker=False)
+            self._remove(step, ru, clear_marker=False,
+                         why="white" if after.get("is_white") else "inactive")
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
                   snapshots: dict, full_pass: bool) -> None:
@@ -209,7 +211,7 @@ class FollowUpMessageService(Service):
         if not rt.inbox_synced:
             return  # re-checked when the login's check chat answers
         if step.now >= chain.boundary:
-            self._remove(step, ru, clear_marker=False)
+            self._remove(step, ru, clear_marker=False, why="past_60m")
             self._plain_check(step, ru)
             return
         if ru not in rt.online:
@@ -234,7 +236,9 @@ class FollowUpMessageService(Service):
     def _advance(self, step: Step, ru: str, chain: ch.Chain, at: float) -> None:
         nxt = ch.advance(self.tu.rng, self.tu.tu, ru, chain, at)
         if nxt is None:  # three attempts done: the marker records the end (DESIGN §7)
-            self.pool.pop(ru, None)
+            if self.pool.pop(ru, None) is not None:
+                record_outcome(step, self.tu, ru, TaskType.FOLLOW_UP_MESSAGE, "chain",
+                               "removed:attempts_done", detail={"source_task": chain.source})
             self.tu.cancel((self.name, "check", ru))
             self.tu.cancel((self.name, "end", ru))
             self.tu.write_marker(step, ru, MARKER, ch.finished_marker(chain.source),
@@ -253,8 +257,12 @@ class FollowUpMessageService(Service):
                 self.tu.schedule((self.name, "check", ru), step.now)
         self.tu.schedule((self.name, "end", ru), max(chain.boundary, step.now))
 
-    def _remove(self, step: Step, ru: str, *, clear_marker: bool) -> None:
-        self.pool.pop(ru, None)
+    def _remove(self, step: Step, ru: str, *, clear_marker: bool, why: str) -> None:
+        """Drop the pair's chain; ``why`` goes to the decision log (DESIGN §13) when one was live."""
+        gone = self.pool.pop(ru, None)
+        if gone is not None:
+            record_outcome(step, self.tu, ru, TaskType.FOLLOW_UP_MESSAGE, "chain", f"removed:{why}",
+                           detail={"source_task": gone.source, "step": gone.step})
         self.tu.cancel((self.name, "check", ru))
         self.tu.cancel((self.name, "end", ru))
         if clear_marker:
@@ -274,6 +282,9 @@ class FollowUpMessageService(Service):
         if outcome.startswith("refused") and self.last_outcome.get(ru) == key:
             return  # the same refusal re-checked on every pass is reported once
         self.last_outcome[ru] = key
+        # the decision log (DESIGN §13); a factory refusal is already there, logged once
+        record_outcome(step, self.tu, ru, TaskType.FOLLOW_UP_MESSAGE, "chain", outcome,
+                       task_id=chain.task_id, detail={"step": chain.step, "chance": chance})
         step.notify("chain.attempt", ChainAttempt(tu=self.tu.tu, ru=ru, step=chain.step,
                                                   chance=chance, hit=hit, outcome=outcome,
                                                   at=step.now))
@@ -323,15 +334,20 @@ class FollowUpMessageService(Service):
         if last is not None:
             if last.get("closed_at") is None or step.now - last["closed_at"] < PLAIN_COOLDOWN_S:
                 return
-        if self._final_check(ru) is not None:
+        if (reason := self._final_check(ru)) is not None:
+            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "over_60m", reason)
             return
         rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
 
     def _notification(self, step: Step, ru: str) -> None:
         rt = self.tu
         if ru in self.pool or rt.factory.open_of_pair(rt.tu, ru):
-            return  # "якщо діалог уже ведеться — нічого"
-        if self._final_check(ru) is not None:
+            # "якщо діалог уже ведеться — нічого"
+            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification",
+                           "dialog_in_progress")
+            return
+        if (reason := self._final_check(ru)) is not None:
+            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification", reason)
             return
         rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
 

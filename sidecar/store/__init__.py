@@ -2,7 +2,7 @@
 from .db import Store
 from .errors import DataDirLocked, MigrationError, SchemaTooNew, StoreError
 from .ops import (Ack, AnyOp, DeleteFavorite, DeleteSession, DeleteState, DeleteStateScope,
-                  Enqueue, Op, PruneTasks, PutFavorite, PutMeta, PutSession, PutState, PutTask,
+                  Enqueue, Op, PruneDecisions, PruneTasks, PutDecision, PutFavorite, PutMeta, PutSession, PutState, PutTask,
                   Retry)
 from .rows import OutboxRow, SessionRow
 
@@ -10,5 +10,5 @@ __all__ = [
     "Store", "StoreError", "DataDirLocked", "SchemaTooNew", "MigrationError",
     "Op", "AnyOp", "PutTask", "PutFavorite", "DeleteFavorite", "PutState", "DeleteState",
     "DeleteStateScope", "PutSession", "DeleteSession", "Enqueue", "Ack", "Retry", "PruneTasks",
-    "PutMeta", "OutboxRow", "SessionRow",
+    "PutMeta", "PutDecision", "PruneDecisions", "OutboxRow", "SessionRow",
 ]

@@ -38,6 +38,7 @@ import msgspec
 
 from sidecar.domain.tasks import Task
 
+from .decisions import read_decisions
 from .errors import SchemaTooNew, StoreError
 from .lock import DirLock
 from .migrations import MIGRATIONS, migrate, user_version
@@ -243,6 +244,12 @@ class Store:
             return None if r is None else r[0]
 
         return await self._run(read)
+
+    # ------------------------------------------------------------------ readers: decision log
+    async def decisions(self, tu: str, ru: str, since: float | None = None) -> list[dict]:
+        """The pair's decision-log rows at or after ``since`` (unix seconds), in order
+        (:func:`sidecar.store.decisions.read_decisions`)."""
+        return await self._run(read_decisions, tu, ru, since)
 
     # ------------------------------------------------------------------ readers: outbox
     async def outbox_due(self, now: float, limit: int = 100, *,

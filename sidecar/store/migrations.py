@@ -23,6 +23,12 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
 * ``outbox`` — Stack writes not yet acknowledged (DESIGN §9); ``idem_key`` UNIQUE; the head of a
   pair is its lowest ``id``.
 * ``meta`` — free key/value text for the store itself.
+
+Schema v2
+---------
+* ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.decisions`): one row per candidate
+  outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
+  pruned by ``at`` after 7 days.
 """
 from __future__ import annotations
 
@@ -95,8 +101,24 @@ CREATE TABLE meta (
 ) WITHOUT ROWID;
 """
 
+V2 = """
+CREATE TABLE decisions (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    tu       TEXT NOT NULL,
+    ru       TEXT NOT NULL,
+    at       REAL NOT NULL,
+    type     TEXT NOT NULL,
+    source   TEXT NOT NULL,
+    outcome  TEXT NOT NULL,
+    task_id  TEXT,
+    detail   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX decisions_by_pair ON decisions (tu, ru, at, id);
+CREATE INDEX decisions_by_at ON decisions (at);
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1,)
+MIGRATIONS: tuple[str, ...] = (V1, V2)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

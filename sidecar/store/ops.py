@@ -130,8 +130,29 @@ class PutMeta(Op, frozen=True):
     value: str
 
 
+class PutDecision(Op, frozen=True):
+    """Append one decision-log row (DESIGN §13; :mod:`sidecar.decisions`).  ``at``: unix seconds;
+    ``outcome``: ``created`` | ``refused:<reason>`` | ``miss`` | ``removed:<reason>``."""
+
+    tu: str
+    ru: str
+    at: float
+    task_type: str  # ``type`` is the ops union's tag field
+    source: str
+    outcome: str
+    task_id: str | None = None
+    detail: dict = {}
+
+
+class PruneDecisions(Op, frozen=True):
+    """Delete decision-log rows older than ``before`` (unix seconds; DESIGN §13: kept 7 days)."""
+
+    before: float
+
+
 AnyOp = Union[PutTask, PutFavorite, DeleteFavorite, PutState, DeleteState, DeleteStateScope,
-              PutSession, DeleteSession, Enqueue, Ack, Retry, PruneTasks, PutMeta]
+              PutSession, DeleteSession, Enqueue, Ack, Retry, PruneTasks, PutMeta, PutDecision,
+              PruneDecisions]
 
 _PUT_TASK = (
     "INSERT INTO tasks (task_id, tu, project, ru, type, source, created_at, deadline, closed_at,"
@@ -167,6 +188,11 @@ _ENQUEUE = (
 _ACK = "DELETE FROM outbox WHERE id=?"
 _RETRY = "UPDATE outbox SET attempts=?, next_at=?, last_error=? WHERE id=?"
 _PRUNE = "DELETE FROM tasks WHERE closed_at IS NOT NULL AND closed_at < ?"
+_PUT_DECISION = (
+    "INSERT INTO decisions (tu, ru, at, type, source, outcome, task_id, detail)"
+    " VALUES (?,?,?,?,?,?,?,?)"
+)
+_PRUNE_DECISIONS = "DELETE FROM decisions WHERE at < ?"
 _PUT_META = (
     "INSERT INTO meta (key, value) VALUES (?,?)"
     " ON CONFLICT (key) DO UPDATE SET value=excluded.value"
@@ -198,6 +224,9 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
     Retry: (_RETRY, lambda o: (o.attempts, o.next_at, o.error, o.outbox_id)),
     PruneTasks: (_PRUNE, lambda o: (o.closed_before,)),
     PutMeta: (_PUT_META, lambda o: (o.key, o.value)),
+    PutDecision: (_PUT_DECISION, lambda o: (o.tu, o.ru, o.at, o.task_type, o.source, o.outcome,
+                                            o.task_id, to_json(o.detail))),
+    PruneDecisions: (_PRUNE_DECISIONS, lambda o: (o.before,)),
 }
 
 

@@ -1,0 +1,214 @@
+"""The decision log: every candidate and what became of it, chain misses and removals (DESIGN
+§13 "The decision log ("why")", §9 "Candidates").
+
+Rules / theory of operation
+---------------------------
+* A **decision** is a fact about one pair at one instant (unix seconds): a task type, the trigger
+  (``source``: ``socket``, ``chain``, ``over_60m``, ``notification``, ``scroll_new`` …) and an
+  ``outcome``:
+
+  - ``created`` — the Task Factory made the task (``task_id`` set);
+  - ``refused:<reason>`` — a service's final check or the Task Factory said no, e.g.
+    ``stronger_task_open``, ``offline``, ``no_chat_limit``, ``limit_unknown``, ``not_favorite``,
+    ``blocked``, ``white``, ``inactive``, ``freeloader``, ``logged_out``;
+  - ``miss`` — a Follow-up chain attempt whose keyed roll failed (seed 003: "шанс не випав");
+  - ``removed:<reason>`` — a Follow-up chain left the runtime pool (seed 004 "Видалення"):
+    ``new_unanswered``, ``blocked``, ``inactive``, ``white``, ``attempts_done``, ``past_60m``.
+
+* Services and the Task Factory hand facts up through :func:`record`; it appends the store op
+  (:class:`~sidecar.store.ops.PutDecision`) and, for a candidate (``created`` / ``refused`` /
+  ``miss``), the Stack write ``POST /v1/tus/{tu}/candidates`` to the **caller's step**, so the
+  decision commits in the same transaction as the state change it explains and reaches Stack
+  through the outbox (DESIGN §9).  Nothing is written outside a step.
+* A refusal that a service re-checks on every RU Online pass (DESIGN §7) is logged **once per
+  change**: the same outcome for the same (TU, RU, type, source) is not repeated until a different
+  outcome was logged in between.  One fact reported twice in one step (the Task Factory and the
+  chain both report a factory refusal) is logged once.
+* Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
+  tasks (Stack keeps the task history), run at every login and once a day.
+* Read side: :func:`why_answer` serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
+  RU`` (:mod:`sidecar.why_cli`) reads the data dir.  Each row carries ``text``, a sentence a shift
+  lead can read without knowing the code (:func:`explain`).
+"""
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+
+from sidecar.stack import writes as stack_out
+from sidecar.store import ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.services.base import Step
+    from sidecar.store.db import Store
+    from sidecar.tu import TuRuntime
+
+RETENTION_S = 7 * 86400.0  # DESIGN §13: the decision log is kept 7 days
+HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
+CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the decision log.  ``at``: unix seconds (UTC)."""
+
+    tu: str
+    ru: str
+    at: float
+    type: str  # task type of the candidate (follow_up_message for chain removals)
+    source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m`` …)
+    outcome: str  # created | refused:<reason> | miss | removed:<reason>
+    task_id: str | None = None  # the created (or blocking) task, when there is one
+    detail: dict = {}  # e.g. {"step": 1, "chance": 0.75} or {"open_type": "like"}
+
+
+def refused(reason: str) -> tuple[str, dict]:
+    """``(outcome, detail)`` for a refusal reason as services and the factory return it.
+
+    Reasons are normalised to DESIGN §13's names: ``open`` (the same type is open) and
+    ``stronger_task:<type>`` both become ``stronger_task_open`` with ``detail.open_type`` (DESIGN
+    §6: a candidate is refused while a stronger *or the same* task of its channel is open)."""
+    if reason.startswith("refused:"):
+        reason = reason[len("refused:"):]
+    if reason.startswith("stronger_task:"):
+        return "refused:stronger_task_open", {"open_type": reason.split(":", 1)[1]}
+    if reason == "open":
+        return "refused:stronger_task_open", {}
+    return f"refused:{reason}", {}
+
+
+class DecisionLog:
+    """Per process: which outcome was logged last per (TU, RU, type, source) — the memory that
+    keeps a refusal re-checked every pass from being logged every pass."""
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, str, str, str], tuple[str, float]] = {}  # key -> (outcome, at)
+        self.logged = 0  # rows written by this process (status)
+
+    def admit(self, d: Decision) -> bool:
+        key = (d.tu, d.ru, d.type, d.source)
+        prev = self.last.get(key)
+        if prev is not None and prev[0] == d.outcome and (prev[1] == d.at or _repeats(d.outcome)):
+            return False
+        self.last[key] = (d.outcome, d.at)
+        self.logged += 1
+        return True
+
+    def forget_tu(self, tu: str) -> None:
+        """At logout: a new session logs its first refusals again."""
+        for key in [k for k in self.last if k[0] == tu]:
+            del self.last[key]
+
+
+def _repeats(outcome: str) -> bool:
+    return outcome.startswith("refused:")
+
+
+def record(step: "Step", rt: "TuRuntime", d: Decision) -> bool:
+    """Log ``d`` in ``step`` (store row + Stack candidate write); False when it repeats the last
+    logged outcome (see the module rules)."""
+    log: DecisionLog = rt.engine.decisions
+    if not log.admit(d):
+        return False
+    step.ops.append(ops.PutDecision(tu=d.tu, ru=d.ru, at=d.at, task_type=d.type, source=d.source,
+                                    outcome=d.outcome, task_id=d.task_id, detail=dict(d.detail)))
+    if d.outcome.split(":", 1)[0] in CANDIDATE_OUTCOMES:
+        write = stack_out.candidate(d.tu, d.ru, d.type, d.source, d.at, outcome=d.outcome,
+                                    task_id=d.task_id, detail=dict(d.detail))
+        step.ops.append(write.enqueue(step.now))
+        step.outbox += 1
+    return True
+
+
+def record_outcome(step: "Step", rt: "TuRuntime", ru: str, type_: Any, source: str, outcome: str,
+                   *, task_id: str | None = None, detail: dict | None = None) -> bool:
+    """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
+    refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
+    extra: dict = {}
+    if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
+        outcome, extra = refused(outcome)
+    return record(step, rt, Decision(
+        tu=rt.tu, ru=ru, at=step.now, type=getattr(type_, "value", type_), source=source,
+        outcome=outcome, task_id=task_id, detail={**extra, **(detail or {})}))
+
+
+def recorded(propose: Callable) -> Callable:
+    """Decorator for ``TaskFactory.propose(step, rt, candidate)``: logs what the factory decided
+    (``created`` with the task id, or ``refused:<reason>``) and returns its result unchanged."""
+
+    @functools.wraps(propose)
+    def wrapper(self, step: "Step", rt: "TuRuntime", cand: Any) -> Any:
+        result = propose(self, step, rt, cand)
+        task_id = getattr(result, "task_id", None)
+        if task_id is not None:
+            record_outcome(step, rt, cand.ru, cand.type, cand.source, "created", task_id=task_id)
+        else:
+            reason = getattr(result, "reason", "unknown")
+            open_type = None
+            if reason == "open":
+                open_type = getattr(cand.type, "value", cand.type)
+            record_outcome(step, rt, cand.ru, cand.type, cand.source, reason,
+                           detail={"open_type": open_type} if open_type else None)
+        return result
+
+    return wrapper
+
+
+def housekeeping_ops(now: float) -> list[ops.Op]:
+    """Prune decisions and closed tasks older than :data:`RETENTION_S` (unix seconds ``now``)."""
+    before = now - RETENTION_S
+    return [ops.PruneDecisions(before=before), ops.PruneTasks(closed_before=before)]
+
+
+# ---- read side ---------------------------------------------------------------------------------
+
+REASON_TEXT = {
+    "stronger_task_open": "a stronger or the same task was already open for this customer",
+    "offline": "the customer was offline",
+    "no_chat_limit": "no chat limit left",
+    "no_mail_limit": "no mail limit left",
+    "limit_unknown": "the limit was not known yet (counts as none)",
+    "not_favorite": "the customer is not an active favorite in Stack",
+    "blocked": "blocked (by the profile or by the customer)",
+    "white": "the favorite is whitelisted (never reminded)",
+    "inactive": "the favorite is not active",
+    "freeloader": "the customer is a freeloader",
+    "tu_mailed_since": "the profile already mailed since",
+    "logged_out": "the profile was not logged in",
+    "dialog_in_progress": "the dialog was already being worked",
+    "new_unanswered": "the customer wrote again (a new Unanswered message)",
+    "attempts_done": "all three attempts were used",
+    "past_60m": "60 minutes passed since the profile's last message",
+}
+
+
+def explain(row: dict) -> str:
+    """One sentence for a shift lead, e.g. ``follow_up_message (chain) refused: the customer was
+    offline``."""
+    outcome = row["outcome"]
+    head = f"{row['type']} ({row['source']})"
+    kind, _, reason = outcome.partition(":")
+    detail = row.get("detail") or {}
+    if kind == "created":
+        return f"{head} created as task {row.get('task_id')}"
+    if kind == "miss":
+        chance = detail.get("chance")
+        pct = f" ({chance:.0%} chance)" if isinstance(chance, (int, float)) else ""
+        return f"{head} attempt {detail.get('step', '?')}: the roll missed{pct}"
+    text = REASON_TEXT.get(reason, reason.replace("_", " "))
+    if detail.get("open_type"):
+        text += f" ({detail['open_type']})"
+    verb = "chain removed" if kind == "removed" else "refused"
+    return f"{head} {verb}: {text}"
+
+
+async def why_answer(store: "Store", args: Any) -> dict:
+    """The bridge method ``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order.
+
+    Answer ``{"tu", "ru", "since", "decisions": [{"at", "type", "source", "outcome", "task_id",
+    "detail", "text"}]}`` (``at`` unix seconds); rows older than the retention are gone."""
+    rows = await store.decisions(args.tu, args.ru, since=args.since)
+    for row in rows:
+        row["text"] = explain(row)
+    return {"tu": args.tu, "ru": args.ru, "since": args.since, "decisions": rows}

@@ -1,0 +1,95 @@
+"""``sidecar why TU RU``: a pair's decision log from the data dir, for a shift lead (DESIGN §13).
+
+Reads ``<data dir>/sidecar.db`` read-only (:func:`sidecar.store.decisions.read_data_dir`), so it
+works while the sidecar runs and changes nothing.  Prints a table (``rich``), oldest first:
+time (UTC), task type, trigger, outcome and a sentence saying why; ``--json`` prints one JSON
+object per line instead (times in unix seconds).  ``--since`` takes an ISO-8601 instant
+(``2026-11-30T08:00:00Z``) or a span back from now (``90m``, ``6h``, ``2d``).
+
+Exit codes: 0 (also when the pair has no decisions: the table says so), 2 bad arguments or no
+readable decision log in the data dir (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sidecar.decisions import RETENTION_S, explain
+
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    w = sub.add_parser("why", help="print a TU+RU pair's decisions (the decision log)")
+    w.add_argument("tu", help="the profile (TU) id")
+    w.add_argument("ru", help="the customer (RU) id")
+    w.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
+    w.add_argument("--since", help="ISO-8601 instant or a span back from now: 90m, 6h, 2d")
+    w.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
+
+def parse_since(text: str | None, now: float) -> float | None:
+    """``--since`` → unix seconds; ValueError with a readable message when it is neither form."""
+    if text is None:
+        return None
+    m = _SPAN.match(text.strip())
+    if m:
+        return now - float(m.group(1)) * _UNIT_S[m.group(2)]
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--since {text!r}: not an ISO-8601 instant nor a span like 90m, 6h, 2d") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sidecar.config import default_data_dir
+    from sidecar.store.decisions import DecisionLogUnavailable, read_data_dir
+
+    try:
+        since = parse_since(args.since, time.time())
+    except ValueError as exc:
+        print(f"sidecar why: {exc}", file=sys.stderr)
+        return 2
+    data_dir = args.data_dir or default_data_dir()
+    try:
+        rows = read_data_dir(data_dir, args.tu, args.ru, since)
+    except DecisionLogUnavailable as exc:
+        print(f"sidecar why: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        for row in rows:
+            sys.stdout.write(json.dumps({"tu": args.tu, "ru": args.ru, **row, "text": explain(row)},
+                                        ensure_ascii=False) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    days = RETENTION_S / 86400
+    if not rows:
+        span = f"since {_utc(since)} UTC" if since is not None else f"in the last {days:.0f} days"
+        console.print(f"No decisions for TU {args.tu} and RU {args.ru} {span} "
+                      f"(the log keeps {days:.0f} days).")
+        return 0
+    table = Table(title=f"Why: TU {args.tu} · RU {args.ru}", title_justify="left")
+    for col in ("time (UTC)", "task type", "trigger", "outcome", "why"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        outcome = row["outcome"]
+        style = "green" if outcome == "created" else ("yellow" if outcome == "miss" else None)
+        table.add_row(_utc(row["at"]), row["type"], row["source"], outcome, explain(row), style=style)
+    console.print(table)
+    return 0
