@@ -13,7 +13,10 @@ Rules / theory of operation
   - ``task_open`` — such a task is open now; ``task_closed`` — the last such task (by creation)
     is closed [with ``reason``];
   - ``marker`` — Stack holds marker ``name`` of (``tu``, ``ru``) and ``value`` is a subset of it
-    (dicts recursively; other values by equality); ``value: null`` means absent.
+    (dicts recursively; other values by equality); ``value: null`` means absent;
+  - ``decision`` — the pair's decision log, as the sidecars' ``why`` answers it, holds an entry
+    with that ``outcome`` [and ``type``] at ``t1 - 1 <= at <= t2 + 1`` (:func:`evaluate_decision`;
+    ``outcome`` ``refused`` / ``removed`` alone matches any reason).
 
 * :func:`consistency` checks the whole run (DESIGN §6): no task closed twice (two different
   closes); never two open tasks of one type for a (TU, RU) (an interval overlap; a close and a new
@@ -78,6 +81,26 @@ def _desc(e: sc.Expect) -> str:
     if e.between is not None:
         parts.append(f"between={list(e.between)}")
     return " ".join(parts)
+
+
+def outcome_matches(expected: str, actual: str) -> bool:
+    """``refused:offline`` matches itself; a bare ``refused`` or ``removed`` any reason of it."""
+    if expected in ("refused", "removed"):
+        return actual.startswith(expected + ":")
+    return expected == actual
+
+
+def evaluate_decision(e: sc.Expect, decisions: list[dict], start: float) -> Result:
+    """A ``decision`` expectation over the pair's ``why`` rows (``at`` unix seconds; every
+    machine's log merged)."""
+    lo, hi = e.between[0] - TOLERANCE_S, e.between[1] + TOLERANCE_S
+    hits = [d for d in decisions if lo <= d["at"] - start <= hi and outcome_matches(e.outcome, d["outcome"])
+            and (e.type is None or d["type"] == e.type)]
+    seen = [f"{d['type']}@{d['at'] - start:.1f}({d['source']}) {d['outcome']}" for d in decisions
+            if e.type is None or d["type"] == e.type]
+    shown = "[" + ", ".join(seen[:8]) + (" …" if len(seen) > 8 else "") + "]"
+    return Result(lineno=e.lineno, what=e.what, ok=bool(hits),
+                  detail=f"{_desc(e)} outcome={e.outcome}: found {len(hits)}; the pair's log: {shown}")
 
 
 def _in_window(tasks: list[Task], start: float, between: tuple[float, float]) -> list[Task]:

@@ -331,7 +331,7 @@ class StackFault(Base, tag="stack", kw_only=True):
 
 
 class Expect(Base, tag="expect", kw_only=True):
-    what: Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker"]
+    what: Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker", "decision"]
     type: str | None = None
     tu: str | None = None
     ru: str | None = None
@@ -342,12 +342,14 @@ class Expect(Base, tag="expect", kw_only=True):
     max: int | None = None
     name: str | None = None
     value: Any = msgspec.UNSET
+    outcome: str | None = None  # decision: created | refused:<reason> | miss | removed:<reason>
 
     def check(self) -> str | None:
         w = self.what
         need = {"task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
                 "task_open": ("type", "tu", "ru"), "task_closed": ("type", "tu", "ru"),
-                "count": ("type", "between", "min", "max"), "marker": ("tu", "ru", "name")}[w]
+                "count": ("type", "between", "min", "max"), "marker": ("tu", "ru", "name"),
+                "decision": ("tu", "ru", "outcome", "between")}[w]
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
             return f"expect {w} needs {', '.join(missing)}"

@@ -229,6 +229,24 @@ class Replay:
             for tu, (project, operator) in m.tus.items():
                 await self._send(m, "session.login", {"tu": tu, "project": project, "operator": operator})
 
+    async def _why(self, tu: str, ru: str) -> list[dict]:
+        """The pair's decision log from every machine of the run (DESIGN §13): ``why`` over the
+        bridge from the running ones, the data dir (read-only, as ``sidecar why``) from the
+        ones a shift change retired; merged by ``at``."""
+        from sidecar.store.decisions import DecisionLogUnavailable, read_data_dir
+
+        rows: list[dict] = []
+        for m in self.machines:
+            if m.running:
+                answer = await self._send(m, "why", {"tu": tu, "ru": ru})
+                rows += (answer or {}).get("decisions", [])
+            else:
+                try:
+                    rows += read_data_dir(m.data_dir, tu, ru)
+                except DecisionLogUnavailable as exc:
+                    self.stats.warnings.append(f"why {tu}/{ru} on {m.name}: {exc}")
+        return sorted(rows, key=lambda r: r["at"])
+
     # ---- the loop --------------------------------------------------------------------------
 
     def _push(self, t: float, phase: int, item: Any) -> None:
@@ -339,6 +357,9 @@ class Replay:
         elif k is sc.StackFault:
             self.stack.set_fault(line.mode, line.value)
             self.rec.context(now, "stack", mode=line.mode, value=line.value)
+        elif k is sc.Expect and line.what == "decision":
+            rows = await self._why(line.tu, line.ru)
+            self.results.append(ex.evaluate_decision(line, rows, self.start))
         elif k is sc.Expect:
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
         else:

@@ -12,7 +12,10 @@ Rules / theory of operation
     clears) → ``{"ok": true, "tu", "ru", "name", "value"}``.
   - ``POST /v1/tus/{tu}/tasks`` body ``{"event": "created"|"closed", "task": {... "task_id"}}`` —
     merged into the TU's history by ``task_id`` → ``{"ok": true, "task_id"}``.
-  - ``POST /v1/tus/{tu}/candidates`` body: any JSON object → ``{"ok": true}``.
+  - ``POST /v1/tus/{tu}/candidates`` body ``{"ru", "type", "source", "at", "outcome", "task_id"?,
+    "detail"?}`` — a service's candidate and what the Task Factory did with it (DESIGN §9, §13;
+    ``outcome`` is ``created``, ``refused:<reason>`` or ``miss``) → ``{"ok": true}``; a body
+    without those fields → 400.
   - ``GET /v1/health`` → ``{"ok": true}`` (not subject to faults).
 
 * Every write needs an ``Idempotency-Key`` header: without one → 400.  A key whose write was
@@ -254,6 +257,14 @@ class StackServer:
         return 200, _dump({"ok": True, "task_id": task["task_id"]})
 
     def _w_candidate(self, tu: str, data: dict, key: str) -> tuple[int, bytes]:
+        missing = [k for k in ("ru", "type", "source", "outcome") if not isinstance(data.get(k), str)]
+        if not isinstance(data.get("at"), (int, float)) or isinstance(data.get("at"), bool):
+            missing.append("at")
+        if missing:
+            return 400, _dump({"error": f"candidate body needs {', '.join(missing)}"})
+        outcome = data["outcome"]
+        if not (outcome in ("created", "miss") or (outcome.startswith("refused:") and len(outcome) > 8)):
+            return 400, _dump({"error": f"candidate outcome {outcome!r}: created, refused:<reason> or miss"})
         self.candidates.setdefault(tu, []).append(data)
         self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
         return 200, _dump({"ok": True})

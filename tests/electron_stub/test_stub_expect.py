@@ -100,3 +100,31 @@ def test_reannounced_task_is_not_new():
     rec = Recorder(T0)
     assert created(rec, "a") is not None
     assert created(rec, "a") is None and rec.redelivered == 1 and len(rec.tasks) == 1
+
+
+def test_decision_expectation_over_why_rows():
+    rows = [{"at": T0 + 80.2, "type": "follow_up_message", "source": "chain", "outcome": "refused:offline"},
+            {"at": T0 + 150.0, "type": "follow_up_message", "source": "chain", "outcome": "created"},
+            {"at": T0 + 150.0, "type": "unanswered_message", "source": "socket", "outcome": "created"}]
+    base = dict(what="decision", tu="g", ru="r")
+    ok = lambda **kw: ex.evaluate_decision(E(**base, **kw), rows, T0).ok  # noqa: E731
+    assert ok(type="follow_up_message", outcome="created", between=[80, 201])
+    assert ok(type="follow_up_message", outcome="created", between=[151, 160])  # 1 s tolerance
+    assert not ok(type="follow_up_message", outcome="created", between=[152, 160])
+    assert ok(outcome="refused:offline", between=[0, 100])
+    assert ok(outcome="refused", between=[0, 100])  # any reason
+    assert not ok(outcome="refused:no_chat_limit", between=[0, 300])
+    assert not ok(type="like", outcome="created", between=[0, 300])
+    assert not ok(outcome="miss", between=[0, 300])
+    r = ex.evaluate_decision(E(**base, outcome="miss", between=[0, 300]), rows, T0)
+    assert "found 0" in r.detail and "refused:offline" in r.detail and r.lineno == 2
+
+
+def test_decision_expectation_needs_outcome_and_window():
+    import pytest
+    for missing in ("outcome", "between"):
+        line = {"t": 1, "kind": "expect", "what": "decision", "tu": "a", "ru": "r", "outcome": "created",
+                "between": [0, 1]}
+        del line[missing]
+        with pytest.raises(sc.ScenarioError, match=missing):
+            sc.parse_lines([HEADER, json.dumps(line)], "x.jsonl")

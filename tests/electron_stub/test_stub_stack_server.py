@@ -80,7 +80,14 @@ def test_tasks_merge_by_id_and_candidates(stack):
     hist = {x["task_id"]: x for x in stack.http.get("/v1/tus/g/startup").json()["history"]}
     assert hist["t1"]["type"] == "like" and hist["t1"]["reason"] == "expired"
     assert stack.http.post("/v1/tus/g/tasks", json={"event": "opened", "task": t}, headers=h("e")).status_code == 400
-    assert stack.http.post("/v1/tus/g/candidates", json={"ru": "r1"}, headers=h("f")).status_code == 200
+    cand = {"ru": "r1", "type": "follow_up_message", "source": "chain", "at": 3.0,
+            "outcome": "refused:offline", "task_id": None, "detail": {}}
+    assert stack.http.post("/v1/tus/g/candidates", json=cand, headers=h("f")).status_code == 200
+    assert stack.candidates["g"] == [cand]
+    assert stack.http.post("/v1/tus/g/candidates", json={"ru": "r1"}, headers=h("f2")).status_code == 400
+    assert stack.http.post("/v1/tus/g/candidates", json={**cand, "outcome": "maybe"},
+                           headers=h("f3")).status_code == 400
+    assert stack.http.post("/v1/tus/g/candidates", json={**cand, "at": True}, headers=h("f4")).status_code == 400
     assert stack.http.post("/v1/tus/g/candidates", content=b"not json", headers=h("g")).status_code == 400
     assert stack.http.post("/v1/tus/g/nope", json={}, headers=h("h")).status_code == 404
 
