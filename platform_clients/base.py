@@ -35,13 +35,17 @@ class BadRawEvent(ValueError):
 class Pass(msgspec.Struct, frozen=True):
     """A poll the sidecar asks Electron to make (seed 003 "Зведення проходів").
 
-    ``period_s`` None: only on demand (login, socket reconnect, explicit triggers)."""
+    Every pass runs at login.  ``period_s`` None: no period (login, and the socket reconnect when
+    ``on_reconnect``).  ``on_reconnect`` False: a platform socket reconnect does not run it —
+    Prime "check mail" (seed 003: "сокет є → перевірка тільки при логіні") and the stateful
+    criteria-``active`` scroll, which keeps its own cadence."""
 
     name: str  # our name for the pass, used in timers, logs and platform.poll frames
     method: str  # platform.request method Electron calls
     params: dict
     period_s: float | None
     purpose: str  # online | check_chat | check_mail | open_limits | likes
+    on_reconnect: bool = True
 
 
 class RawDialog(msgspec.Struct, kw_only=True):
@@ -59,6 +63,7 @@ class RawDialog(msgspec.Struct, kw_only=True):
     blockedByUser: bool = False
     mutualLike: bool = False
     unansweredMailAt: float | None = None  # the RU's last unanswered letter, if any
+    spend30dUsd: float | None = None  # the RU's global spend over 30 days, when the list shows it
 
 
 class RawDialogPage(msgspec.Struct):
@@ -66,12 +71,15 @@ class RawDialogPage(msgspec.Struct):
     next_cursor: int | None = None
 
 
-def snapshot_of(row: RawDialog) -> DialogSnapshot:
-    """Normalise a list row (Chathouse and Prime share the row shape)."""
+def snapshot_of(row: RawDialog, last_kind: str | None = None) -> DialogSnapshot:
+    """Normalise a list row (Chathouse and Prime share the row shape).  ``last_kind``: the last
+    message's kind as the platform's client reads it (:meth:`PlatformClient.message_kind`);
+    default the row's own ``type``."""
     lm = row.lastMessage or {}
     return DialogSnapshot(
         ru=row.userId, online=row.isOnline, last_from=lm.get("from"), last_at=lm.get("at"),
-        last_kind=lm.get("type"), last_tu_at=row.lastTuMessageAt, chat_limit=row.chatLimit,
+        last_kind=last_kind or lm.get("type"), last_tu_at=row.lastTuMessageAt,
+        spend_30d_usd=row.spend30dUsd, chat_limit=row.chatLimit,
         mail_limit=row.mailLimit, blocked_by_tu=row.blockedByMe, blocked_by_ru=row.blockedByUser,
         dialog_id=row.dialogId, mutual_like=row.mutualLike, unanswered_mail_at=row.unansweredMailAt)
 
@@ -96,6 +104,15 @@ class PlatformClient:
             return fn(tu, data)
         except (BadRawEvent, msgspec.ValidationError, TypeError, KeyError) as exc:
             raise BadRawEvent(f"{cls.project} {name}: {exc}") from exc
+
+    @classmethod
+    def message_kind(cls, type_: str | None, body: str | None) -> str | None:
+        """``"like"`` when a chat item of this ``type_`` and ``body`` is a Like on this platform
+        (seed 003 "Like": Golden text 🌹, Chathouse by body, Prime like types), else ``type_``.
+        The one rule for socket events and column rows alike."""
+        if type_ == "like" or type_ in cls.like_kinds:
+            return "like"
+        return type_
 
     @classmethod
     def pass_named(cls, name: str) -> Pass:
@@ -124,7 +141,10 @@ class PlatformClient:
         snaps = []
         for i, row in enumerate(rows):
             try:
-                snaps.append(snapshot_of(msgspec.convert(row, RawDialog)))
+                raw = msgspec.convert(row, RawDialog)
+                lm = raw.lastMessage or {}
+                kind = cls.message_kind(lm.get("type"), lm.get("body"))
+                snaps.append(snapshot_of(raw, kind))
             except msgspec.ValidationError as exc:
                 log.warning("%s: skipping dialog row %d: %s", cls.project, i, exc)
         cursor = result.get("next_cursor")

@@ -87,7 +87,7 @@ def _send(tu: str, data: Any) -> list[ev.DomainEvent]:
         return [ev.OpenLimitsSignal(tu=tu, ru=ru, at=s.at, reason="icebreaker", source="socket")]
     if outgoing:
         return [ev.ChatOut(tu=tu, ru=ru, at=s.at, msg_id=s.id)]
-    if s.type == "like" or s.body.strip() in LIKE_BODIES:
+    if ChathouseClient.message_kind(s.type, s.body) == "like":
         return [ev.LikeIn(tu=tu, ru=ru, at=s.at, kind="like")]
     return [ev.ChatIn(tu=tu, ru=ru, at=s.at, msg_id=s.id, body=s.body)]
 
@@ -134,6 +134,14 @@ class ChathouseClient(PlatformClient):
         "chat_request": _chat_request,
         "incomingEmail": _email,
     }
+
+    @classmethod
+    def message_kind(cls, type_: str | None, body: str | None) -> str | None:
+        """A like is recognised by its body (seed 003 "лайк по тілу повідомлення") — on the
+        socket and in tab ``new`` rows alike."""
+        if type_ in ("message", "like") and (type_ == "like" or (body or "").strip() in LIKE_BODIES):
+            return "like"
+        return type_
 
     @staticmethod
     def is_freeloader(fav: dict) -> bool:

@@ -88,7 +88,7 @@ def _message(tu: str, data: Any) -> list[ev.DomainEvent]:
     ru = m.recipientId if outgoing else m.senderId
     if outgoing:
         return [ev.ChatOut(tu=tu, ru=ru, at=m.at, msg_id=m.id)] if m.type == "message" else []
-    if m.type in LIKE_TYPES:
+    if PrimeClient.message_kind(m.type, m.text) == "like":
         return [ev.LikeIn(tu=tu, ru=ru, at=m.at, kind=m.type)]
     if m.type == "system":
         return [ev.OpenLimitsSignal(tu=tu, ru=ru, at=m.at, reason="system", source="socket",
@@ -124,8 +124,9 @@ class PrimeClient(PlatformClient):
         Pass("online", "dialogs", {"criteria": ["active", "online"]}, 60.0, "online"),
         Pass("check_chat", "dialogs", {"criteria": ["unanswered"]}, 1800.0, "check_chat"),
         Pass("likes", "dialogs", {"criteria": []}, 1800.0, "likes"),
-        Pass("check_mail", "inbox_unanswered", {}, None, "check_mail"),
-        Pass("open_limits", "dialogs", {"criteria": ["active"]}, 120.0, "open_limits"),
+        Pass("check_mail", "inbox_unanswered", {}, None, "check_mail", on_reconnect=False),
+        Pass("open_limits", "dialogs", {"criteria": ["active"]}, 120.0, "open_limits",
+             on_reconnect=False),
     )
     decoders = {
         "MessageSent": _message,

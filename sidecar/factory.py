@@ -87,7 +87,7 @@ class TaskFactory:
         task = Task(
             task_id=task_id_for(rt.tu, cand.ru, cand.type, now, cand.source),
             type=cand.type, project=rt.project, tu=rt.tu, ru=cand.ru, source=cand.source,
-            created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(fav.get("spend_30d_usd")),
+            created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(cand.ru)),
             meta=dict(cand.meta or {}))
         for weaker in SUPERSEDES.get(cand.type, ()):
             old = self.open_for(rt.tu, cand.ru, weaker)

@@ -145,6 +145,15 @@ class TuRuntime:
             # after the services dropped their state, so a closing task plans nothing new
             self.factory.close_pair(step, self, ru, CloseReason.BLOCKED)
 
+    def spend_30d(self, ru: str) -> float | None:
+        """The RU's global 30-day spend (the VIP tier, seed 003 "по всіх клієнтах"): the
+        favorite's when Stack lists one, else the last dialog row's; None when unknown."""
+        spend = (self.favorites.get(ru) or {}).get("spend_30d_usd")
+        if spend is None:
+            snap = self.snapshots.get(ru)
+            spend = None if snap is None else snap.spend_30d_usd
+        return spend
+
     def marker(self, ru: str, name: str) -> Any:
         fav = self.favorites.get(ru)
         return None if fav is None else (fav.get("markers") or {}).get(name)

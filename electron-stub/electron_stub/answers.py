@@ -7,7 +7,10 @@ Rules / theory of operation
   ``platform_clients.base.RawDialog`` encoded with ``msgspec.to_builtins``, pages are
   ``RawDialogPage`` (``{"dialogs": [...], "next_cursor": int | None}``).
 * ``RawDialog.lastMessage`` is ``{"from": "ru"|"tu"|"system", "at": unix s, "type":
-  "message"|"like"|"system"|"icebreaker", "body"}``; ``lastTuMessageAt`` is the TU's last chat
+  "message"|"system"|"icebreaker"|<like>, "body"}`` as each platform shows a like: Chathouse a
+  ``message`` whose body is the like (seed 003 "лайк по тілу"), Prime the like kind
+  (``likephoto`` / ``wink`` / ``like_newsfeed_post``); ``spend30dUsd`` is the RU's 30-day spend
+  when the world knows it (the VIP label, seed 003); ``lastTuMessageAt`` is the TU's last chat
   message; ``unansweredMailAt`` the RU's last letter when the TU has not written one since;
   ``dialogId`` is null while the dialog has no item.  Golden limits are null.
 * Golden: ``online_ru`` (online favorites of the TU), ``chat_history {ru_ids}``, ``get_mail {ru}``.
@@ -60,11 +63,14 @@ def dialog_row(world: World, project: str, tu: str, ru: str, include_likes: bool
     fav = world.favorite(project, tu, ru) or {}
     pair = world.pairs.get((project, tu, ru))
     last = pair.last_item(include_likes) if pair else None
+    shown = last.as_last_message() if last else None
+    if shown is not None and last.type == "like":
+        shown["type"] = "message" if project == "chathouse" else (last.like or "like")
     return RawDialog(
         userId=ru,
         dialogId=dialog_id(tu, ru) if pair is not None and pair.has_dialog() else None,
         isOnline=world.is_online(project, ru),
-        lastMessage=last.as_last_message() if last else None,
+        lastMessage=shown,
         lastTuMessageAt=pair.last_tu_message_at() if pair else None,
         chatLimit=None if project == "golden" else fav.get("chat_limit"),
         mailLimit=None if project == "golden" else fav.get("mail_limit"),
@@ -72,6 +78,7 @@ def dialog_row(world: World, project: str, tu: str, ru: str, include_likes: bool
         blockedByUser=bool(fav.get("blocked_by_ru")),
         mutualLike=False,
         unansweredMailAt=pair.unanswered_mail_at() if pair else None,
+        spend30dUsd=fav.get("spend_30d_usd"),
     )
 
 

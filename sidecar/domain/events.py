@@ -75,6 +75,7 @@ class OpenLimitsSignal(Event):
     reason: str  # empty_dialog | mutual_like | icebreaker | system | dialog_created
     source: str  # socket | scroll_new | scroll_active | dialog_created
     needs_live_limits: bool = False
+    row: "DialogSnapshot | None" = None  # the dialog row the signal came from (blocks, last message)
 
 
 class ChatRequestIn(Event):
@@ -118,3 +119,4 @@ class DialogSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     dialog_id: str | None = None  # None: dialog not created yet (Chathouse tab new)
     mutual_like: bool = False
     unanswered_mail_at: float | None = None  # the RU's last unanswered letter (tab new)
+    spend_30d_usd: float | None = None  # the RU's global 30-day spend, when the row shows it

@@ -18,6 +18,17 @@ Rules / theory of operation
   icebreaker last) and the icebreaker socket event, gated by the cached chat limit.  Prime: the
   system "limits opened" message / dialog created / criteria ``active`` scroll, gated by a **live**
   ``chat_restriction`` check (seed 003: the list's limits may be cached) and no block.
+* Prime's socket and scroll meet in **one condition** (seed 003 "Open Limits": "Сокет і скрол
+  ведуть в одну умову: останнє повідомлення system + є ліміти + не заблокований, з VIP-дедупом"):
+  the dialog row's last message is ``system``, the row says no block, the live limits are open,
+  and no Open Limits was raised for that system message yet.  ``dialog_created`` carries no row,
+  so it reads the first page of criteria ``active`` (the newest dialogs) for it first.
+* **A blocked RU gets no Open Limits**, favorite or not: blocks come from the dialog row when
+  the signal has one, else from the last block event or row seen for that RU, else from the
+  favorite (:meth:`InboundService.blocked`).
+* An **untouched** Chathouse empty dialog (no id, no messages) raises Open Limits once: it has no
+  message instant, so any earlier Open Limits of the pair covers it (not every check chat anew).
+* Refusals that never reach the Task Factory go to the decision log (DESIGN §13).
 * Open Limits (captcha): every chat request.
 """
 from __future__ import annotations
@@ -25,6 +36,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
+
+from sidecar.decisions import record_outcome
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import TaskType
 from sidecar.factory import Candidate
@@ -38,9 +52,33 @@ EPS = 1e-6
 class InboundService(Service):
     name = "inbound"
 
+    def __init__(self, tu) -> None:
+        super().__init__(tu)
+        self.blocks: dict[str, bool] = {}  # ru -> blocked either way, as last seen (event or row)
+        self._by: dict[str, dict[str, bool]] = {}  # ru -> {"tu": bool, "ru": bool} from events
+
+    def blocked(self, ru: str, row: ev.DialogSnapshot | None = None) -> bool:
+        """Is the pair blocked either way?  The signal's own dialog row wins, then the latest
+        block event / row seen for ``ru``, then the favorite's flags."""
+        if row is not None:
+            return row.blocked_by_tu or row.blocked_by_ru
+        if ru in self.blocks:
+            return self.blocks[ru]
+        fav = self.tu.favorites.get(ru) or {}
+        return bool(fav.get("blocked_by_tu") or fav.get("blocked_by_ru"))
+
+    def on_online(self, step: Step, came_online: set[str], online: set[str],
+                  snapshots: dict, full_pass: bool) -> None:
+        for ru, snap in snapshots.items():
+            self.blocks[ru] = snap.blocked_by_tu or snap.blocked_by_ru
+
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
         rt = self.tu
         match event:
+            case ev.BlockChanged():
+                by = self._by.setdefault(event.ru, {"tu": False, "ru": False})
+                by[event.by] = event.blocked
+                self.blocks[event.ru] = by["tu"] or by["ru"]
             case ev.ChatIn():
                 self._propose(step, TaskType.UNANSWERED_MESSAGE, event.ru, "socket")
             case ev.MailIn():
@@ -73,9 +111,25 @@ class InboundService(Service):
         rt = self.tu
         if not rt.client.has_limits:
             return  # Golden: no limits concept, the type does not apply (seed 003)
-        if sig.source != "socket" and self._covered(sig.ru, TaskType.OPEN_LIMITS, sig.at):
-            return
+        if sig.row is not None:
+            self.blocks[sig.ru] = sig.row.blocked_by_tu or sig.row.blocked_by_ru
+        # an untouched empty dialog has no message instant: any earlier Open Limits covers it
+        since = float("-inf") if sig.reason == "empty_dialog" else sig.at
+        if sig.source != "socket" and self._covered(sig.ru, TaskType.OPEN_LIMITS, since):
+            return  # VIP dedup: this system message / dialog state was raised already
         if rt.factory.open_for(rt.tu, sig.ru, TaskType.OPEN_LIMITS) is not None:
+            return
+        if sig.source == "dialog_created" and sig.row is None:
+            # the socket event has no row: read the newest dialogs (criteria active, page 0) and
+            # apply the scroll's condition to this RU's row (seed 003 "одна умова")
+            rt.request(step, self.name, "dialogs", {"criteria": ["active"], "cursor": 0},
+                       tag="dialog_row", context=sig)
+            return
+        if self.blocked(sig.ru, sig.row):
+            self._refuse(step, sig, "blocked")
+            return
+        if sig.needs_live_limits and sig.row is not None and sig.row.last_from != "system":
+            self._refuse(step, sig, "not_system")
             return
         if sig.needs_live_limits:
             rt.request(step, self.name, "chat_restriction", {"ru": sig.ru}, tag="restriction",
@@ -86,23 +140,41 @@ class InboundService(Service):
         if snap is not None and snap.chat_limit is not None:
             limit = snap.chat_limit
         if limit is not None and limit <= 0:
+            self._refuse(step, sig, "no_chat_limit")
             return
         self._propose(step, TaskType.OPEN_LIMITS, sig.ru, sig.source, meta={"reason": sig.reason})
 
+    def _refuse(self, step: Step, sig: ev.OpenLimitsSignal, reason: str) -> None:
+        record_outcome(step, self.tu, sig.ru, TaskType.OPEN_LIMITS, sig.source, reason,
+                       detail={"reason": sig.reason})
+
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
-        if request.tag != "restriction":
+        if request.tag not in ("restriction", "dialog_row"):
             return
         sig: ev.OpenLimitsSignal = request.context
-        if error is not None:
-            log.warning("%s live limits for %s failed: %s", self.tu.tu, sig.ru, error)
-            return
         rt = self.tu
+        if error is not None:
+            log.warning("%s %s for %s failed: %s", rt.tu, request.method, sig.ru, error)
+            return
+        if request.tag == "dialog_row":
+            snaps, _ = rt.client.decode_dialogs(result)
+            row = next((s for s in snaps if s.ru == sig.ru), None)
+            if row is None:
+                self._refuse(step, sig, "dialog_not_listed")  # the active scroll finds it later
+                return
+            rt.snapshots[row.ru] = row
+            at = row.last_at if row.last_at is not None else sig.at
+            self._open_limits(step, msgspec.structs.replace(sig, row=row, at=at))
+            return
         limits = rt.client.decode_restriction(result)
-        rt.update_favorite(step, sig.ru, {"chat_limit": limits.chatLimit,
-                                          "mail_limit": limits.mailLimit})
+        if rt.is_favorite(sig.ru):
+            rt.update_favorite(step, sig.ru, {"chat_limit": limits.chatLimit,
+                                              "mail_limit": limits.mailLimit})
         if limits.chatLimit > 0:
             self._propose(step, TaskType.OPEN_LIMITS, sig.ru, sig.source,
                           meta={"reason": sig.reason})
+        else:
+            self._refuse(step, sig, "no_chat_limit")
 
     # helpers ----------------------------------------------------------------------------------
     def _like(self, step: Step, ru: str, source: str) -> None:

@@ -3,8 +3,9 @@
 Rules / theory of operation
 ---------------------------
 * Each project's client declares its passes (name, platform method, period).  A pass runs at
-  login, on a platform-socket reconnect, and then every ``period_s`` (``None``: login/reconnect
-  only — Prime "check mail", seed 003 "перевірка тільки при логіні").
+  login, on a platform-socket reconnect when the pass says so (``Pass.on_reconnect``: not Prime
+  "check mail", seed 003 "сокет є → перевірка тільки при логіні", nor the Prime ``active``
+  scroll), and then every ``period_s`` (``None``: no period).
 * RU Online (``purpose == "online"``): Golden's online-RU API every 15 s, the Chathouse/Prime
   online columns every 60 s.  A result **replaces** the online set (an RU's own activity marked it
   online only "until the next pass says otherwise", DESIGN §2) and its dialog rows refresh limits
@@ -45,7 +46,7 @@ class PassService(Service):
 
     def on_reconnect(self, step: Step) -> None:
         for p in self.tu.client.passes:
-            if p.purpose != "open_limits":
+            if p.on_reconnect:
                 self._run(step, p)
 
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
@@ -95,6 +96,7 @@ class PassService(Service):
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:
+                rt.snapshots[snap.ru] = snap  # limits, blocks, VIP spend of any listed RU
                 for event in dialog_events(rt.tu, snap, step.now, p.purpose):
                     rt.engine.dispatch(step, rt, event)
             if p.purpose == "check_chat":
@@ -112,10 +114,12 @@ class PassService(Service):
             self._cursor = next_cursor
             rt.put_state(step, self.name, "open_limits_cursor", next_cursor)
             for snap in snaps:
+                rt.snapshots[snap.ru] = snap
                 if snap.last_from == "system" and snap.last_at is not None:
+                    # the row goes along: the Open Limits condition reads blocks from it
                     rt.engine.dispatch(step, rt, ev.OpenLimitsSignal(
                         tu=rt.tu, ru=snap.ru, at=snap.last_at, reason="system",
-                        source="scroll_active", needs_live_limits=True))
+                        source="scroll_active", needs_live_limits=True, row=snap))
 
 
 INBOX_PURPOSES = ("check_chat", "check_mail", "likes")
@@ -138,11 +142,11 @@ def dialog_events(tu: str, snap: ev.DialogSnapshot, now: float, purpose: str) ->
                                          last_at=snap.unanswered_mail_at, source="check_chat"))
         if snap.dialog_id is None and snap.last_from is None:
             out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=now, reason="empty_dialog",
-                                           source="scroll_new"))
+                                           source="scroll_new", row=snap))
         elif snap.mutual_like:
             out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=snap.last_at or now,
-                                           reason="mutual_like", source="scroll_new"))
+                                           reason="mutual_like", source="scroll_new", row=snap))
         elif snap.last_kind == "icebreaker":
             out.append(ev.OpenLimitsSignal(tu=tu, ru=snap.ru, at=snap.last_at or now,
-                                           reason="icebreaker", source="scroll_new"))
+                                           reason="icebreaker", source="scroll_new", row=snap))
     return out

@@ -81,7 +81,9 @@ def test_chathouse_scrolls():
     new = rows(ask(w, "chathouse", "c", "scroll_new"))
     assert set(new) == {"a", "b", "i", "m"}
     assert new["a"].lastMessage == {"from": "ru", "at": T0 + 2, "type": "message", "body": "b"}
-    assert new["b"].lastMessage["type"] == "like" and new["b"].lastTuMessageAt == T0 + 3
+    # a Chathouse like is a message recognised by its body (seed 003), as the client reads it
+    assert new["b"].lastMessage["type"] == "message" and new["b"].lastTuMessageAt == T0 + 3
+    assert {s.ru: s.last_kind for s in ChathouseClient.decode_dialogs(ask(w, "chathouse", "c", "scroll_new"))[0]}["b"] == "like"
     assert new["i"].lastMessage["type"] == "icebreaker"
     assert new["m"].unansweredMailAt == T0 + 5 and new["m"].dialogId is None and new["a"].dialogId
     assert ask(w, "chathouse", "c", "inmails_chain", {"ru": "m"})["mails"][0]["id"] == "ml"
@@ -96,7 +98,7 @@ def test_prime_criteria():
     assert set(rows(ask(w, "prime", "p", "dialogs", {"criteria": ["active", "online"]}))) == {"u"}
     assert set(rows(ask(w, "prime", "p", "dialogs", {"criteria": ["unanswered"]}))) == {"u"}
     every = rows(ask(w, "prime", "p", "dialogs", {"criteria": []}))
-    assert set(every) == {"u", "l", "s"} and every["l"].lastMessage["type"] == "like"
+    assert set(every) == {"u", "l", "s"} and every["l"].lastMessage["type"] == "wink"  # the like kind
     active = ask(w, "prime", "p", "dialogs", {"criteria": ["active"], "cursor": 0})
     assert active["next_cursor"] is None
     act = rows(active)

@@ -121,9 +121,13 @@ def test_prime_system_message_without_live_limits_is_refused():
     w = World(project="prime")
     w.limits[RU] = (0, 0)
     w.login([fav(RU, "prime")])
-    w.at(10).d.event(TU, "prime", "dialog_created", {"dialogId": "d", "ruId": RU, "at": T0 + 10})
+    w.at(10).d.event(TU, "prime", "MessageSent",
+                     {"id": "s", "type": "system", "senderId": RU, "recipientId": TU, "at": T0 + 10, "text": "limits opened"})
     assert created(w, "open_limits") == []
     assert w.d.engine.tus[TU].favorites[RU]["chat_limit"] == 0
+    from sidecar.store.ops import PutDecision
+    assert [(op.task_type, op.outcome) for op in w.d.ops if isinstance(op, PutDecision)] == [
+        ("open_limits", "refused:no_chat_limit")]
 
 
 def test_golden_has_no_open_limits():

@@ -1,0 +1,136 @@
+"""Per-platform details of seed 003 "План реалізації" that the conformance audit found (issue 6,
+item 6), each on the virtual clock: which pass runs when, how a like is recognised in a column,
+the one Prime Open Limits condition, blocks, the untouched Chathouse empty dialog, VIP labels."""
+from __future__ import annotations
+
+from tests.sidecar.world import T0, World, fav
+
+TU, RU, STRANGER = "tu-1", "ru-1", "ru-9"
+
+
+class ColumnWorld(World):
+    """A world whose column answers are set by the test: ``columns[(method, criteria)]``."""
+
+    def __init__(self, project: str) -> None:
+        self.columns: dict[tuple, list[dict]] = {}
+        self.mails: list[dict] = []
+        super().__init__(project=project)
+
+    def answer(self, tu, method, params):
+        key = (method, tuple(params.get("criteria") or ()))
+        if key in self.columns:
+            return {"dialogs": self.columns[key], "next_cursor": None}
+        if method == "inbox_unanswered":
+            return {"mails": self.mails}
+        return super().answer(tu, method, params)
+
+
+def row(ru: str, **kw) -> dict:
+    base = {"userId": ru, "dialogId": "d-" + ru, "isOnline": False, "lastMessage": None,
+            "chatLimit": 3, "mailLimit": 1}
+    base.update(kw)
+    return base
+
+
+def created(w: World, type_: str) -> list:
+    return w.d.created(type_)
+
+
+def requests(w: World, method: str) -> int:
+    return sum(1 for _, m, _ in w.d.requests if m == method)
+
+
+# seed 003 "Unanswered mail": "сокет є → перевірка тільки при логіні"
+def test_prime_check_mail_runs_at_login_only_not_on_socket_reconnect():
+    w = ColumnWorld("prime")
+    w.login([fav(RU, "prime")])
+    assert requests(w, "inbox_unanswered") == 1
+    unanswered = sum(1 for _, m, p in w.d.requests if m == "dialogs" and p.get("criteria") == ["unanswered"])
+    w.at(100).d.run(lambda s: w.d.engine.reconnected(s, TU))
+    assert requests(w, "inbox_unanswered") == 1  # not again
+    assert sum(1 for _, m, p in w.d.requests
+               if m == "dialogs" and p.get("criteria") == ["unanswered"]) == unanswered + 1  # check chat is
+
+
+# seed 003 "Like": Chathouse — "лайк по тілу повідомлення", in the column as on the socket
+def test_chathouse_like_in_the_unanswered_column_is_recognised_by_body():
+    w = ColumnWorld("chathouse")
+    w.columns[("scroll_new", ())] = [row(RU, lastMessage={"from": "ru", "at": T0 - 30, "type": "message",
+                                                          "body": "[like]"})]
+    w.login([fav(RU, "chathouse")])
+    assert [t.source for t in created(w, "like")] == ["check_chat"]
+    assert created(w, "unanswered_message") == []
+
+
+def test_prime_like_kinds_in_the_all_dialogs_list_are_likes():
+    w = ColumnWorld("prime")
+    w.columns[("dialogs", ())] = [row(RU, lastMessage={"from": "ru", "at": T0 - 30, "type": "wink", "body": ""})]
+    w.login([fav(RU, "prime")])
+    assert len(created(w, "like")) == 1
+
+
+# seed 003 "Open Limits": "Сокет і скрол ведуть в одну умову: останнє повідомлення system + є ліміти
+# + не заблокований, з VIP-дедупом"
+def test_prime_dialog_created_needs_a_system_last_message_in_the_dialog_row():
+    w = ColumnWorld("prime")
+    w.login([])
+    w.columns[("dialogs", ("active",))] = [row(STRANGER, lastMessage={"from": "ru", "at": T0 + 9, "type": "message"})]
+    w.at(10).d.event(TU, "prime", "dialog_created", {"dialogId": "d", "ruId": STRANGER, "at": T0 + 10})
+    assert created(w, "open_limits") == []
+    w.columns[("dialogs", ("active",))] = [row(STRANGER, lastMessage={"from": "system", "at": T0 + 20, "type": "system"})]
+    w.at(20).d.event(TU, "prime", "dialog_created", {"dialogId": "d", "ruId": STRANGER, "at": T0 + 20})
+    [task] = created(w, "open_limits")
+    assert task.source == "dialog_created"
+
+
+def test_prime_dialog_created_reads_blocks_from_the_dialog_row():
+    w = ColumnWorld("prime")
+    w.login([])
+    w.columns[("dialogs", ("active",))] = [row(STRANGER, blockedByUser=True,
+                                               lastMessage={"from": "system", "at": T0 + 9, "type": "system"})]
+    w.at(10).d.event(TU, "prime", "dialog_created", {"dialogId": "d", "ruId": STRANGER, "at": T0 + 10})
+    assert created(w, "open_limits") == []
+
+
+def test_prime_active_scroll_reads_blocks_from_the_row_and_dedups_with_the_socket():
+    w = ColumnWorld("prime")
+    sys_row = {"from": "system", "at": T0 + 5, "type": "system"}
+    w.columns[("dialogs", ("active",))] = [row(STRANGER, blockedByMe=True, lastMessage=sys_row),
+                                           row(RU, lastMessage=sys_row)]
+    w.at(5).login([])
+    assert [t.ru for t in created(w, "open_limits")] == [RU]
+    w.at(5 + 400)  # the task expired; the next scroll ticks list the same system message again
+    assert len(created(w, "open_limits")) == 1  # VIP dedup: one task per system message
+
+
+def test_a_blocked_ru_gets_no_open_limits_favorite_or_not():
+    for favorites in ([], [fav(STRANGER, "chathouse")]):
+        w = ColumnWorld("chathouse")
+        w.login(favorites)
+        w.at(5).d.event(TU, "chathouse", "block", {"from": STRANGER, "to": TU, "blocked": True, "at": T0 + 5})
+        w.at(10).d.event(TU, "chathouse", "Send", {"id": "i", "type": "icebreaker", "from": TU, "to": STRANGER,
+                                                   "at": T0 + 10})
+        assert created(w, "open_limits") == [], favorites
+    w = ColumnWorld("chathouse")  # and from a tab-new row that says so
+    w.columns[("scroll_new", ())] = [row(STRANGER, dialogId=None, blockedByMe=True)]
+    w.login([])
+    assert created(w, "open_limits") == []
+
+
+def test_an_untouched_chathouse_empty_dialog_raises_open_limits_once():
+    w = ColumnWorld("chathouse")
+    w.columns[("scroll_new", ())] = [row(STRANGER, dialogId=None)]
+    w.login([])
+    assert len(created(w, "open_limits")) == 1
+    w.at(4 * 3600)  # eight check chats later, still untouched
+    assert len(created(w, "open_limits")) == 1
+
+
+# seed 003: "Приставка VIP — по всіх клієнтах"
+def test_vip_tier_labels_tasks_of_non_favorites_from_the_dialog_snapshot():
+    w = ColumnWorld("chathouse")
+    w.columns[("scroll_new", ())] = [row(STRANGER, spend30dUsd=650.0,
+                                         lastMessage={"from": "ru", "at": T0 - 30, "type": "message", "body": "hi"})]
+    w.login([])
+    [task] = created(w, "unanswered_message")
+    assert task.vip == "yellow"
