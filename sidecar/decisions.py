@@ -33,7 +33,8 @@ Rules / theory of operation
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -69,8 +70,7 @@ def refused(reason: str) -> tuple[str, dict]:
     Reasons are normalised to DESIGN §13's names: ``open`` (the same type is open) and
     ``stronger_task:<type>`` both become ``stronger_task_open`` with ``detail.open_type`` (DESIGN
     §6: a candidate is refused while a stronger *or the same* task of its channel is open)."""
-    if reason.startswith("refused:"):
-        reason = reason[len("refused:"):]
+    reason = reason.removeprefix("refused:")
     if reason.startswith("stronger_task:"):
         return "refused:stronger_task_open", {"open_type": reason.split(":", 1)[1]}
     if reason == "open":
@@ -105,7 +105,7 @@ def _repeats(outcome: str) -> bool:
     return outcome.startswith("refused:")
 
 
-def record(step: "Step", rt: "TuRuntime", d: Decision) -> bool:
+def record(step: Step, rt: TuRuntime, d: Decision) -> bool:
     """Log ``d`` in ``step`` (store row + Stack candidate write); False when it repeats the last
     logged outcome (see the module rules)."""
     log: DecisionLog = rt.engine.decisions
@@ -121,7 +121,7 @@ def record(step: "Step", rt: "TuRuntime", d: Decision) -> bool:
     return True
 
 
-def record_outcome(step: "Step", rt: "TuRuntime", ru: str, type_: Any, source: str, outcome: str,
+def record_outcome(step: Step, rt: TuRuntime, ru: str, type_: Any, source: str, outcome: str,
                    *, task_id: str | None = None, detail: dict | None = None) -> bool:
     """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
     refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
@@ -138,7 +138,7 @@ def recorded(propose: Callable) -> Callable:
     (``created`` with the task id, or ``refused:<reason>``) and returns its result unchanged."""
 
     @functools.wraps(propose)
-    def wrapper(self, step: "Step", rt: "TuRuntime", cand: Any) -> Any:
+    def wrapper(self, step: Step, rt: TuRuntime, cand: Any) -> Any:
         result = propose(self, step, rt, cand)
         task_id = getattr(result, "task_id", None)
         if task_id is not None:
@@ -203,7 +203,7 @@ def explain(row: dict) -> str:
     return f"{head} {verb}: {text}"
 
 
-async def why_answer(store: "Store", args: Any) -> dict:
+async def why_answer(store: Store, args: Any) -> dict:
     """The bridge method ``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order.
 
     Answer ``{"tu", "ru", "since", "decisions": [{"at", "type", "source", "outcome", "task_id",

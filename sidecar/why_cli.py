@@ -16,7 +16,7 @@ import json
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sidecar.decisions import RETENTION_S, explain
@@ -25,7 +25,7 @@ _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def add_parser(sub: "argparse._SubParsersAction") -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("why", help="print a TU+RU pair's decisions (the decision log)")
     w.add_argument("tu", help="the profile (TU) id")
     w.add_argument("ru", help="the customer (RU) id")
@@ -46,12 +46,12 @@ def parse_since(text: str | None, now: float) -> float | None:
     except ValueError:
         raise ValueError(f"--since {text!r}: not an ISO-8601 instant nor a span like 90m, 6h, 2d") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
 def _utc(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -101,7 +101,7 @@ def test_chain_miss_and_removal_after_three_attempts_are_logged():
 def test_block_and_new_unanswered_removals_name_their_reason():
     w = World()
     w.login([fav(RU)])
-    _, due = chain_to_first_follow_up(w)
+    chain_to_first_follow_up(w)
     w.at(30).ru_writes(RU)  # scenario 9: the RU writes mid-chain
     assert rows(w)[-2:] == [(30.0, "follow_up_message", "chain", "removed:new_unanswered"),
                             (30.0, "unanswered_message", "socket", "created")]
