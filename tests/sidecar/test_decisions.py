@@ -45,11 +45,22 @@ def test_created_tasks_are_logged_with_their_trigger_and_sent_to_stack():
     assert [(c["type"], c["source"], c["outcome"]) for c in sent] == [
         ("unanswered_message", "socket", "created"), ("follow_up_message", "chain", "created")]
     assert sent[1]["task_id"] == fu.task_id and sent[1]["at"] == due
-    # the candidate is queued in the same step (same ops batch) as the task it created
-    ops = w.d.ops
-    i_dec = next(i for i, op in enumerate(ops) if isinstance(op, PutDecision) and op.task_id == fu.task_id)
-    assert any(isinstance(op, Enqueue) and op.kind == "task" and fu.task_id in op.idem_key
-               for op in ops[i_dec - 6:i_dec])
+
+
+def test_the_decision_and_its_candidate_are_ops_of_the_step_that_decided():
+    from sidecar.services.base import Step
+    from sidecar.store.ops import PutTask
+    w = World()
+    w.login([fav(RU)])
+    step = Step(now=T0 + 10)
+    w.d.engine.platform_event(step, TU, "golden", "receivePrivateMessage", {
+        "messageId": "m1", "senderId": RU, "recipientId": TU, "sentAt": T0 + 10, "text": "hi"})
+    kinds = [type(op).__name__ if not isinstance(op, Enqueue) else f"Enqueue:{op.kind}" for op in step.ops]
+    assert "PutTask" in kinds and "PutDecision" in kinds and "Enqueue:candidate" in kinds
+    [task] = [op.task for op in step.ops if isinstance(op, PutTask)]
+    [dec] = [op for op in step.ops if isinstance(op, PutDecision)]
+    assert (dec.task_id, dec.outcome, dec.at) == (task.task_id, "created", T0 + 10)
+    assert step.outbox >= 2  # the task event and the candidate: the runtime kicks the pump
 
 
 def test_a_refusal_rechecked_every_pass_is_logged_once_until_the_outcome_changes():
