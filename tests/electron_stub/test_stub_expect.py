@@ -137,8 +137,7 @@ def test_expectations_not_supported_yet_fail_and_name_their_issue():
     cases = {"task_overdue": dict(type="like", tu="g", ru="r"),
              "delivery": dict(target="t", between=[0, 1], min=0, max=9),
              "sender": dict(sender="t", state="active"),
-             "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9),
-             "decision": dict(tu="g", ru="r", outcome="miss", between=[0, 1])}
+             "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9)}
     for what, kw in cases.items():
         r = ex.evaluate(E(what=what, **kw), rec, no_marker)
         assert not r.ok and "issue" in r.detail and r.lineno == 2, (what, r)
