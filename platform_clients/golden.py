@@ -84,7 +84,7 @@ def _incoming(tu: str, data: Any) -> list[ev.DomainEvent]:
     m = convert(data, PrivateMessage)
     if m.senderId == tu:  # our own message echoed on the incoming channel: not the RU's
         return [ev.ChatOut(tu=tu, ru=m.recipientId, at=m.sentAt, msg_id=m.messageId)]
-    if m.text.strip() == ROSE:
+    if GoldenClient.message_kind("message", m.text) == "like":
         return [ev.LikeIn(tu=tu, ru=m.senderId, at=m.sentAt, kind="rose")]
     return [ev.ChatIn(tu=tu, ru=m.senderId, at=m.sentAt, msg_id=m.messageId, body=m.text)]
 
@@ -132,6 +132,13 @@ class GoldenClient(PlatformClient):
     passes = (
         Pass("online", "online_ru", {}, 15.0, "online"),
     )
+
+    @classmethod
+    def message_kind(cls, type_: str | None, body: str | None) -> str | None:
+        """A message whose text is 🌹 is a Like (seed 003 "Golden — текст 🌹")."""
+        if (body or "").strip() == ROSE or type_ in ("like", "rose"):
+            return "like"
+        return type_
     decoders = {
         "receivePrivateMessage": _incoming,
         "privateMessageSent": _sent,
