@@ -58,3 +58,19 @@ def test_frozen_binary_survives_a_crash_scenario(frozen, tmp_path):
                    cwd=ROOT, check=True)
     rp, code = replay(path, tmp_path / "data", binary=str(frozen))
     assert code == 0
+
+
+def test_frozen_binary_why_reads_a_data_dir(frozen, tmp_path):
+    import asyncio
+
+    from sidecar.store import PutDecision, Store
+
+    async def write():
+        async with await Store.open(tmp_path / "sidecar.db") as s:
+            await s.commit([PutDecision(tu="g-tu-1", ru="g-ru-1", at=1796025605.0, task_type="follow_up_message",
+                                        source="chain", outcome="refused:offline")])
+    asyncio.run(write())
+    r = subprocess.run([frozen, "why", "g-tu-1", "g-ru-1", "--data-dir", str(tmp_path)], capture_output=True,
+                       text=True, env={**os.environ, "COLUMNS": "200"}, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "refused:offline" in r.stdout and "the customer was offline" in r.stdout
