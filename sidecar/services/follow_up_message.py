@@ -214,8 +214,10 @@ class FollowUpMessageService(Service):
             self._remove(step, ru, clear_marker=False, why="past_60m")
             self._plain_check(step, ru)
             return
-        if ru not in rt.online:
-            return  # seed 003 scenario 5: no change, no re-arming; online again → at once
+        if ru not in rt.online:  # seed 003 scenario 5: no change, no re-arming; online → at once
+            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "chain", "offline",
+                           detail={"step": chain.step})
+            return
         chance, hit = ch.roll(rt.rng, rt.tu, ru, chain.source, chain.step)
         if not hit:
             self._attempt(step, ru, chain, chance, False, "miss")

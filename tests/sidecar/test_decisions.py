@@ -165,3 +165,16 @@ def test_explain_reads_like_a_sentence():
     assert explain({**base, "outcome": "removed:past_60m", "detail": {}}).startswith(
         "follow_up_message (chain) chain removed: 60 minutes passed")
     assert explain({**base, "outcome": "refused:something_new", "detail": {}}).endswith("something new")
+
+
+def test_an_attempt_due_while_the_ru_is_offline_is_logged_as_refused_offline_once():
+    w = World()
+    w.login([fav(RU)])
+    _, due = chain_to_first_follow_up(w)
+    w.online.discard(RU)
+    w.at_abs(due + 300)  # online passes every 15 s keep saying offline
+    assert [r for r in rows(w) if r[2] == "chain"] == [
+        (round(due - T0, 3), "follow_up_message", "chain", "refused:offline")]
+    w.online.add(RU)
+    w.at_abs(due + 320)  # back online: the due attempt runs at the next pass
+    assert rows(w)[-1][2:] == ("chain", "created")
