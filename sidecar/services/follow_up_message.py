@@ -142,6 +142,10 @@ class FollowUpMessageService(Service):
                     chain = ch.start(rt.rng, rt.tu, ru, task.task_id, task.closed_at)
                     self._write(step, ru, chain)
                     self._arm(step, ru, chain)
+                else:  # the shift lead's "why no reminder?": say why no chain started
+                    record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "chain",
+                                   no_chain_reason(rt.favorites.get(ru)),
+                                   detail={"source_task": task.task_id})
             return
         if task.type is TaskType.FOLLOW_UP_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
@@ -370,6 +374,17 @@ class FollowUpMessageService(Service):
             return
         self.contact[ru] = c
         self.tu.put_state(step, CONTACT, ru, [c.last_from, c.last_at, c.last_tu_at])
+
+
+def no_chain_reason(fav: dict | None) -> str:
+    """Why an answered Unanswered message starts no chain (DESIGN §6 "favorites only", §13)."""
+    if fav is None:
+        return "not_favorite"
+    if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+        return "blocked"
+    if fav.get("is_white"):
+        return "white"
+    return "inactive"
 
 
 def parse_history(result: Any, asked: set[str]) -> dict[str, Contact]:

@@ -178,3 +178,14 @@ def test_an_attempt_due_while_the_ru_is_offline_is_logged_as_refused_offline_onc
     w.online.add(RU)
     w.at_abs(due + 320)  # back online: the due attempt runs at the next pass
     assert rows(w)[-1][2:] == ("chain", "created")
+
+
+def test_an_answered_unanswered_of_a_non_favorite_says_why_no_chain_started():
+    w = World()
+    w.login([fav("ru-2", is_white=True)])
+    for ru in (RU, "ru-2"):
+        w.at(10).ru_writes(ru)
+        w.at(20).tu_writes(ru)
+    assert rows(w, RU)[-1] == (20.0, "follow_up_message", "chain", "refused:not_favorite")
+    assert rows(w, "ru-2")[-1] == (20.0, "follow_up_message", "chain", "refused:white")
+    assert w.d.created("follow_up_message") == []
