@@ -118,3 +118,35 @@ def test_ready_but_no_bridge_fails_clearly(tmp_path):
     with pytest.raises(MachineError) as ei:
         run(s, tmp_path, binary=str(fake))
     assert "cannot connect" in str(ei.value) and "bridge failed to bind" in str(ei.value)
+
+
+WHY = [
+    {**LIFECYCLE[0], "name": "why", "duration_s": 600},
+    LIFECYCLE[1], LIFECYCLE[2],
+    {"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"t": 5, "kind": "online", "project": "golden", "ru": "r1", "online": True},
+    {"t": 10, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m1", "body": "hi"},
+    {"t": 30, "kind": "online", "project": "golden", "ru": "r1", "online": False},
+    {"t": 201, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "type": "follow_up_message",
+     "outcome": "refused:offline", "between": [80, 201]},
+    {"t": 400, "kind": "online", "project": "golden", "ru": "r1", "online": True},
+    {"t": 430, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "type": "follow_up_message",
+     "outcome": "created", "between": [400, 430]},
+    {"t": 500, "kind": "logout", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"t": 510, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-2", "fresh": True},
+    # the first machine is retired: its log is read from its data dir, as `sidecar why` does
+    {"t": 520, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "type": "unanswered_message",
+     "outcome": "created", "between": [10, 11]},
+    {"t": 520, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "outcome": "miss", "between": [0, 520]},
+]
+
+
+@needs_sidecar
+def test_decision_expectations_read_every_machines_why(tmp_path):
+    s = sc.parse_lines([json.dumps(x) for x in WHY], "why.jsonl")
+    rp, violations = run(s, tmp_path)
+    assert violations == []
+    got = [(r.lineno, r.ok) for r in rp.results]
+    assert got == [(8, True), (10, True), (13, True), (14, False)], [r.detail for r in rp.results]
+    assert "the pair's log" in rp.results[-1].detail  # a failure shows what the log held
+    assert rp.frames["why"] >= 3
