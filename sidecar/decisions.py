@@ -195,7 +195,9 @@ def explain(row: dict) -> str:
     if kind == "miss":
         chance = detail.get("chance")
         pct = f" ({chance:.0%} chance)" if isinstance(chance, (int, float)) else ""
-        return f"{head} attempt {detail.get('step', '?')}: the roll missed{pct}"
+        step = detail.get("step")
+        which = f"attempt {step + 1} of 3" if isinstance(step, int) else "attempt"
+        return f"{head} {which}: the roll missed{pct}"
     text = REASON_TEXT.get(reason, reason.replace("_", " "))
     if detail.get("open_type"):
         text += f" ({detail['open_type']})"

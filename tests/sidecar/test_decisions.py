@@ -161,7 +161,7 @@ def test_explain_reads_like_a_sentence():
     assert explain({**base, "outcome": "refused:offline", "detail": {}}) == \
         "follow_up_message (chain) refused: the customer was offline"
     assert explain({**base, "outcome": "miss", "detail": {"step": 1, "chance": 0.75}}) == \
-        "follow_up_message (chain) attempt 1: the roll missed (75% chance)"
+        "follow_up_message (chain) attempt 2 of 3: the roll missed (75% chance)"
     assert explain({**base, "outcome": "removed:past_60m", "detail": {}}).startswith(
         "follow_up_message (chain) chain removed: 60 minutes passed")
     assert explain({**base, "outcome": "refused:something_new", "detail": {}}).endswith("something new")
