@@ -102,6 +102,10 @@ class InboundService(Service):
                 else:
                     self._propose(step, type_, event.ru, event.source)
             case ev.ChatRequestIn():
+                if self.blocked(event.ru):  # Open Limits (captcha) is Open Limits: no block
+                    record_outcome(step, rt, event.ru, TaskType.OPEN_LIMITS_CAPTCHA, "socket",
+                                   "blocked")
+                    return
                 self._propose(step, TaskType.OPEN_LIMITS_CAPTCHA, event.ru, "socket")
             case ev.OpenLimitsSignal():
                 self._open_limits(step, event)

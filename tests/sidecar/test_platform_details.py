@@ -111,6 +111,18 @@ def test_a_blocked_ru_gets_no_open_limits_favorite_or_not():
         w.at(10).d.event(TU, "chathouse", "Send", {"id": "i", "type": "icebreaker", "from": TU, "to": STRANGER,
                                                    "at": T0 + 10})
         assert created(w, "open_limits") == [], favorites
+    w = ColumnWorld("chathouse")  # a non-favorite whose block only a dialog row showed
+    w.columns[("scroll_all_online", ())] = [row(STRANGER, isOnline=True, blockedByMe=True)]
+    w.login([])
+    w.at(10).d.event(TU, "chathouse", "Send", {"id": "i", "type": "icebreaker", "from": STRANGER, "to": TU,
+                                               "at": T0 + 10})
+    assert created(w, "open_limits") == []
+    w = ColumnWorld("chathouse")  # nor Open Limits (captcha), the block known from a dialog row
+    w.columns[("scroll_all_online", ())] = [row(STRANGER, isOnline=True, blockedByUser=True)]
+    w.login([])
+    w.at(10).d.event(TU, "chathouse", "chat_request", {"from": STRANGER, "at": T0 + 10})
+    assert created(w, "open_limits_captcha") == []
+    assert STRANGER not in w.d.engine.tus[TU].favorites  # a row never makes a favorite
     w = ColumnWorld("chathouse")  # and from a tab-new row that says so
     w.columns[("scroll_new", ())] = [row(STRANGER, dialogId=None, blockedByMe=True)]
     w.login([])
