@@ -16,9 +16,9 @@ import logging
 from typing import Any, Callable
 
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
+from sidecar import decisions
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar import decisions
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import Channel, CloseReason, Task, TaskType
 from sidecar.factory import TaskFactory
