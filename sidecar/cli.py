@@ -4,7 +4,8 @@
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
 data dir.  Exit codes: 0 clean shutdown (SIGTERM/SIGINT, stdin EOF, parent death), 2 bad
 configuration, 3 the data dir is locked by another sidecar, 4 the database cannot be opened
-(corrupted or unreadable: it is left untouched for support).
+(corrupted or unreadable: it is left untouched for support), 5 a step failed to commit (or
+crashed): nothing of it was kept, and a restart restores from SQLite and Stack (DESIGN §13).
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def serve(args: argparse.Namespace) -> int:
 
 async def _serve(settings) -> int:
     from bridge.lifecycle import wait_for_shutdown
-    from sidecar.app import SidecarApp
+    from sidecar.app import EXIT_STEP_FAILED, SidecarApp
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -110,11 +111,20 @@ async def _serve(settings) -> int:
                  "protocol": PROTOCOL_VERSION}
         sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
         sys.stdout.flush()
-        reason = await wait_for_shutdown()
+        shutdown = asyncio.ensure_future(wait_for_shutdown())
+        fatal = asyncio.ensure_future(app.fatal.wait())
+        await asyncio.wait({shutdown, fatal}, return_when=asyncio.FIRST_COMPLETED)
+        for f in (shutdown, fatal):
+            f.cancel()
+        reason = shutdown.result() if shutdown.done() and not shutdown.cancelled() else "a step failed"
         log.info("shutting down: %s", reason)
     finally:
         await app.close()
         await store.close()
+    if app.failed is not None:
+        print(f"sidecar: a step failed and nothing of it was kept ({app.failed!r}); exiting "
+              f"{EXIT_STEP_FAILED} so that a restart restores from SQLite and Stack", file=sys.stderr)
+        return EXIT_STEP_FAILED
     return 0
 
 

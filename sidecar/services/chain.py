@@ -12,13 +12,15 @@ state / input       condition                                    result
 ==================  ===========================================  ==============================
 (none) / Unanswered closed ``answered`` at c  —                  WAIT(step 0, next = c + U(60,180))
 WAIT / next ≤ now   RU offline                                   WAIT unchanged, no re-arming
-WAIT / next ≤ now   RU online, roll hit (100/75/50 %)            candidate → factory
+WAIT / next ≤ now   RU online, final check refuses               WAIT, still due (no roll)
+WAIT / next ≤ now   RU online, check ok, roll hit (100/75/50 %)  candidate → factory
   candidate created                                              TASK(task_id)
   candidate refused                                              WAIT, still due (no re-roll)
-WAIT / next ≤ now   RU online, roll miss                         WAIT(step+1, next = now + U)
+WAIT / next ≤ now   RU online, check ok, roll miss               WAIT(step+1, next = now + U)
                                                                  or END when step+1 = 3
-TASK / task closed  any reason, at c                             WAIT(step+1, next = c + U)
+TASK / task closed  any reason but logout, at c                  WAIT(step+1, next = c + U)
                                                                  or END when step+1 = 3
+TASK / closed by logout                                          WAIT, attempt still due
 any / new Unanswered message                                     REMOVED, marker cleared
 any / block either way                                           REMOVED, marker cleared
 any / favorite inactive or white                                 REMOVED, marker kept
@@ -158,7 +160,8 @@ def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
             nxt = closed_at + delay(rng, tu, ru, source, step)
         chain = Chain(source, step, ms(nxt), anchor)
     else:
-        done = [r for r in follow_ups if r.get("closed_at") is not None]
+        # a task closed by a logout was never acted on: its attempt is still due (DESIGN §7)
+        done = [r for r in follow_ups if r.get("closed_at") is not None and r.get("reason") != "logout"]
         step = len(done)
         if step >= MAX_STEPS:
             return None

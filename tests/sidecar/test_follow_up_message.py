@@ -205,12 +205,12 @@ def test_refused_hit_stays_due_and_is_created_when_blocker_closes():
                                "sentAt": T0 + 20 + d0 - 5, "text": "🌹"})
     w.at_abs(ch.ms(T0 + 20 + d0))
     assert fu(w) == []
-    assert w.d.attempts()[-1].outcome == "refused:stronger_task:like"
+    assert w.d.attempts()[-1].outcome == "refused:stronger_task_open"
     like = w.open_task("like", RU)
     w.at_abs(ch.ms(T0 + 20 + d0) + 30).d.close(like.task_id, "dismissed")
     [task] = fu(w)
     assert task.created_at == ch.ms(T0 + 20 + d0) + 30
-    assert [a.outcome for a in w.d.attempts()] == ["refused:stronger_task:like", "created"]
+    assert [a.outcome for a in w.d.attempts()] == ["refused:stronger_task_open", "created"]
 
 
 # restore (seed 003 scenarios 3 and 6) ---------------------------------------------------------

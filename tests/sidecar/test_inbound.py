@@ -13,7 +13,8 @@ def created(w: World, type_: str):
     return w.d.created(type_)
 
 
-def test_burst_is_one_task_with_deadline_from_first_message_then_expires():
+def test_burst_is_one_task_with_deadline_from_first_message_then_overdue_not_expired():
+    """DESIGN §6: an answer-awaiting task becomes overdue at its deadline and stays open."""
     w = World()
     w.login([fav(RU)])
     for t in (10, 12, 14):
@@ -21,22 +22,31 @@ def test_burst_is_one_task_with_deadline_from_first_message_then_expires():
     [task] = created(w, "unanswered_message")
     assert (task.created_at, task.deadline) == (T0 + 10, T0 + 130)
     w.at(129.999)
-    assert w.open_task("unanswered_message", RU) is not None
+    assert not w.open_task("unanswered_message", RU).overdue
+    assert [p for m, p in w.d.notes if m == "task.updated"] == []
     w.at(130)
+    [upd] = [p for m, p in w.d.notes if m == "task.updated"]
+    assert (upd.task_id, upd.overdue, upd.at, upd.deadline) == (task.task_id, True, T0 + 130, T0 + 130)
+    w.at(5000)
+    assert w.d.closed() == []
+    assert w.open_task("unanswered_message", RU).overdue
+    w.at(5000).ru_writes(RU)  # still one task for the burst: the deadline stays at the first message
+    assert len(created(w, "unanswered_message")) == 1
+    w.at(5001).tu_writes(RU)
     [closed] = w.d.closed("unanswered_message")
-    assert (closed.reason, closed.closed_at) == ("expired", T0 + 130)
+    assert (closed.reason, closed.closed_at) == ("answered", T0 + 5001)
 
 
-def test_tu_send_answers_every_chat_task_of_the_pair_only():
+def test_tu_send_answers_every_task_of_its_channel_for_the_pair_only():
     w = World()
     w.login([fav(RU), fav("ru-2")])
     w.at(5).ru_writes(RU)
     w.at(6).ru_writes("ru-2")
-    w.at(7).d.event(TU, "golden", "receivePrivateMessage",
-                    {"messageId": "x", "senderId": RU, "recipientId": TU, "sentAt": T0 + 7, "text": "🌹"})
+    w.at(7).d.event(TU, "golden", "statistics", {"type": "EmailSend", "userId": RU, "at": T0 + 7, "eventKey": "e1"})
     w.at(20).tu_writes(RU)
     reasons = sorted((c.type, c.ru, c.reason) for c in w.d.closed())
-    assert reasons == [("like", RU, "answered"), ("unanswered_message", RU, "answered")]
+    assert reasons == [("unanswered_message", RU, "answered")]
+    assert w.open_task("unanswered_mail", RU) is not None
     assert w.open_task("unanswered_message", "ru-2") is not None
 
 
@@ -92,6 +102,7 @@ def test_unanswered_email_deadline_counts_from_receipt():
 def test_unanswered_supersedes_open_follow_up():
     w = World(project="chathouse")
     w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+    w.online.add(RU)
     w.login([fav(RU, "chathouse")])
     w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
     assert created(w, "follow_up_message")
