@@ -331,7 +331,7 @@ class StackFault(Base, tag="stack", kw_only=True):
 
 
 class Expect(Base, tag="expect", kw_only=True):
-    what: Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker"]
+    what: Literal["task_created", "no_task", "task_open", "task_closed", "task_overdue", "count", "marker"]
     type: str | None = None
     tu: str | None = None
     ru: str | None = None
@@ -347,6 +347,7 @@ class Expect(Base, tag="expect", kw_only=True):
         w = self.what
         need = {"task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
                 "task_open": ("type", "tu", "ru"), "task_closed": ("type", "tu", "ru"),
+                "task_overdue": ("type", "tu", "ru"),
                 "count": ("type", "between", "min", "max"), "marker": ("tu", "ru", "name")}[w]
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
