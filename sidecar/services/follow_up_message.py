@@ -43,6 +43,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,7 @@ class FollowUpMessageService(Service):
         self.contact: dict[str, Contact] = {}  # ru -> last chat contact, when known
         self.history_wanted: set[str] = set()  # Golden: RUs whose chat history is being read
         self.last_outcome: dict[str, tuple] = {}  # ru -> (source, step, outcome) last reported
+        self.unsure: set[str] = set()  # Golden: restored chains whose boundary awaits the chat history
 
     # restore ----------------------------------------------------------------------------------
     def on_login(self, step: Step) -> None:
@@ -107,11 +109,16 @@ class FollowUpMessageService(Service):
                           and r["created_at"] >= last_u["closed_at"]]
             marker_value = rt.marker(ru, MARKER)
             contact = self.contact.get(ru)
+            # Golden with no contact record (a fresh machine): the chat history, read when the RU
+            # is online, draws the boundary; until then the chain waits in the pool unchecked
+            unsure = rt.project == "golden" and contact is None
             chain = ch.restore(rt.rng, rt.tu, ru, last_unanswered=last_u, follow_ups=follow_ups,
-                               marker_value=marker_value, now=step.now,
+                               marker_value=marker_value, now=-math.inf if unsure else step.now,
                                last_tu_at=contact.last_tu_at if contact else None)
             if chain is None:
                 continue
+            if unsure:
+                self.unsure.add(ru)
             if ch.parse_marker(marker_value) is None or ch.parse_marker(marker_value)[0] != chain.source:
                 self._write(step, ru, chain)  # same key as live: idempotent on Stack
             self._arm(step, ru, chain)
@@ -119,6 +126,7 @@ class FollowUpMessageService(Service):
     def on_logout(self, step: Step) -> None:
         self.pool.clear()
         self.contact.clear()
+        self.unsure.clear()
 
     # timers -----------------------------------------------------------------------------------
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
@@ -127,6 +135,8 @@ class FollowUpMessageService(Service):
             self._check(step, ru)
         elif what == "end":
             chain = self.pool.get(ru)
+            if ru in self.unsure:
+                return  # the boundary is not known yet: the chat history decides
             if chain is not None and step.now >= chain.boundary and not chain.waiting_task:
                 self._remove(step, ru, clear_marker=False)
                 self._plain_check(step, ru)
@@ -213,6 +223,7 @@ class FollowUpMessageService(Service):
             return
         asked: list[str] = request.context
         self.history_wanted.difference_update(asked)
+        self.unsure.difference_update(asked)
         if error is not None:
             log.warning("%s chat_history failed: %s", self.tu.tu, error)
             for ru in asked:  # a chain is not held hostage to a failed read
@@ -237,6 +248,8 @@ class FollowUpMessageService(Service):
         if not rt.inbox_synced:
             return  # re-checked when the login's check chat answers
         if step.now >= chain.boundary:
+            if ru in self.unsure:
+                return  # the chat history may still move the boundary
             self._remove(step, ru, clear_marker=False)
             self._plain_check(step, ru)
             return
@@ -384,6 +397,7 @@ class FollowUpMessageService(Service):
         if self.contact.get(ru) == c:
             return
         self.contact[ru] = c
+        self.unsure.discard(ru)
         self.tu.put_state(step, CONTACT, ru, [c.last_from, c.last_at, c.last_tu_at])
         chain = self.pool.get(ru)
         if chain is not None and c.last_tu_at is not None and c.last_tu_at > chain.last_tu_at:

@@ -195,3 +195,50 @@ def test_block_by_tu_from_ui_closes_pair_tasks():
     assert [c.reason for c in w.d.closed()] == ["blocked"]
     w.at(30).ru_writes(RU)
     assert len(created(w, "unanswered_message")) == 1  # blocked pair: refused
+
+
+# issue 6 item 5 -- an unknown limit counts as absent (DESIGN §6) ------------------------------
+
+def test_open_limits_with_an_unknown_chat_limit_waits_for_a_row_that_carries_it():
+    other = "ru-9"
+    w = World(project="chathouse")
+    w.limits[other] = (None, None)
+    w.new_rows[other] = {"userId": other, "dialogId": None, "lastMessage": None, "chatLimit": None}
+    w.login([])
+    assert created(w, "open_limits") == []  # refused:limit_unknown at the login's check chat
+    slot = w.d.engine.tus[TU].due_of(("passes", "check_chat"))
+    w.new_rows[other]["chatLimit"] = 2
+    w.at_abs(slot - 0.001)
+    assert created(w, "open_limits") == []
+    w.at_abs(slot)
+    [task] = created(w, "open_limits")
+    assert (task.created_at, task.source, task.meta) == (slot, "scroll_new", {"reason": "empty_dialog"})
+
+
+def test_open_limits_with_a_known_zero_chat_limit_is_not_made():
+    other = "ru-9"
+    w = World(project="chathouse")
+    w.new_rows[other] = {"userId": other, "dialogId": None, "lastMessage": None, "chatLimit": 0}
+    w.login([])
+    w.at(4000)
+    assert created(w, "open_limits") == []
+
+
+def test_follow_up_with_an_unknown_chat_limit_is_refused_then_made_when_a_pass_carries_it():
+    from sidecar.services import chain as ch
+    w = World(project="chathouse")
+    w.limits[RU] = (None, None)
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse", chat_limit=None, mail_limit=None)])
+    w.at(10).ru_writes(RU)
+    src = w.open_task("unanswered_message", RU).task_id
+    w.at(20).tu_writes(RU)
+    due = ch.ms(T0 + 20 + ch.delay(w.d.engine.rng, TU, RU, src, 0))
+    w.at_abs(due)
+    assert created(w, "follow_up_message") == []
+    assert w.d.attempts()[-1].outcome == "refused:limit_unknown"
+    w.limits[RU] = (3, 1)
+    slot = w.d.engine.tus[TU].due_of(("passes", "online"))
+    w.at_abs(slot)
+    [task] = created(w, "follow_up_message")
+    assert (task.created_at, task.source) == (slot, "chain")
