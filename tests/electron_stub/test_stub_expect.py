@@ -164,3 +164,16 @@ def test_consistency_knows_the_revised_semantics():
                      ("follow_up_non_favorite", "nf"), ("follow_up_offline_open", "off"),
                      ("overdue_missing", "silent")], v
     assert [x.kind for x in v].count("key_conflict") == 1
+
+
+def test_expectations_not_supported_yet_fail_and_name_their_issue():
+    """An expectation the harness cannot evaluate yet never passes vacuously: it fails naming the
+    issue that brings it (so its scenario is an honest expected failure)."""
+    rec = Recorder(T0)
+    cases = {"delivery": dict(target="t", between=[0, 1], min=0, max=9),
+             "sender": dict(sender="t", state="active"),
+             "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9),
+             "decision": dict(tu="g", ru="r", outcome="miss", between=[0, 1])}
+    for what, kw in cases.items():
+        r = ex.evaluate(E(what=what, **kw), rec, no_marker)
+        assert not r.ok and "issue" in r.detail and r.lineno == 2, (what, r)

@@ -71,7 +71,7 @@ def test_lifecycle_crash_and_shift_change(tmp_path):
 
 
 @needs_sidecar
-@pytest.mark.parametrize("name", ["t01_unanswered_expires_one_task_per_burst", "s01_chain_starts_at_close",
+@pytest.mark.parametrize("name", ["t01_unanswered_overdue_one_task_per_burst", "s01_chain_starts_at_close",
                                   "t02_like_prime"])
 def test_seed_scenarios(tmp_path, name):
     path = need_shared() / "scenarios" / "seed" / f"{name}.jsonl"
