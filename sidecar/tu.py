@@ -12,8 +12,8 @@ Rules / theory of operation
   limits), which gate tasks like a favorite's do, but never make the RU a favorite.
 * A cleared marker is kept as ``None`` (not dropped): "cleared by a block or a new Unanswered" is
   a fact restore must see, distinct from "never written" (DESIGN §7).
-* An online pass that no longer lists an RU expires its open online-only prompts at once
-  (DESIGN §6), before the services hear of the pass.
+* An online pass expires the open online-only prompts of every RU it does not list (DESIGN §6),
+  before the services hear of the pass — also the first pass after a restart.
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
 * Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
@@ -126,9 +126,10 @@ class TuRuntime:
                           snapshots: list["DialogSnapshot"]) -> None:
         """A pass result replaces the online set; dialog rows refresh limits and blocks."""
         came = online - self.online
-        went = self.online - online
         self.online = set(online)
-        for ru in sorted(went):
+        # judged against the open prompts, not the previous set: a restarted sidecar's first pass
+        # must expire an adopted prompt whose RU left while it was down
+        for ru in sorted({t.ru for t in self.factory.open_of_tu(self.tu)} - self.online):
             self.factory.expire_offline(step, self, ru)
         rows = {}
         for snap in snapshots:

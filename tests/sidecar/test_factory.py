@@ -206,3 +206,19 @@ def test_a_superseded_chain_follow_up_writes_one_marker_change():
     [c] = w.d.closed("follow_up_message")
     assert c.reason == "superseded"
     assert w.markers(RU)[before:] == [(f"followUpChat:{TU}:{RU}:{src}:0:clear", None)]
+
+
+def test_after_a_restart_the_login_pass_expires_a_follow_up_whose_ru_is_offline():
+    """The restarted sidecar's RU Online starts empty: "went offline" must be judged against the
+    open prompts, not against the previous pass (found by the harness on the demo shift)."""
+    w = World(project="chathouse")
+    w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse")])
+    w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
+    [task] = w.d.created("follow_up_message")
+    w.online.discard(RU)
+    w.at(11)
+    w2 = w.restart()  # crash before the next pass: the task is adopted open
+    [c] = w2.d.closed()
+    assert (c.task_id, c.reason, c.closed_at) == (task.task_id, "expired", T0 + 11)
