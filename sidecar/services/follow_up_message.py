@@ -138,7 +138,7 @@ class FollowUpMessageService(Service):
             if ru in self.unsure:
                 return  # the boundary is not known yet: the chat history decides
             if chain is not None and step.now >= chain.boundary and not chain.waiting_task:
-                self._remove(step, ru, clear_marker=False)
+                self._remove(step, ru, clear_marker=False, ended=True)
                 self._plain_check(step, ru)
 
     # events -----------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class FollowUpMessageService(Service):
             # seed 003 scenario 10: a block removes the chain and its state
             self._remove(step, ru, clear_marker=True)
         elif not after.get("active", True) or after.get("is_white"):
-            self._remove(step, ru, clear_marker=False)
+            self._remove(step, ru, clear_marker=False, ended=True)
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
                   snapshots: dict, full_pass: bool) -> None:
@@ -250,7 +250,7 @@ class FollowUpMessageService(Service):
         if step.now >= chain.boundary:
             if ru in self.unsure:
                 return  # the chat history may still move the boundary
-            self._remove(step, ru, clear_marker=False)
+            self._remove(step, ru, clear_marker=False, ended=True)
             self._plain_check(step, ru)
             return
         if ru not in rt.online:
@@ -295,10 +295,16 @@ class FollowUpMessageService(Service):
                 self.tu.schedule((self.name, "check", ru), step.now)
         self.tu.schedule((self.name, "end", ru), max(chain.boundary, step.now))
 
-    def _remove(self, step: Step, ru: str, *, clear_marker: bool) -> None:
-        self.pool.pop(ru, None)
+    def _remove(self, step: Step, ru: str, *, clear_marker: bool, ended: bool = False) -> None:
+        """Drop the pair's chain.  ``clear_marker``: a new Unanswered or a block (the marker is
+        cleared, a fact); ``ended``: the boundary or the favorite's attributes ended it (the
+        marker records the step it reached, :func:`~sidecar.services.chain.ended_marker`)."""
+        chain = self.pool.pop(ru, None)
         self.tu.cancel((self.name, "check", ru))
         self.tu.cancel((self.name, "end", ru))
+        if ended and chain is not None and not clear_marker:
+            self.tu.write_marker(step, ru, MARKER, ch.ended_marker(chain),
+                                 followup_chat_key(self.tu.tu, ru, chain.source, f"{chain.step}:end"))
         if clear_marker:
             parsed = ch.parse_marker(self.tu.marker(ru, MARKER))
             if parsed is not None:

@@ -74,9 +74,9 @@ def test_crash_equivalence(runs, capsys):
                                                         types=None)
     total = len(fc.created(out["nocrash"][1]))
     with capsys.disabled():
-        print(f"\ncrash equivalence: {n_all} tasks differ ({n_diff} follow-ups of {total}) on "
-              f"{len(all_explained)} pairs, every one explained by the login pass at a crash; "
-              f"unexplained: {len(all_bad)}")
+        print(f"\ncrash equivalence: {n_all} tasks differ ({n_diff} follow-ups of {total}); "
+              f"{len(all_explained)} pairs explained by the login pass at a crash; "
+              f"{len(all_bad)} unexplained differences")
     assert bad == [] and all_bad == []
     assert n_diff <= 0.01 * total, (n_diff, total, sorted(explained))
 

@@ -173,15 +173,17 @@ def test_scenario_10_block_mid_chain_clears_marker_and_closes_task():
 
 
 @pytest.mark.parametrize("change", [{"active": False}, {"is_white": True}])
-def test_inactive_or_white_removes_chain_but_keeps_marker(change):
+def test_inactive_or_white_removes_chain_and_the_marker_records_where_it_ended(change):
     w = World()
     w.login([fav(RU)])
-    answered_unanswered(w, 10, 20)
+    src = answered_unanswered(w, 10, 20)
     n = len(w.markers(RU))
     w.at(30).d.favorite(TU, RU, **change)
     w.at(5000)
     assert fu(w) == []
-    assert len(w.markers(RU)) == n  # not cleared: the record stays
+    # not cleared: the record stays, saying the chain ended at step 0 (no next check)
+    assert w.markers(RU)[n:] == [(f"followUpChat:{TU}:{RU}:{src}:0:end:set",
+                                  {"sourceUnansweredTaskId": src, "step": 0, "nextCheckAt": None})]
 
 
 def test_manual_send_does_not_advance_but_moves_boundary():
@@ -566,3 +568,22 @@ def test_no_idempotency_key_is_ever_reused_for_a_different_body():
                 prev = seen.setdefault(f"{seed}|{op.idem_key}", body)
                 assert prev == body, (op.idem_key, prev, body)
     assert total > 1000
+
+
+def test_a_chain_ended_by_the_60_min_boundary_is_not_revived_by_later_tu_messages_at_restore():
+    """Found by the shift's crash-equivalence check: the live chain ended at its boundary; later
+    TU messages (an over-60-min reminder answered, a manual send) move the durable last contact,
+    and a restore must not read them as a live chain's boundary."""
+    w = World()
+    w.login([fav(RU)])
+    src = answered_unanswered(w, 10, 20)
+    w.online.discard(RU)  # gone before the first attempt: the chain waits ...
+    w.at(3620)  # ... until its boundary (the TU's last message at 20 + 3600)
+    assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:end:set",
+                                 {"sourceUnansweredTaskId": src, "step": 0, "nextCheckAt": None})
+    w.at(3700).tu_writes(RU)  # a manual send after the chain ended
+    w.online.add(RU)
+    w2 = w.restart()
+    w2.at(4500)
+    assert fu(w2, "chain") == [] and fu(w, "chain") == []
+    assert w2.d.engine.tus[TU].by_name["follow_up_message"].pool == {}
