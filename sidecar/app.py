@@ -251,7 +251,10 @@ class SidecarApp:
 
     async def _request_bg(self, rt: TuRuntime, req: Request) -> None:
         result, error = await self._platform_request(rt, req)
-        await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        try:
+            await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        except InternalError:
+            pass  # crash-only: the failure is logged once and ``fatal`` ends the process
 
     # time -------------------------------------------------------------------------------------
     async def advance_to(self, t: float) -> dict:
