@@ -5,7 +5,7 @@ Rules / theory of operation
 :func:`wait_for_shutdown` returns the *first* reason that occurs, as a string, and removes every
 hook it installed before returning (so it can be awaited again, e.g. in tests):
 
-* ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` — handlers are installed on the running loop with
+* ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` / ``"signal:SIGHUP"`` — handlers are installed on the running loop with
   ``loop.add_signal_handler`` (main thread only; Unix).  After the wait ends the default
   dispositions are restored, so a second Ctrl-C during a slow shutdown kills the process as usual.
 * ``"stdin-eof"`` — Electron spawns the sidecar with a pipe on stdin and never writes to it; when
@@ -35,7 +35,9 @@ __all__ = ["wait_for_shutdown", "stdin_is_watchable"]
 
 log = logging.getLogger("bridge.lifecycle")
 
-_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # signals that mean "stop cleanly"
+# signals that mean "stop cleanly"; SIGHUP too: a closed terminal or session must not kill the
+# sidecar mid-step with the default disposition (issue 7)
+_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 _STDIN = 0  # file descriptor watched for EOF
 
 

@@ -194,23 +194,28 @@ class BridgeServer:
 
     async def close(self, *, grace: float = 5.0) -> None:
         """Stop accepting, close the connection (1001), finish the handler call in flight (up to
-        ``grace`` seconds), then cancel the worker.  Idempotent."""
+        ``grace`` seconds), then cancel the worker.  Idempotent.
+
+        Bounded: the closing handshake gets ``grace`` seconds too (a client that stopped reading
+        never answers it); then the connections are aborted.  Nothing here waits on a
+        cancellation to finish (issue 7: the process must exit within 2 s)."""
         if self._closing.is_set():
             return
         self._closing.set()
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 and waits for handlers
-            await self._server.wait_closed()
+            if not await _within(self._server.wait_closed(), grace):
+                log.warning("bridge close: closing handshake not done after %.1f s; aborting", grace)
+                for conn in list(getattr(self._server, "all_connections", ())):
+                    conn.transport.abort()
+                await _within(self._server.wait_closed(), 0.2)
         if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+            await _within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
         if self._worker is not None:
-            if not self._idle.is_set():
-                try:
-                    await asyncio.wait_for(self._idle.wait(), grace)
-                except TimeoutError:
-                    log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
+            if not self._idle.is_set() and not await _within(self._idle.wait(), grace):
+                log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
             self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+            await _within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
         dropped = self._dropped_on_close + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
@@ -232,7 +237,8 @@ class BridgeServer:
         """websockets handler: authenticate, take over as the current session, read."""
         try:
             try:
-                raw = await asyncio.wait_for(ws.recv(decode=False), self._auth_timeout)
+                async with asyncio.timeout(self._auth_timeout):
+                    raw = await ws.recv(decode=False)
             except TimeoutError:
                 log.warning("no auth frame from %s within %.1f s", ws.remote_address, self._auth_timeout)
                 await close_and_drain(ws, CLOSE_AUTH_TIMEOUT, "auth timeout")
@@ -382,6 +388,19 @@ class BridgeServer:
                         frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
             if frame is not None:
                 session.send(frame)
+
+
+async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:
+    """Await ``aw`` at most ``timeout_s`` seconds; False (and ``aw`` cancelled, not awaited)
+    on timeout.  Never ``asyncio.wait_for``: on 3.11 it can swallow our own cancellation."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
+    if not done:
+        task.cancel()
+        return False
+    if not task.cancelled():
+        task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
+    return True
 
 
 def _error_frame(request_id: Any, error: RpcError) -> bytes:

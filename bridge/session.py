@@ -64,7 +64,9 @@ class Session:
             log.warning("bridge client is not reading its answers (%d bytes waiting): closing 1008",
                         self.delivery.control_bytes)
             self.closed = True
-            self._cutoff = asyncio.create_task(close_and_drain(self.ws, 1008, "not reading answers"))
+            # a plain close, not close_and_drain: the server's reader is still in ws.recv() and
+            # drains the socket itself; a second recv() raised websockets' ConcurrencyError
+            self._cutoff = asyncio.create_task(self.ws.close(1008, "not reading answers"))
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""
