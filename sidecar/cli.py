@@ -109,6 +109,9 @@ def serve(args: argparse.Namespace) -> int:
         return asyncio.run(_serve(settings))
     except KeyboardInterrupt:
         return 0
+    except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
+        log.exception("sidecar stopped by an unexpected error")
+        return 1
 
 
 async def _serve(settings) -> int:
