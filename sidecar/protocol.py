@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]  # a TU / RU / task id
+# a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
 Project = Literal["golden", "chathouse", "prime"]
 
 
