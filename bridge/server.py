@@ -16,8 +16,10 @@ Rules / theory of operation
 * Per connection a **reader** (the websockets handler coroutine) and a **writer** task.
   The reader: answers to our own requests resolve their futures at once; ``stream.ack {seq}`` is
   handled here (``{"ok": true}`` if it was a request); malformed frames get their JSON-RPC error;
-  every other request/notification goes into one bounded queue (``queue_size``).  When that queue
-  is full the reader stops reading, so a flood back-pressures the socket instead of growing memory.
+  every other request/notification goes into one queue bounded in frames (``queue_size``) AND in
+  bytes (``queue_bytes``, the raw frame sizes; a frame larger than the byte cap still goes in when
+  the queue is empty).  When either is reached the reader stops reading, so a flood back-pressures
+  the socket instead of growing memory (1 MB frames behind a busy worker once grew it to 1 GB).
   Caveat: a handler awaiting :meth:`request` while the client has more than ``queue_size`` frames
   queued ahead of the answer waits until its timeout (the answer is behind them on the socket).
   The writer sends frames in :class:`~bridge.stream.Delivery` order: a response leaves after every
@@ -82,7 +84,7 @@ class BridgeServer:
     ``token``: per-launch secret (non-empty str).  ``handler``: ``async (method, params) -> result``.
     ``host``: loopback address to bind.  ``port``: 0 = any free port.  ``max_frame``: bytes per
     incoming frame.  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
-    accepted).  ``queue_size``: inbound frames buffered for the worker.  ``stream_limit``: unacked
+    accepted).  ``queue_size``: inbound frames buffered for the worker; ``queue_bytes``: their raw bytes.  ``stream_limit``: unacked
     outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
     connection is closed with 1008 (it may reconnect and resume the stream).
@@ -99,6 +101,7 @@ class BridgeServer:
         queue_size: int = 1024,
         stream_limit: int = 100_000,
         *,
+        queue_bytes: int = 8 << 20,
         auth_timeout: float = 10.0,
         control_limit: int = 32 << 20,
     ):
@@ -119,7 +122,11 @@ class BridgeServer:
         # resumes with a seq of an older stream must start over (and re-read the open tasks)
         self.stream_id = secrets.token_hex(8)
         self.port: int | None = None  # the bound port once started
-        self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
+        self._queue: asyncio.Queue = asyncio.Queue()  # (session, Request|Notification, bytes)
+        self._queue_size = queue_size  # frames the queue may hold
+        self._queue_bytes = queue_bytes  # raw bytes the queue may hold (one frame always fits)
+        self.queued_bytes = 0  # raw bytes in the queue now
+        self._room = asyncio.Event()  # set by the worker when it takes a frame off the queue
         self._session: Session | None = None  # the current authenticated connection
         self._server: Server | None = None  # the websockets server
         self._worker: asyncio.Task | None = None  # the one handler task
@@ -303,9 +310,9 @@ class BridgeServer:
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(_error_frame(msg.id, InvalidRequest("already authenticated")))
-                elif not queue.full():
-                    queue.put_nowait((session, msg))
-                elif not await self._put_when_room((session, msg)):
+                elif self._has_room(len(raw)):
+                    self._enqueue((session, msg, len(raw)))
+                elif not await self._put_when_room((session, msg, len(raw))):
                     self._dropped_on_close += await drain(ws)
                     return
             elif kind is Response:
@@ -323,17 +330,33 @@ class BridgeServer:
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
 
+    def _has_room(self, size: int) -> bool:
+        queue = self._queue
+        return queue.qsize() < self._queue_size and (
+            queue.empty() or self.queued_bytes + size <= self._queue_bytes)
+
+    def _enqueue(self, item: tuple) -> None:
+        self.queued_bytes += item[2]
+        self._queue.put_nowait(item)
+
     async def _put_when_room(self, item: tuple) -> bool:
         """Back-pressure: wait for queue room; False if the server started closing meanwhile."""
-        put = asyncio.ensure_future(self._queue.put(item))
         closing = asyncio.ensure_future(self._closing.wait())
-        await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
-        closing.cancel()
-        if put.done():
-            return True
-        put.cancel()
-        self._dropped_on_close += 1
-        return False
+        try:
+            while not self._has_room(item[2]):
+                if self._closing.is_set():
+                    self._dropped_on_close += 1
+                    return False
+                self._room.clear()
+                room = asyncio.ensure_future(self._room.wait())
+                try:
+                    await asyncio.wait({room, closing}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    room.cancel()
+        finally:
+            closing.cancel()
+        self._enqueue(item)
+        return True
 
     def _on_ack(self, session: Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
@@ -357,7 +380,9 @@ class BridgeServer:
         queue, handler, Request = self._queue, self._handler, jsonrpc.Request
         while True:
             self._idle.set()
-            session, msg = await queue.get()
+            session, msg, size = await queue.get()
+            self.queued_bytes -= size
+            self._room.set()
             self._idle.clear()
             if self._closing.is_set():
                 self._dropped_on_close += 1
