@@ -51,6 +51,7 @@ log = logging.getLogger("sidecar.app")
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
+MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
@@ -237,6 +238,13 @@ class SidecarApp:
             # the domain (markers are applied locally at once; Stack sees them by ``t``).
             fired = 0
             while (nxt := self.engine.scheduler.next_due()) is not None and nxt <= t:
+                if fired >= MAX_FIRES_PER_ADVANCE:
+                    # a far-future target must not hold the one worker (and every frame behind
+                    # it) for minutes: everything so far is committed, the client continues
+                    raise InvalidParams(
+                        f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                        f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                        data={"now": clock.now(), "next_due": self.next_due()})
                 clock.advance_to(nxt)
                 await self._step_locked(self.engine.fire, now=max(nxt, clock.now()))
                 fired += 1

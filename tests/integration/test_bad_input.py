@@ -181,3 +181,25 @@ async def test_minor_inputs_the_breaker_found(tmp_path):
                                                  "sentAt": T0, "text": "hi"}})
         assert (await c.call("status", {}))["open_tasks"] == 0
         await c.close()
+
+
+async def test_far_future_advance_is_cut_off_and_other_frames_are_served(tmp_path):
+    """Found by the breaker: ``clock.advance_to`` a year ahead ran every 15-second RU Online pass
+    of the year in one go, and every other frame waited behind it.  One advance runs at most
+    MAX_FIRES_PER_ADVANCE timers, then answers -32602 with how far it got."""
+    from sidecar.app import MAX_FIRES_PER_ADVANCE
+
+    async with SidecarProcess(tmp_path) as sc:
+        c = await _client(sc)
+        await c.call("clock.advance_to", {"t": T0})
+        await c.call("session.login", {"tu": "g-1", "project": "golden"})
+        with pytest.raises(RemoteError) as e:
+            await c.call("clock.advance_to", {"t": T0 + 365 * 86400})
+        assert e.value.code == -32602 and "smaller steps" in e.value.message
+        reached = e.value.data["now"]
+        assert T0 < reached < T0 + 365 * 86400
+        assert reached - T0 >= MAX_FIRES_PER_ADVANCE * 15 / 4  # it did run timers, in order
+        status = await c.call("status", {})
+        assert status["now"] == reached and "g-1" in status["tus"]
+        await c.call("clock.advance_to", {"t": reached + 60})  # the client continues in steps
+        await c.close()
