@@ -30,7 +30,17 @@ class JsonLines(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
+# Libraries that log one INFO line per HTTP request: at a Stack write per marker change that is
+# tens of thousands of lines a shift, each formatted twice (stderr and the JSON file) — 10-20 % of
+# a replay's wall time.  Their warnings still come through; ``--log-level DEBUG`` shows everything.
+CHATTY_LIBRARIES = ("httpx", "httpcore")
+
+
 def setup(data_dir: Path, level: str = "INFO") -> None:
+    """Log to stderr and ``<data_dir>/sidecar.log.jsonl`` (rotating, 5 MiB × 3) at ``level``;
+    per-request lines of :data:`CHATTY_LIBRARIES` only at DEBUG."""
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)
     root = logging.getLogger()
     root.handlers.clear()
     root.setLevel(level.upper())

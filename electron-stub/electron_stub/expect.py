@@ -90,9 +90,28 @@ def _show(tasks: Iterable[Task], start: float) -> str:
     return "[" + ", ".join(items[:8]) + (" …" if len(items) > 8 else "") + "]"
 
 
+# Expectations the scenario format defines but this harness cannot evaluate yet, with the issue
+# that brings them.  They fail (never pass vacuously), so a scenario using them is an honest
+# expected failure until that issue lands.
+NOT_YET: dict[str, str] = {
+    "task_overdue": "overdue tasks (issue 6)",
+    "decision": "the decision log (issue 6)",
+    "delivery": "the router (issue 9)",
+    "sender": "sender health (issue 10)",
+    "history": "sender health (issue 10)",
+}
+
+
+def not_yet(lineno: int, what: str, why: str) -> Result:
+    """A failed result for a line the harness cannot play or evaluate yet."""
+    return Result(lineno=lineno, what=what, ok=False, detail=f"{what}: not supported by this harness yet — {why}")
+
+
 def evaluate(e: sc.Expect, rec: Recorder, marker_of: Callable[[str, str, str], Any]) -> Result:
     """Evaluate one ``expect`` line now.  ``marker_of(tu, ru, name)`` reads Stack (None = absent)."""
     start, w = rec.start, e.what
+    if w in NOT_YET:
+        return not_yet(e.lineno, w, NOT_YET[w])
     if w == "marker":
         actual = marker_of(e.tu, e.ru, e.name)
         if e.value is None:

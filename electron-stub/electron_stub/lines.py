@@ -47,6 +47,12 @@ __all__ = [
     "Unblock",
     "Crash",
     "StackFault",
+    "Target",
+    "Rule",
+    "Group",
+    "Emit",
+    "TargetFault",
+    "Manage",
     "Expect",
     "PROJECTS",
     "LIKE_KINDS",
@@ -75,6 +81,10 @@ class Base(msgspec.Struct, kw_only=True, tag_field="kind", forbid_unknown_fields
         """Cross-field validation; returns what is wrong, or None."""
         return None
 
+    def kind_name(self) -> str:
+        """The line's ``kind`` as written in the file."""
+        return str(type(self).__struct_config__.tag)
+
 
 # ---- header and initial world ------------------------------------------------------------
 
@@ -94,6 +104,7 @@ class Header(Base, tag="header", kw_only=True):
     duration_s: float
     name: str = ""
     operator: Operator = msgspec.field(default_factory=Operator)
+    routing: dict[str, Any] | None = None  # {"match_mode": "all"|"first", "dedup_window_s": N} (DESIGN §10)
 
     def check(self) -> str | None:
         if self.format != 1:
@@ -330,8 +341,88 @@ class StackFault(Base, tag="stack", kw_only=True):
         return None
 
 
+# ---- routing world (DESIGN §10; README "Routing world") -----------------------------------
+
+class Target(Base, tag="target", kw_only=True):
+    """An outward destination; the harness hosts its receiver on loopback (initial world)."""
+
+    name: str
+    channel: Literal["journal", "webhook", "telegram"]
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class RuleAction(msgspec.Struct, forbid_unknown_fields=False):
+    target: str
+    template: str | None = None
+
+
+class Rule(Base, tag="rule", kw_only=True):
+    """A routing rule as DESIGN §10 (initial world)."""
+
+    name: str
+    conditions: dict[str, Any] = msgspec.field(default_factory=dict)
+    actions: list[RuleAction] = msgspec.field(default_factory=list)
+    throttle_seconds: float | None = None
+    weight: int | None = None
+    enabled: bool = True
+
+
+class Group(Base, tag="group", kw_only=True):
+    """A sender group (seed 000 §6; initial world)."""
+
+    name: str
+    priority: int
+    senders: list[str] = msgspec.field(default_factory=list)
+    failed_in_row: int | None = None
+    cooldown_delay_from: float | None = None
+    cooldown_delay_to: float | None = None
+    send_from_message_interval: float | None = None
+    send_to_message_interval: float | None = None
+    from_time: str | None = None
+    to_time: str | None = None
+
+
+class Emit(Base, tag="emit", kw_only=True):
+    """Electron routes an event of its own through the sidecar (``events.emit``)."""
+
+    source: str
+    subject: str
+    action: str
+    priority: str = "normal"
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+    dedup_key: str | None = None
+    ttl_s: float | None = None
+
+
+class TargetFault(Base, tag="target_fault", kw_only=True):
+    target: str
+    mode: Literal["down", "up", "error_rate", "latency", "terminal", "probe_fail"]
+    value: float | None = None
+
+
+class Manage(Base, tag="manage", kw_only=True):
+    """A management call (``groups.*``, ``senders.*``, ``rules.*``); ``error`` = the expected JSON-RPC code."""
+
+    method: str
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    error: int | None = None
+
+
+ExpectWhat = Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker",
+                     "task_overdue", "delivery", "sender", "history", "decision"]
+
+_EXPECT_NEEDS: dict[str, tuple[str, ...]] = {
+    "task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
+    "task_open": ("type", "tu", "ru"), "task_closed": ("type", "tu", "ru"),
+    "count": ("type", "between", "min", "max"), "marker": ("tu", "ru", "name"),
+    "task_overdue": ("type", "tu", "ru"), "delivery": ("target", "between", "min", "max"),
+    "sender": ("sender", "state"), "history": ("sender", "code", "between", "min", "max"),
+    "decision": ("tu", "ru", "outcome", "between"),
+}
+
+
 class Expect(Base, tag="expect", kw_only=True):
-    what: Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker"]
+    what: ExpectWhat
     type: str | None = None
     tu: str | None = None
     ru: str | None = None
@@ -342,28 +433,36 @@ class Expect(Base, tag="expect", kw_only=True):
     max: int | None = None
     name: str | None = None
     value: Any = msgspec.UNSET
+    # routing and sender health (README "Expectations")
+    target: str | None = None
+    status: Literal["delivered", "skipped", "failed", "pending", "duplicate"] | None = None
+    subject: str | None = None
+    action: str | None = None
+    sender: str | None = None
+    state: Literal["active", "cooldown", "need_check"] | None = None
+    cooldown_times: int | None = None
+    code: int | None = None
+    outcome: str | None = None
 
     def check(self) -> str | None:
         w = self.what
-        need = {"task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
-                "task_open": ("type", "tu", "ru"), "task_closed": ("type", "tu", "ru"),
-                "count": ("type", "between", "min", "max"), "marker": ("tu", "ru", "name")}[w]
-        missing = [k for k in need if getattr(self, k) is None]
+        missing = [k for k in _EXPECT_NEEDS[w] if getattr(self, k) is None]
         if missing:
             return f"expect {w} needs {', '.join(missing)}"
         if w == "marker" and self.value is msgspec.UNSET:
             return "expect marker needs value (null = absent)"
         if self.between is not None and self.between[0] > self.between[1]:
             return f"between {list(self.between)} is empty (t1 > t2)"
-        if w == "count" and self.min > self.max:
-            return "count needs min <= max"
+        if self.min is not None and self.max is not None and self.min > self.max:
+            return f"{w} needs min <= max"
         return None
 
 
 Line = Union[Header, Tu, Favorite, History, ChatLog, MailLog, Login, Logout, Online, Message, Like,
              Mail, MailReadLine, EmailLine, NotificationLine, Limits, SystemLine, DialogCreatedLine,
-             Icebreaker, ChatRequestLine, Block, Unblock, Crash, StackFault, Expect]
-INITIAL = (Tu, History, ChatLog, MailLog)  # never timeline; Favorite is either
+             Icebreaker, ChatRequestLine, Block, Unblock, Crash, StackFault, Target, Rule, Group, Emit,
+             TargetFault, Manage, Expect]
+INITIAL = (Tu, History, ChatLog, MailLog, Target, Rule, Group)  # never timeline; Favorite is either
 KINDS = sorted(c.__struct_config__.tag for c in Line.__args__)  # type: ignore[attr-defined]
 
 

@@ -61,6 +61,9 @@ class Recorder:
     def __init__(self, start: float) -> None:
         self.start = start
         self.tasks: dict[str, Task] = {}
+        # open tasks by (tu, ru, type): the replay asks after every RU message whether one is
+        # open, and a scan of every task ever recorded made that O(n²) over a shift
+        self._open: dict[tuple[str, str, str], list[Task]] = {}
         self.lines: list[dict[str, Any]] = []
         self.redelivered = 0
         self.unknown_closes: list[str] = []
@@ -83,6 +86,7 @@ class Recorder:
                  source=v.get("source", ""), created_at=float(v["created_at"]), deadline=float(v["deadline"]),
                  vip=v.get("vip"), meta=v.get("meta") or {})
         self.tasks[t.task_id] = t
+        self._open.setdefault((t.tu, t.ru, t.type), []).append(t)
         self.counts["task.created"] += 1
         keys = dict(task_id=t.task_id, type=t.type, project=t.project, tu=t.tu, ru=t.ru, source=t.source,
                     deadline=_rel(t.deadline, self.start), vip=t.vip, created_at=_rel(t.created_at, self.start))
@@ -105,6 +109,9 @@ class Recorder:
         t.closes.append((at, reason))
         if t.closed_at is None:
             t.closed_at, t.reason = at, reason
+            still = self._open.get((t.tu, t.ru, t.type))
+            if still is not None and t in still:
+                still.remove(t)
         self.counts["task.closed"] += 1
         self._add(at, "task.closed", task_id=tid, type=t.type, tu=t.tu, ru=t.ru, reason=reason)
         return t
@@ -149,10 +156,10 @@ class Recorder:
         return sorted(out, key=lambda t: (t.created_at, t.task_id))
 
     def open_task(self, tu: str, ru: str, type_: str) -> Task | None:
-        for t in self.of(type_, tu, ru):
-            if t.is_open:
-                return t
-        return None
+        """The earliest-created open task of ``type_`` for (``tu``, ``ru``), or None; O(open tasks
+        of that pair and type), whatever the length of the run."""
+        still = self._open.get((tu, ru, type_))
+        return min(still, key=lambda t: (t.created_at, t.task_id)) if still else None
 
     def sorted_lines(self) -> list[dict[str, Any]]:
         return sorted(self.lines, key=lambda x: x["at"] if x["at"] is not None else 0.0)

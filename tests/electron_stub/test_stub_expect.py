@@ -100,3 +100,17 @@ def test_reannounced_task_is_not_new():
     rec = Recorder(T0)
     assert created(rec, "a") is not None
     assert created(rec, "a") is None and rec.redelivered == 1 and len(rec.tasks) == 1
+
+
+def test_expectations_not_supported_yet_fail_and_name_their_issue():
+    """An expectation the harness cannot evaluate yet never passes vacuously: it fails naming the
+    issue that brings it (so its scenario is an honest expected failure)."""
+    rec = Recorder(T0)
+    cases = {"task_overdue": dict(type="like", tu="g", ru="r"),
+             "delivery": dict(target="t", between=[0, 1], min=0, max=9),
+             "sender": dict(sender="t", state="active"),
+             "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9),
+             "decision": dict(tu="g", ru="r", outcome="miss", between=[0, 1])}
+    for what, kw in cases.items():
+        r = ex.evaluate(E(what=what, **kw), rec, no_marker)
+        assert not r.ok and "issue" in r.detail and r.lineno == 2, (what, r)

@@ -71,8 +71,12 @@ def test_lifecycle_crash_and_shift_change(tmp_path):
 
 
 @needs_sidecar
-@pytest.mark.parametrize("name", ["t01_unanswered_expires_one_task_per_burst", "s01_chain_starts_at_close",
-                                  "t02_like_prime"])
+@pytest.mark.parametrize("name", [
+    pytest.param("t01_unanswered_overdue_one_task_per_burst", marks=pytest.mark.xfail(
+        strict=True, reason="issue 6: answer-awaiting tasks go overdue (task_overdue)")),
+    "s01_chain_starts_at_close",
+    pytest.param("t02_like_prime", marks=pytest.mark.xfail(
+        strict=True, reason="issue 6: a like is answer-awaiting and goes overdue (task_overdue)"))])
 def test_seed_scenarios(tmp_path, name):
     path = need_shared() / "scenarios" / "seed" / f"{name}.jsonl"
     rp, violations = run(sc.load(path), tmp_path)

@@ -18,6 +18,11 @@ EVERY_KIND = [
               "closed_at": -10, "reason": "answered"}},
     {"kind": "chat_log", "project": "golden", "tu": "g1", "ru": "r1", "from": "tu", "at": -10, "id": "m0"},
     {"kind": "mail_log", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "at": -99, "id": "ml0"},
+    {"kind": "target", "name": "crm-hook", "channel": "webhook", "config": {}},
+    {"kind": "rule", "name": "to crm", "conditions": {"source": "electron"}, "actions": [{"target": "crm-hook"}],
+     "throttle_seconds": 60},
+    {"kind": "group", "name": "night", "priority": 1, "senders": ["crm-hook"], "failed_in_row": 1,
+     "from_time": "22:00", "to_time": "06:00"},
     {"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op", "fresh": True},
     {"t": 1, "kind": "online", "project": "golden", "ru": "r1", "online": True},
     {"t": 2, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m1", "body": "hi"},
@@ -38,6 +43,17 @@ EVERY_KIND = [
     {"t": 15, "kind": "stack", "mode": "error_rate", "value": 0.5},
     {"t": 15, "kind": "stack", "mode": "down"},
     {"t": 16, "kind": "logout", "project": "golden", "tu": "g1", "operator": "op"},
+    {"t": 17, "kind": "emit", "source": "electron", "subject": "alert", "action": "fired", "priority": "high",
+     "payload": {"x": 1}, "dedup_key": "d", "ttl_s": 60},
+    {"t": 17, "kind": "target_fault", "target": "crm-hook", "mode": "error_rate", "value": 1.0},
+    {"t": 17, "kind": "manage", "method": "groups.create", "params": {"name": "g"}, "error": -32602},
+    {"t": 17, "kind": "expect", "what": "task_overdue", "type": "like", "tu": "g1", "ru": "r1"},
+    {"t": 17, "kind": "expect", "what": "delivery", "target": "crm-hook", "status": "pending", "between": [0, 17],
+     "min": 1, "max": 1},
+    {"t": 17, "kind": "expect", "what": "sender", "sender": "crm-hook", "state": "cooldown", "cooldown_times": 1},
+    {"t": 17, "kind": "expect", "what": "history", "sender": "crm-hook", "code": 101, "between": [0, 17],
+     "min": 1, "max": 1},
+    {"t": 17, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "outcome": "miss", "between": [0, 17]},
     {"t": 17, "kind": "expect", "what": "marker", "tu": "g1", "ru": "r1", "name": "followUpChat", "value": None},
     {"t": 17, "kind": "expect", "what": "count", "type": "like", "between": [0, 17], "min": 0, "max": 2},
 ]
@@ -50,9 +66,10 @@ def parse(*objs, header=HEADER):
 def test_every_kind_parses_with_line_numbers():
     s = parse(*EVERY_KIND)
     assert s.header.seed == 3 and s.header.operator.chat_delay_s == (10, 10)
-    assert [type(x).__name__ for x in s.world] == ["Tu", "Favorite", "History", "ChatLog", "MailLog"]
-    assert len(s.timeline) == len(EVERY_KIND) - 5
-    assert s.timeline[0].lineno == 7 and s.timeline[-1].lineno == len(EVERY_KIND) + 1
+    assert [type(x).__name__ for x in s.world] == ["Tu", "Favorite", "History", "ChatLog", "MailLog",
+                                                   "Target", "Rule", "Group"]
+    assert len(s.timeline) == len(EVERY_KIND) - 8
+    assert s.timeline[0].lineno == 10 and s.timeline[-1].lineno == len(EVERY_KIND) + 1
     assert s.world[1].markers == {"followUpChat": {"step": 1}}
     assert s.timeline[-2].value is None and s.abs(10) == s.start + 10
     kinds = {o["kind"] for o in EVERY_KIND} | {"header"}
@@ -68,6 +85,10 @@ def test_every_kind_parses_with_line_numbers():
     ({"t": 1, "kind": "like", "project": "golden", "tu": "a", "ru": "r", "like": "wink"}, 2, "not a golden like"),
     ({"t": 1, "kind": "notification", "project": "golden", "tu": "a", "ru": "r", "type": "ONLINE_NOW"}, 2, "chathouse"),
     ({"t": 1, "kind": "stack", "mode": "error_rate"}, 2, "error_rate"),
+    ({"t": 1, "kind": "expect", "what": "delivery", "target": "x", "min": 0, "max": 1}, 2, "needs between"),
+    ({"t": 1, "kind": "expect", "what": "sender", "sender": "x", "state": "resting"}, 2, "$.state"),
+    ({"t": 1, "kind": "target_fault", "target": "x", "mode": "explode"}, 2, "$.mode"),
+    ({"kind": "target", "name": "x", "channel": "pigeon"}, 2, "$.channel"),
     ({"t": 1, "kind": "expect", "what": "task_created", "type": "like", "tu": "a", "ru": "r"}, 2, "between"),
     ({"t": 1, "kind": "expect", "what": "marker", "tu": "a", "ru": "r", "name": "x"}, 2, "value"),
     ({"t": 1, "kind": "expect", "what": "no_task", "type": "like", "tu": "a", "ru": "r", "between": [5, 1]}, 2, "empty"),

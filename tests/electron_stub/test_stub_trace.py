@@ -55,3 +55,36 @@ def test_task_diff_and_cli(tmp_path):
     assert [x["task_id"] for x in d["only_a"]] == ["y"] and [x["task_id"] for x in d["only_b"]] == ["z"]
     assert task_diff(read(a), read(a)) == {"only_a": [], "only_b": []}
     assert cli.main(["diff", str(a), str(a)]) == 0 and cli.main(["diff", str(a), str(b)]) == 1
+
+
+class _NoScan(dict):
+    """A task table that fails the test when anything walks it whole."""
+
+    def _scan(self, *a, **kw):
+        raise AssertionError("Recorder scanned every task ever recorded")
+
+    values = items = keys = __iter__ = _scan
+
+
+def _task(rec, tid, ru, at, type_="unanswered_message"):
+    rec.task_created({"task": {"task_id": tid, "type": type_, "project": "golden", "tu": "g", "ru": ru,
+                               "source": "socket", "created_at": T0 + at, "deadline": T0 + at + 120}})
+
+
+def test_open_task_cost_is_flat_as_the_run_grows():
+    """Issue 11: the replay asks ``open_task`` after every RU message; it must not walk every task
+    recorded so far (that was O(n²) over a shift).  Thousands of closed tasks on many pairs, then the
+    question is answered without touching the table as a whole, and answers right."""
+    rec = Recorder(T0)
+    for i in range(3000):
+        _task(rec, f"old-{i}", f"r{i % 300}", i)
+        rec.task_closed({"task_id": f"old-{i}", "reason": "answered", "closed_at": T0 + i + 1})
+    _task(rec, "late", "r7", 5000.0)
+    _task(rec, "early", "r7", 4000.0)  # announced after "late" but created before it
+    _task(rec, "like", "r7", 4500.0, type_="like")
+    rec.tasks = _NoScan(rec.tasks)
+    assert rec.open_task("g", "r7", "unanswered_message").task_id == "early"
+    assert rec.open_task("g", "r8", "unanswered_message") is None
+    rec.task_closed({"task_id": "early", "reason": "answered", "closed_at": T0 + 5001})
+    assert rec.open_task("g", "r7", "unanswered_message").task_id == "late"
+    assert rec.open_task("g", "r7", "like").task_id == "like"
