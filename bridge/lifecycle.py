@@ -110,7 +110,7 @@ async def wait_for_shutdown(
 async def _watch_parent(original_ppid: int, parent_pid: int | None, poll_s: float, finish) -> None:
     """Poll for parent death every ``poll_s`` seconds; call ``finish("parent-died")``."""
     while True:
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(poll_s)  # noqa: TID251 - I/O layer: polls the OS for the parent, no domain time
         if original_ppid != 1 and os.getppid() != original_ppid:
             finish("parent-died")
             return

@@ -291,7 +291,7 @@ class BridgeServer:
 
     async def _read(self, session: Session) -> None:
         """Read frames until the connection closes; dispatch as the module header says."""
-        ws, queue = session.ws, self._queue
+        ws = session.ws
         Request, Notification, Response = jsonrpc.Request, jsonrpc.Notification, jsonrpc.Response
         while True:
             try:
@@ -299,7 +299,8 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             try:
-                msg = jsonrpc.decode(raw)
+                # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
+                msg: Any = jsonrpc.decode(raw)
             except RpcError as exc:
                 session.send(_error_frame(exc.id, exc))
                 continue
@@ -358,7 +359,7 @@ class BridgeServer:
         self._enqueue(item)
         return True
 
-    def _on_ack(self, session: Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
+    def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
         params = msg.params
         seq = params.get("seq") if isinstance(params, dict) else None
@@ -395,7 +396,8 @@ class BridgeServer:
                 log.info("%s failed: %r", msg.method, exc)
                 frame = _error_frame(msg.id, exc) if is_request else None
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
                     raise  # close() is stopping the worker
                 log.error("handler for %s was cancelled from inside", msg.method)
                 frame = _error_frame(msg.id, InternalError("cancelled")) if is_request else None

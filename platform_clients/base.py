@@ -122,6 +122,18 @@ class PlatformClient:
         raise NotImplementedError
 
     @classmethod
+    def decode_unanswered_mail(cls, result: Any) -> list[Any]:
+        """A ``check_mail`` pass answer → the RU's unanswered letters (Prime, seed 003); a project
+        without that pass raises BadAnswer."""
+        raise BadAnswer(f"{cls.project}: no check-mail pass")
+
+    @classmethod
+    def decode_restriction(cls, result: Any) -> Any:
+        """A live-limits answer (``chat_restriction``) → the limits; a project without limits
+        (Golden) raises BadAnswer."""
+        raise BadAnswer(f"{cls.project}: no limits")
+
+    @classmethod
     def decode_online(cls, result: Any) -> tuple[set[str], list[DialogSnapshot]]:
         """Online pass result → (online RU ids, dialog snapshots if the pass carries them).
         Raises BadAnswer when the answer is unusable as a whole."""

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InvalidParams, MethodNotFound, RpcError
+from bridge.errors import InvalidParams, MethodNotFound
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -253,7 +253,7 @@ class SidecarApp:
                         # nobody to answer platform requests or to receive the result: stop;
                         # every step so far is committed, the rest stays due for the next advance
                         raise InvalidParams("the client disconnected during clock.advance_to")
-                    await asyncio.sleep(0)  # a long advance must not starve signals and reads
+                    await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
             clock.advance_to(t)
             if self._outbox_due is not None and self._outbox_due <= t:
                 await self._pump_locked()
@@ -281,6 +281,7 @@ class SidecarApp:
 
     async def _pump_loop(self) -> None:
         """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
+        assert self.pump is not None  # started only with a Stack
         while True:
             now = self.clock.now()
             due = self._outbox_due

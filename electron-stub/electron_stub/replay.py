@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import sys
 import tempfile
 import time
 from collections import Counter

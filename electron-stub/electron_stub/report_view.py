@@ -95,7 +95,7 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
                 dt.add_row(target, status, str(n))
         parts.append(dt)
     op, st = s["operator"], s["stack"]
-    parts.append(Text(f"Operator sent: " + (", ".join(f"{k} {v}" for k, v in op["sent"].items()) or "nothing")
+    parts.append(Text("Operator sent: " + (", ".join(f"{k} {v}" for k, v in op["sent"].items()) or "nothing")
                       + (f" ({op['late']} late)" if op["late"] else "")))
     parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
                       f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "

@@ -150,9 +150,6 @@ async def test_client_gone_mid_advance_stops_the_advance_and_sigterm_works(tmp_p
 async def test_sigterm_with_a_frozen_client_exits_promptly(tmp_path):
     """Found by the breaker: a client that stopped (SIGSTOP) held shutdown for websockets'
     10 s closing handshake."""
-    import signal
-    import time as _time
-
     async with SidecarProcess(tmp_path) as sc:
         ws = await connect(f"ws://127.0.0.1:{sc.port}/", max_queue=1)
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"token": sc.token}}))
