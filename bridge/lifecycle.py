@@ -51,12 +51,16 @@ def stdin_is_watchable(fd: int = _STDIN) -> bool:
 
 
 async def wait_for_shutdown(
-    *, watch_stdin: bool | None = None, parent_pid: int | None = None, poll_s: float = 1.0
+    *, watch_stdin: bool | None = None, parent_pid: int | None = None, poll_s: float = 1.0,
+    original_ppid: int | None = None,
 ) -> str:
     """Wait until the process should stop; return why (see the module header).
 
     ``watch_stdin``: None = auto (pipe/socket only), True = always, False = never.
     ``parent_pid``: an extra process whose death stops us.  ``poll_s``: parent poll period (s).
+    ``original_ppid``: our parent as seen at process start (default: now).  Pass it when the
+    parent may already have died before this call (e.g. during startup): then the first poll
+    reports ``"parent-died"`` instead of watching the new parent forever.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[str] = loop.create_future()
@@ -92,7 +96,8 @@ async def wait_for_shutdown(
         loop.add_reader(_STDIN, on_stdin)
         reading_stdin = True
 
-    poller = asyncio.create_task(_watch_parent(os.getppid(), parent_pid, poll_s, finish),
+    ppid = os.getppid() if original_ppid is None else original_ppid
+    poller = asyncio.create_task(_watch_parent(ppid, parent_pid, poll_s, finish),
                                  name="bridge-parent-watch")
     try:
         reason = await done

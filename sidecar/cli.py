@@ -27,7 +27,8 @@ from sidecar import PROTOCOL_VERSION, __version__
 
 log = logging.getLogger("sidecar")
 
-SHUTDOWN_DEADLINE_S = 1.8  # the process is gone within 2 s of the request, whatever hangs
+SHUTDOWN_DEADLINE_S = 1.5  # the process is gone within 2 s of the request, whatever hangs
+PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
 EXIT_FORCED = 5
 EXIT_CODES = """\
 exit codes:
@@ -36,7 +37,7 @@ exit codes:
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
   4    the database cannot be opened (corrupted/unreadable; it is left untouched)
-  5    shutdown did not finish within 1.8 s and was forced (unsent Stack writes stay queued)
+  5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
 _STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
@@ -71,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
     sub.add_parser("version", help="print the version")
     return ap
+
+
+_STARTED_BY = os.getppid()  # our parent at process start: it may die before serve is ready
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +151,8 @@ async def _serve(settings) -> int:
                  "protocol": PROTOCOL_VERSION}
         sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
         sys.stdout.flush()
-        reason = await wait_for_shutdown()
+        # parent polled 4×/s: its death must end us within the 2 s promise, detection included
+        reason = await wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY)
         log.info("shutting down: %s", reason)
     finally:
         arm_shutdown_guard()

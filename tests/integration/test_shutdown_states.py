@@ -4,6 +4,7 @@ once).  ``SidecarProcess.stop`` fails any test whose process outlives 2 s."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -93,3 +94,42 @@ def test_a_second_signal_during_shutdown_exits_at_once(sig):
     assert p.wait(timeout=5) == 128 + sig
     assert time.monotonic() - t0 < 1.0
     assert f"second {sig.name} during shutdown" in p.stderr.read()
+
+
+def test_parent_death_ends_the_sidecar_within_2_s(tmp_path):
+    """Electron dies without closing our stdin (here: stdin is /dev/null, so only the parent
+    watch can notice): the sidecar ends within 2 s of its parent, with exit code 0."""
+    wrapper = textwrap.dedent(f"""
+        import os, subprocess, sys
+        p = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--port", "0", "--clock", "wall",
+                              "--data-dir", {str(tmp_path)!r}], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, env=dict(os.environ, SIDECAR_TOKEN="t"))
+        print(p.pid, p.stdout.readline().decode().strip(), flush=True)
+        os._exit(0)  # the parent dies; the sidecar is re-parented
+    """)
+    r = subprocess.run([sys.executable, "-c", wrapper], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True, timeout=60)
+    t0 = time.monotonic()
+    pid_s, ready = r.stdout.split(" ", 1)
+    assert '"ready"' in ready, r.stdout + r.stderr
+    pid = int(pid_s)
+    while time.monotonic() - t0 < 5 and _alive(pid):
+        time.sleep(0.02)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the sidecar outlived its parent by 5 s")
+    assert time.monotonic() - t0 <= 2.0
+    assert "shutting down: parent-died" in (tmp_path / "sidecar.log.jsonl").read_text()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its new parent to reap it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
