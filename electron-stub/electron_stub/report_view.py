@@ -50,7 +50,7 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
                  for e in unclean]
     if quiet:
         parts += [Text(f, style="red") for f in failures]
-        parts.append(Text(f"result: {'PASS' if ok else 'FAIL'} — {s['verdict']}"))
+        parts.append(Text(_result_line(s)))
         return Group(*parts)
 
     tl = _table("What happened (virtual time, UTC)", "time", "+s", "event", "detail")
@@ -117,8 +117,15 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
         + f"; {sp['frames']} bridge frames" + (f" ({sp['frames_per_s']:.0f}/s)" if sp["frames_per_s"] else "")
         + f"; {sum(sp['platform_requests'].values())} platform requests answered"
         + (f", {sp['request_errors']} with an error" if sp["request_errors"] else ""), style="dim"))
-    parts.append(Text(f"result: {'PASS' if ok else 'FAIL'} — {s['verdict']}", style="bold"))
+    parts.append(Text(_result_line(s), style="bold"))
     return Group(*parts)
+
+
+def _result_line(s: dict[str, Any]) -> str:
+    verdict = s["verdict"]
+    if verdict.startswith(("PASS", "FAIL")):
+        return f"result: {verdict}"
+    return f"result: {'PASS' if s['exit_code'] == 0 else 'FAIL'} — {verdict}"
 
 
 def print_report(s: dict[str, Any], *, quiet: bool = False, file: Any = None) -> None:
