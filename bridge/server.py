@@ -64,6 +64,7 @@ from .errors import (
     RpcError,
     Unauthorized,
 )
+from .inbound import InboundQueue
 from .session import Session, close_and_drain, drain
 from .stream import OutboundStream
 
@@ -122,11 +123,7 @@ class BridgeServer:
         # resumes with a seq of an older stream must start over (and re-read the open tasks)
         self.stream_id = secrets.token_hex(8)
         self.port: int | None = None  # the bound port once started
-        self._queue: asyncio.Queue = asyncio.Queue()  # (session, Request|Notification, bytes)
-        self._queue_size = queue_size  # frames the queue may hold
-        self._queue_bytes = queue_bytes  # raw bytes the queue may hold (one frame always fits)
-        self.queued_bytes = 0  # raw bytes in the queue now
-        self._room = asyncio.Event()  # set by the worker when it takes a frame off the queue
+        self._queue = InboundQueue(queue_size, queue_bytes)  # readers → the one worker
         self._session: Session | None = None  # the current authenticated connection
         self._server: Server | None = None  # the websockets server
         self._worker: asyncio.Task | None = None  # the one handler task
@@ -137,6 +134,11 @@ class BridgeServer:
         self._dropped_on_close = 0  # frames taken off the queue after close() began
 
     # ---- public API ------------------------------------------------------------------------
+
+    @property
+    def queued_bytes(self) -> int:
+        """Raw bytes of inbound frames waiting for the worker."""
+        return self._queue.queued_bytes
 
     @property
     def connected(self) -> bool:
@@ -311,10 +313,10 @@ class BridgeServer:
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(_error_frame(msg.id, InvalidRequest("already authenticated")))
-                elif self._has_room(len(raw)):
-                    self._enqueue((session, msg, len(raw)))
-                elif not await self._put_when_room((session, msg, len(raw))):
-                    self._dropped_on_close += await drain(ws)
+                elif self._queue.has_room(len(raw)):
+                    self._queue.put_nowait((session, msg, len(raw)))
+                elif not await self._queue.put((session, msg, len(raw)), self._closing):
+                    self._dropped_on_close += 1 + await drain(ws)
                     return
             elif kind is Response:
                 future = session.pending.get(msg.id)
@@ -330,34 +332,6 @@ class BridgeServer:
                     future.set_exception(error)
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
-
-    def _has_room(self, size: int) -> bool:
-        queue = self._queue
-        return queue.qsize() < self._queue_size and (
-            queue.empty() or self.queued_bytes + size <= self._queue_bytes)
-
-    def _enqueue(self, item: tuple) -> None:
-        self.queued_bytes += item[2]
-        self._queue.put_nowait(item)
-
-    async def _put_when_room(self, item: tuple) -> bool:
-        """Back-pressure: wait for queue room; False if the server started closing meanwhile."""
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            while not self._has_room(item[2]):
-                if self._closing.is_set():
-                    self._dropped_on_close += 1
-                    return False
-                self._room.clear()
-                room = asyncio.ensure_future(self._room.wait())
-                try:
-                    await asyncio.wait({room, closing}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    room.cancel()
-        finally:
-            closing.cancel()
-        self._enqueue(item)
-        return True
 
     def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
@@ -381,9 +355,7 @@ class BridgeServer:
         queue, handler, Request = self._queue, self._handler, jsonrpc.Request
         while True:
             self._idle.set()
-            session, msg, size = await queue.get()
-            self.queued_bytes -= size
-            self._room.set()
+            session, msg, _ = await queue.get()
             self._idle.clear()
             if self._closing.is_set():
                 self._dropped_on_close += 1
