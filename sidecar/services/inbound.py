@@ -39,7 +39,6 @@ class InboundService(Service):
     name = "inbound"
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
-        rt = self.tu
         match event:
             case ev.ChatIn():
                 self._propose(step, TaskType.UNANSWERED_MESSAGE, event.ru, "socket")
