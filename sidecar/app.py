@@ -40,6 +40,7 @@ from bridge.errors import InternalError, InvalidParams, MethodNotFound, RpcError
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
+from sidecar.aio import bounded, cancel_all, wait_event
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
@@ -56,11 +57,13 @@ from sidecar.tu import TuRuntime
 
 log = logging.getLogger("sidecar.app")
 
-EXIT_STEP_FAILED = 5  # a step could not commit (or crashed): restart restores from SQLite and Stack
+EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
+MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
 def make_clock(settings: Settings) -> Clock:
@@ -105,17 +108,18 @@ class SidecarApp:
         return port
 
     async def close(self) -> None:
-        for t in list(self._bg):
-            t.cancel()
-        await asyncio.gather(*self._bg, return_exceptions=True)
-        await self.bridge.close()
+        """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
+        each stage has its own deadline, and a stage that overruns is logged and left behind —
+        the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        await cancel_all(self._bg, 0.3, "background tasks")
+        await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
         if self.pump is not None and self._outbox_due is not None and self._now_or_none() is not None:
-            try:  # flush what we can (DESIGN §3); anything left stays queued for the next start
-                await asyncio.wait_for(self.pump.run_due(self.clock.now()), 3.0)
-            except Exception as exc:  # noqa: BLE001 - best effort at exit
-                log.info("outbox flush at exit incomplete: %s", exc)
+            # flush what we can (DESIGN §3); anything left stays queued for the next start
+            res = await bounded(self.pump.run_due(self.clock.now()), 0.4, "outbox flush at exit")
+            if res is not None:
+                self.acked += len(res.acked)
         if self.stack is not None:
-            await self.stack.close()
+            await bounded(self.stack.close(), 0.2, "Stack client close")
 
     def _now_or_none(self) -> float | None:
         try:
@@ -273,6 +277,13 @@ class SidecarApp:
             # the domain (markers are applied locally at once; Stack sees them by ``t``).
             fired = 0
             while (nxt := self.engine.scheduler.next_due()) is not None and nxt <= t:
+                if fired >= MAX_FIRES_PER_ADVANCE:
+                    # a far-future target must not hold the one worker (and every frame behind
+                    # it) for minutes: everything so far is committed, the client continues
+                    raise InvalidParams(
+                        f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                        f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                        data={"now": clock.now(), "next_due": self.next_due()})
                 clock.advance_to(nxt)
                 await self._step_locked(self.engine.fire, now=max(nxt, clock.now()))
                 fired += 1
@@ -281,7 +292,7 @@ class SidecarApp:
                         # nobody to answer platform requests or to receive the result: stop;
                         # every step so far is committed, the rest stays due for the next advance
                         raise InvalidParams("the client disconnected during clock.advance_to")
-                    await asyncio.sleep(0)  # a long advance must not starve signals and reads
+                    await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
             clock.advance_to(t)
             if self._outbox_due is not None and self._outbox_due <= t:
                 await self._pump_locked()
@@ -308,13 +319,11 @@ class SidecarApp:
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, self.clock.real_delay(wait)))
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, self.clock.real_delay(wait))
 
     async def _pump_loop(self) -> None:
         """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
+        assert self.pump is not None  # started only with a Stack
         while True:
             now = self.clock.now()
             due = self._outbox_due
@@ -334,10 +343,7 @@ class SidecarApp:
                     self._outbox_due = res.next_due
                 continue
             wait = 60.0 if due is None else due - now
-            try:
-                await asyncio.wait_for(self._pump_kick.wait(), max(0.0, self.clock.real_delay(wait)))
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._pump_kick, self.clock.real_delay(wait))
 
     # sessions ---------------------------------------------------------------------------------
     async def login(self, a: p.SessionLogin) -> dict:
@@ -348,14 +354,14 @@ class SidecarApp:
         startup = None
         if self.stack is not None:
             try:
-                raw = await asyncio.wait_for(self.stack.startup(a.tu),
-                                             self.settings.stack_startup_timeout_s)
+                async with asyncio.timeout(self.settings.stack_startup_timeout_s):
+                    raw = await self.stack.startup(a.tu)
                 parsed = parse_startup(a.tu, raw)
                 if parsed is None:
                     log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
                 else:
                     startup = {"favorites": parsed.favorites, "history": parsed.history}
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("Stack startup for %s took over %g s: restoring from local state",
                             a.tu, self.settings.stack_startup_timeout_s)
             except StackError as exc:

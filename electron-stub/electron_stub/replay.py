@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -50,13 +49,13 @@ from electron_stub import answers, encode, keyed
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
+from electron_stub.progress import ReplayProgress
 from electron_stub.report import RunStats
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
-PROGRESS_EVERY_S = 10.0
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
 # result naming the issue that brings it, so such a scenario never passes vacuously.
 ROUTING_LINES: dict[type, str] = {
@@ -95,7 +94,7 @@ class Replay:
         lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
-        self._last_progress = time.monotonic()
+        self._bar: ReplayProgress | None = None  # progress display, made at the first advance
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -286,6 +285,8 @@ class Replay:
                 if m.running:
                     await m.stop()
         finally:
+            if self._bar is not None:
+                self._bar.close()
             for m in self.machines:
                 if m.running:
                     await m.kill()
@@ -294,13 +295,10 @@ class Replay:
         return played
 
     def _progress(self, wall0: float, t_rel: float, end: float) -> None:
-        """One stderr line every PROGRESS_EVERY_S of wall time (not with ``quiet``)."""
-        now = time.monotonic()
-        if self.quiet or now - self._last_progress < PROGRESS_EVERY_S:
-            return
-        self._last_progress = now
-        print(f"  … t={t_rel:.0f}/{end:.0f} s virtual, {len(self.rec.tasks)} tasks, {sum(self.frames.values())} "
-              f"frames, wall {now - wall0:.0f} s", file=sys.stderr, flush=True)
+        """A live bar on a terminal, else a stderr line every 10 s of wall time (not ``quiet``)."""
+        if self._bar is None:
+            self._bar = ReplayProgress(end, quiet=self.quiet)
+        self._bar.update(t_rel, len(self.rec.tasks), sum(self.frames.values()))
 
     def _finish_stats(self, wall: float) -> None:
         s = self.stats

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +61,17 @@ _ROUTES = [
     ("POST", re.compile(r"^/v1/tus/([^/]+)/tasks$"), "task"),
     ("POST", re.compile(r"^/v1/tus/([^/]+)/candidates$"), "candidate"),
 ]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client (a sidecar) that vanished mid-request — killed by a ``crash`` line or by Ctrl-C —
+    is not an error of the reference Stack: no traceback on stderr for it."""
+
+    def handle_error(self, request, client_address) -> None:  # type: ignore[override]
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class StackServer:
@@ -92,7 +104,7 @@ class StackServer:
         class Handler(_Handler):
             stack = outer
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="stack-server", daemon=True)

@@ -194,10 +194,33 @@ class Recorder:
         return len(lines)
 
 
+class TraceError(Exception):
+    """A trace file that cannot be read or is not a trace; ``str()`` is ``FILE:LINE: what``."""
+
+
+TRACE_EVENT_KEYS = ("event", "at")  # every trace line has these
+
+
 def read(path: str | Path) -> list[dict[str, Any]]:
-    """A trace file's lines."""
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(x) for x in fh if x.strip()]
+    """A trace file's lines.  Raises :class:`TraceError` (missing/unreadable file, a line that
+    is not JSON or not a trace line — e.g. a scenario file given by mistake)."""
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    x = json.loads(raw)
+                except ValueError as exc:
+                    raise TraceError(f"{path}:{lineno}: not JSON ({exc})") from None
+                if not isinstance(x, dict) or any(k not in x for k in TRACE_EVENT_KEYS):
+                    raise TraceError(f"{path}:{lineno}: not a trace line (no event/at; "
+                                     f"is this a scenario or another file?)")
+                out.append(x)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return out
 
 
 def task_diff(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -46,7 +46,6 @@ class InboundService(Service):
         self.waiting_limit: dict[str, ev.OpenLimitsSignal] = {}  # ru -> signal refused limit_unknown
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
-        rt = self.tu
         match event:
             case ev.ChatIn():
                 self._propose(step, TaskType.UNANSWERED_MESSAGE, event.ru, "socket")

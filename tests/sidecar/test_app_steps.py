@@ -140,4 +140,5 @@ def test_refusals_stay_bad_params_and_change_nothing(tmp_path):
 
 
 def test_serve_exits_with_the_step_failed_code():
-    assert EXIT_STEP_FAILED == 5
+    from sidecar.cli import EXIT_CODES
+    assert EXIT_STEP_FAILED == 6 and "  6    a step could not be saved" in EXIT_CODES

@@ -51,11 +51,11 @@ def test_tu_send_answers_every_task_of_its_channel_for_the_pair_only():
 
 
 @pytest.mark.parametrize("project,name,data,kind", [
-    ("golden", "receivePrivateMessage", {"messageId": "l", "senderId": RU, "recipientId": TU, "sentAt": 0, "text": "🌹"}, "rose"),
-    ("chathouse", "Send", {"id": "l", "type": "message", "from": RU, "to": TU, "at": 0, "body": "[like]"}, "like"),
-    ("prime", "MessageSent", {"id": "l", "type": "wink", "senderId": RU, "recipientId": TU, "at": 0}, "wink"),
-    ("prime", "MessageSent", {"id": "l", "type": "likephoto", "senderId": RU, "recipientId": TU, "at": 0}, "likephoto"),
-    ("prime", "MessageSent", {"id": "l", "type": "like_newsfeed_post", "senderId": RU, "recipientId": TU, "at": 0}, "like_newsfeed_post"),
+    ("golden", "receivePrivateMessage", {"messageId": "l", "senderId": RU, "recipientId": TU, "sentAt": T0, "text": "🌹"}, "rose"),
+    ("chathouse", "Send", {"id": "l", "type": "message", "from": RU, "to": TU, "at": T0, "body": "[like]"}, "like"),
+    ("prime", "MessageSent", {"id": "l", "type": "wink", "senderId": RU, "recipientId": TU, "at": T0}, "wink"),
+    ("prime", "MessageSent", {"id": "l", "type": "likephoto", "senderId": RU, "recipientId": TU, "at": T0}, "likephoto"),
+    ("prime", "MessageSent", {"id": "l", "type": "like_newsfeed_post", "senderId": RU, "recipientId": TU, "at": T0}, "like_newsfeed_post"),
 ])
 def test_like_kinds_per_project(project, name, data, kind):
     w = World(project=project)
@@ -76,11 +76,11 @@ def test_like_with_no_chat_limit_but_mail_limit_says_answer_by_mail():
 
 
 @pytest.mark.parametrize("project,name,data,source", [
-    ("golden", "statistics", {"type": "EmailSend", "userId": RU, "at": 0, "eventKey": "e1"}, "stats"),
-    ("golden", "statistics", {"type": "EmailSendBonusCoins", "userId": RU, "at": 0, "eventKey": "e1"}, "stats"),
-    ("chathouse", "Send", {"id": "m", "type": "inmail_message", "from": RU, "to": TU, "at": 0}, "socket"),
-    ("chathouse", "statistic", {"type": "inmail_photo_send", "from": RU, "to": TU, "at": 0, "eventKey": "e"}, "stats"),
-    ("prime", "email", {"id": "m", "senderId": RU, "recipientId": TU, "at": 0}, "socket"),
+    ("golden", "statistics", {"type": "EmailSend", "userId": RU, "at": T0, "eventKey": "e1"}, "stats"),
+    ("golden", "statistics", {"type": "EmailSendBonusCoins", "userId": RU, "at": T0, "eventKey": "e1"}, "stats"),
+    ("chathouse", "Send", {"id": "m", "type": "inmail_message", "from": RU, "to": TU, "at": T0}, "socket"),
+    ("chathouse", "statistic", {"type": "inmail_photo_send", "from": RU, "to": TU, "at": T0, "eventKey": "e"}, "stats"),
+    ("prime", "email", {"id": "m", "senderId": RU, "recipientId": TU, "at": T0}, "socket"),
 ])
 def test_unanswered_mail_triggers(project, name, data, source):
     w = World(project=project)
