@@ -38,8 +38,7 @@ exit codes:
   3    the data dir is locked by another running sidecar
   4    the database cannot be opened (corrupted/unreadable; it is left untouched)
   5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
-  6    a step could not be saved (or crashed): nothing of it was kept; restart it, it restores
-       from SQLite and Stack (DESIGN §13, crash-only steps)
+  6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
 _STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))

@@ -104,6 +104,9 @@ def test_reannounced_task_is_not_new():
 
 # issue 6 item 9: overdue and the revised semantics (DESIGN §6, §7, §9) ------------------------
 
+LONG = HEADER.replace('"duration_s":100,', '"duration_s":1000,')
+
+
 def updated(rec, tid, t):
     return rec.task_updated({"seq": 3, "task_id": tid, "type": "unanswered_message", "tu": "g", "ru": "r",
                              "overdue": True, "deadline": T0 + t, "at": T0 + t}, T0 + t)
@@ -113,7 +116,7 @@ def test_task_overdue_needs_open_past_deadline_and_announced():
     rec = Recorder(T0)
     created(rec, "a", t=10, ttl=120)  # deadline at 130
     base = dict(what="task_overdue", type="unanswered_message", tu="g", ru="r")
-    at = lambda t: sc.parse_lines([HEADER, json.dumps({"t": t, "kind": "expect", **base})], "x").timeline[0]  # noqa: E731
+    at = lambda t: sc.parse_lines([LONG, json.dumps({"t": t, "kind": "expect", **base})], "x").timeline[0]  # noqa: E731
     assert not ex.evaluate(at(131), rec, no_marker).ok  # past the deadline, but not announced
     assert updated(rec, "a", 130) is not None
     assert updated(rec, "a", 130) is None and rec.redelivered == 1  # announced once
@@ -134,7 +137,7 @@ def test_task_overdue_line_parses_and_needs_its_keys():
 
 
 def scenario_with(*lines):
-    return sc.parse_lines([HEADER] + [json.dumps(x) for x in lines], "x.jsonl")
+    return sc.parse_lines([LONG] + [json.dumps(x) for x in lines], "x.jsonl")
 
 
 FAV = {"kind": "favorite", "project": "golden", "tu": "g", "ru": "f", "active": True, "is_white": False}
