@@ -41,7 +41,7 @@ class Sidecar:
         self.proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT)
-        ready = json.loads(await asyncio.wait_for(self.proc.stdout.readline(), 30))
+        ready = json.loads(await _within(self.proc.stdout.readline(), 30))
         self.client = await BridgeClient.connect(ready["port"], self.token,
                                                  on_notification=self._note,
                                                  on_request=self._answer)
@@ -67,10 +67,15 @@ class Sidecar:
         await self.client.close()
         self.proc.stdin.close()
         try:
-            await asyncio.wait_for(self.proc.wait(), 10)
-        except asyncio.TimeoutError:
+            await _within(self.proc.wait(), 10)
+        except TimeoutError:
             self.proc.kill()
         self.tmp.cleanup()
+
+
+async def _within(aw, timeout_s: float):
+    async with asyncio.timeout(timeout_s):
+        return await aw
 
 
 def event(i: int, at: float) -> dict:

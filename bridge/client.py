@@ -36,6 +36,7 @@ from typing import Any
 from msgspec import UNSET
 from websockets.asyncio.client import ClientConnection, connect as ws_connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Origin
 
 from . import jsonrpc
 from .errors import InternalError, MethodNotFound, NotConnected, RemoteError, RequestTimeout, RpcError
@@ -101,7 +102,7 @@ class BridgeClient:
         """Connect and authenticate; return the client (see the module header for errors)."""
         ws = await ws_connect(
             f"ws://{host}:{port}/",
-            origin=origin,
+            origin=None if origin is None else Origin(origin),
             compression=None,
             max_size=max_frame,
             proxy=None,
@@ -207,7 +208,8 @@ class BridgeClient:
                 except ConnectionClosed:
                     return
                 try:
-                    msg = jsonrpc.decode(raw)
+                    # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
+                    msg: Any = jsonrpc.decode(raw)
                 except RpcError as exc:
                     log.warning("undecodable frame from the sidecar: %s", exc.message)
                     continue

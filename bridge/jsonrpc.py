@@ -31,7 +31,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -54,7 +54,7 @@ __all__ = [
     "JSONRPC",
 ]
 
-JSONRPC = "2.0"  # the only protocol version accepted and sent
+JSONRPC: Final = "2.0"  # the only protocol version accepted and sent
 
 # An id is a string, a signed 64-bit integer, or null (larger integers could not round-trip
 # through every peer's JSON library, so they are refused as InvalidRequest).
@@ -165,6 +165,7 @@ def _classify(env: _Envelope) -> Message:
     if has_result == has_error:
         raise InvalidRequest('an answer needs exactly one of "result" and "error"', id=msg_id)
     if has_error:
+        assert isinstance(env.error, ErrorObject)  # has_error: not UNSET
         return ErrorResponse(id=env.id, error=env.error)
     return Response(id=env.id, result=env.result)
 

@@ -5,7 +5,7 @@ Rules / theory of operation
 :func:`wait_for_shutdown` returns the *first* reason that occurs, as a string, and removes every
 hook it installed before returning (so it can be awaited again, e.g. in tests):
 
-* ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` — handlers are installed on the running loop with
+* ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` / ``"signal:SIGHUP"`` — handlers are installed on the running loop with
   ``loop.add_signal_handler`` (main thread only; Unix).  After the wait ends the default
   dispositions are restored, so a second Ctrl-C during a slow shutdown kills the process as usual.
 * ``"stdin-eof"`` — Electron spawns the sidecar with a pipe on stdin and never writes to it; when
@@ -35,7 +35,9 @@ __all__ = ["wait_for_shutdown", "stdin_is_watchable"]
 
 log = logging.getLogger("bridge.lifecycle")
 
-_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # signals that mean "stop cleanly"
+# signals that mean "stop cleanly"; SIGHUP too: a closed terminal or session must not kill the
+# sidecar mid-step with the default disposition (issue 7)
+_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 _STDIN = 0  # file descriptor watched for EOF
 
 
@@ -49,12 +51,16 @@ def stdin_is_watchable(fd: int = _STDIN) -> bool:
 
 
 async def wait_for_shutdown(
-    *, watch_stdin: bool | None = None, parent_pid: int | None = None, poll_s: float = 1.0
+    *, watch_stdin: bool | None = None, parent_pid: int | None = None, poll_s: float = 1.0,
+    original_ppid: int | None = None,
 ) -> str:
     """Wait until the process should stop; return why (see the module header).
 
     ``watch_stdin``: None = auto (pipe/socket only), True = always, False = never.
     ``parent_pid``: an extra process whose death stops us.  ``poll_s``: parent poll period (s).
+    ``original_ppid``: our parent as seen at process start (default: now).  Pass it when the
+    parent may already have died before this call (e.g. during startup): then the first poll
+    reports ``"parent-died"`` instead of watching the new parent forever.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[str] = loop.create_future()
@@ -90,7 +96,8 @@ async def wait_for_shutdown(
         loop.add_reader(_STDIN, on_stdin)
         reading_stdin = True
 
-    poller = asyncio.create_task(_watch_parent(os.getppid(), parent_pid, poll_s, finish),
+    ppid = os.getppid() if original_ppid is None else original_ppid
+    poller = asyncio.create_task(_watch_parent(ppid, parent_pid, poll_s, finish),
                                  name="bridge-parent-watch")
     try:
         reason = await done
@@ -108,7 +115,7 @@ async def wait_for_shutdown(
 async def _watch_parent(original_ppid: int, parent_pid: int | None, poll_s: float, finish) -> None:
     """Poll for parent death every ``poll_s`` seconds; call ``finish("parent-died")``."""
     while True:
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(poll_s)  # noqa: TID251 - I/O layer: polls the OS for the parent, no domain time
         if original_ppid != 1 and os.getppid() != original_ppid:
             finish("parent-died")
             return

@@ -16,8 +16,10 @@ Rules / theory of operation
 * Per connection a **reader** (the websockets handler coroutine) and a **writer** task.
   The reader: answers to our own requests resolve their futures at once; ``stream.ack {seq}`` is
   handled here (``{"ok": true}`` if it was a request); malformed frames get their JSON-RPC error;
-  every other request/notification goes into one bounded queue (``queue_size``).  When that queue
-  is full the reader stops reading, so a flood back-pressures the socket instead of growing memory.
+  every other request/notification goes into one queue bounded in frames (``queue_size``) AND in
+  bytes (``queue_bytes``, the raw frame sizes; a frame larger than the byte cap still goes in when
+  the queue is empty).  When either is reached the reader stops reading, so a flood back-pressures
+  the socket instead of growing memory (1 MB frames behind a busy worker once grew it to 1 GB).
   Caveat: a handler awaiting :meth:`request` while the client has more than ``queue_size`` frames
   queued ahead of the answer waits until its timeout (the answer is behind them on the socket).
   The writer sends frames in :class:`~bridge.stream.Delivery` order: a response leaves after every
@@ -62,6 +64,7 @@ from .errors import (
     RpcError,
     Unauthorized,
 )
+from .inbound import InboundQueue
 from .session import Session, close_and_drain, drain
 from .stream import OutboundStream
 
@@ -82,7 +85,7 @@ class BridgeServer:
     ``token``: per-launch secret (non-empty str).  ``handler``: ``async (method, params) -> result``.
     ``host``: loopback address to bind.  ``port``: 0 = any free port.  ``max_frame``: bytes per
     incoming frame.  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
-    accepted).  ``queue_size``: inbound frames buffered for the worker.  ``stream_limit``: unacked
+    accepted).  ``queue_size``: inbound frames buffered for the worker; ``queue_bytes``: their raw bytes.  ``stream_limit``: unacked
     outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
     connection is closed with 1008 (it may reconnect and resume the stream).
@@ -99,6 +102,7 @@ class BridgeServer:
         queue_size: int = 1024,
         stream_limit: int = 100_000,
         *,
+        queue_bytes: int = 8 << 20,
         auth_timeout: float = 10.0,
         control_limit: int = 32 << 20,
     ):
@@ -119,7 +123,7 @@ class BridgeServer:
         # resumes with a seq of an older stream must start over (and re-read the open tasks)
         self.stream_id = secrets.token_hex(8)
         self.port: int | None = None  # the bound port once started
-        self._queue: asyncio.Queue = asyncio.Queue(queue_size)  # (session, Request|Notification)
+        self._queue = InboundQueue(queue_size, queue_bytes)  # readers → the one worker
         self._session: Session | None = None  # the current authenticated connection
         self._server: Server | None = None  # the websockets server
         self._worker: asyncio.Task | None = None  # the one handler task
@@ -130,6 +134,11 @@ class BridgeServer:
         self._dropped_on_close = 0  # frames taken off the queue after close() began
 
     # ---- public API ------------------------------------------------------------------------
+
+    @property
+    def queued_bytes(self) -> int:
+        """Raw bytes of inbound frames waiting for the worker."""
+        return self._queue.queued_bytes
 
     @property
     def connected(self) -> bool:
@@ -194,23 +203,28 @@ class BridgeServer:
 
     async def close(self, *, grace: float = 5.0) -> None:
         """Stop accepting, close the connection (1001), finish the handler call in flight (up to
-        ``grace`` seconds), then cancel the worker.  Idempotent."""
+        ``grace`` seconds), then cancel the worker.  Idempotent.
+
+        Bounded: the closing handshake gets ``grace`` seconds too (a client that stopped reading
+        never answers it); then the connections are aborted.  Nothing here waits on a
+        cancellation to finish (issue 7: the process must exit within 2 s)."""
         if self._closing.is_set():
             return
         self._closing.set()
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 and waits for handlers
-            await self._server.wait_closed()
+            if not await _within(self._server.wait_closed(), grace):
+                log.warning("bridge close: closing handshake not done after %.1f s; aborting", grace)
+                for conn in list(getattr(self._server, "all_connections", ())):
+                    conn.transport.abort()
+                await _within(self._server.wait_closed(), 0.2)
         if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+            await _within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
         if self._worker is not None:
-            if not self._idle.is_set():
-                try:
-                    await asyncio.wait_for(self._idle.wait(), grace)
-                except TimeoutError:
-                    log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
+            if not self._idle.is_set() and not await _within(self._idle.wait(), grace):
+                log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
             self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+            await _within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
         dropped = self._dropped_on_close + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
@@ -232,7 +246,8 @@ class BridgeServer:
         """websockets handler: authenticate, take over as the current session, read."""
         try:
             try:
-                raw = await asyncio.wait_for(ws.recv(decode=False), self._auth_timeout)
+                async with asyncio.timeout(self._auth_timeout):
+                    raw = await ws.recv(decode=False)
             except TimeoutError:
                 log.warning("no auth frame from %s within %.1f s", ws.remote_address, self._auth_timeout)
                 await close_and_drain(ws, CLOSE_AUTH_TIMEOUT, "auth timeout")
@@ -278,7 +293,7 @@ class BridgeServer:
 
     async def _read(self, session: Session) -> None:
         """Read frames until the connection closes; dispatch as the module header says."""
-        ws, queue = session.ws, self._queue
+        ws = session.ws
         Request, Notification, Response = jsonrpc.Request, jsonrpc.Notification, jsonrpc.Response
         while True:
             try:
@@ -286,7 +301,8 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             try:
-                msg = jsonrpc.decode(raw)
+                # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
+                msg: Any = jsonrpc.decode(raw)
             except RpcError as exc:
                 session.send(_error_frame(exc.id, exc))
                 continue
@@ -297,10 +313,10 @@ class BridgeServer:
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(_error_frame(msg.id, InvalidRequest("already authenticated")))
-                elif not queue.full():
-                    queue.put_nowait((session, msg))
-                elif not await self._put_when_room((session, msg)):
-                    self._dropped_on_close += await drain(ws)
+                elif self._queue.has_room(len(raw)):
+                    self._queue.put_nowait((session, msg, len(raw)))
+                elif not await self._queue.put((session, msg, len(raw)), self._closing):
+                    self._dropped_on_close += 1 + await drain(ws)
                     return
             elif kind is Response:
                 future = session.pending.get(msg.id)
@@ -317,19 +333,7 @@ class BridgeServer:
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
 
-    async def _put_when_room(self, item: tuple) -> bool:
-        """Back-pressure: wait for queue room; False if the server started closing meanwhile."""
-        put = asyncio.ensure_future(self._queue.put(item))
-        closing = asyncio.ensure_future(self._closing.wait())
-        await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
-        closing.cancel()
-        if put.done():
-            return True
-        put.cancel()
-        self._dropped_on_close += 1
-        return False
-
-    def _on_ack(self, session: Session, msg: jsonrpc.Request | jsonrpc.Notification) -> None:
+    def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
         params = msg.params
         seq = params.get("seq") if isinstance(params, dict) else None
@@ -351,7 +355,7 @@ class BridgeServer:
         queue, handler, Request = self._queue, self._handler, jsonrpc.Request
         while True:
             self._idle.set()
-            session, msg = await queue.get()
+            session, msg, _ = await queue.get()
             self._idle.clear()
             if self._closing.is_set():
                 self._dropped_on_close += 1
@@ -364,7 +368,8 @@ class BridgeServer:
                 log.info("%s failed: %r", msg.method, exc)
                 frame = _error_frame(msg.id, exc) if is_request else None
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
                     raise  # close() is stopping the worker
                 log.error("handler for %s was cancelled from inside", msg.method)
                 frame = _error_frame(msg.id, InternalError("cancelled")) if is_request else None
@@ -382,6 +387,19 @@ class BridgeServer:
                         frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
             if frame is not None:
                 session.send(frame)
+
+
+async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:
+    """Await ``aw`` at most ``timeout_s`` seconds; False (and ``aw`` cancelled, not awaited)
+    on timeout.  Never ``asyncio.wait_for``: on 3.11 it can swallow our own cancellation."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
+    if not done:
+        task.cancel()
+        return False
+    if not task.cancelled():
+        task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
+    return True
 
 
 def _error_frame(request_id: Any, error: RpcError) -> bytes:

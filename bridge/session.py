@@ -28,7 +28,7 @@ from .auth import Hello
 from .errors import NotConnected
 from .stream import Delivery, OutboundStream
 
-__all__ = ["Session", "drain", "close_and_drain"]
+__all__ = ["Session", "drain", "close_and_drain", "close_or_abort"]
 
 log = logging.getLogger("bridge.server")
 
@@ -64,7 +64,9 @@ class Session:
             log.warning("bridge client is not reading its answers (%d bytes waiting): closing 1008",
                         self.delivery.control_bytes)
             self.closed = True
-            self._cutoff = asyncio.create_task(close_and_drain(self.ws, 1008, "not reading answers"))
+            # a plain close, not close_and_drain: the server's reader is still in ws.recv() and
+            # drains the socket itself; a second recv() raised websockets' ConcurrencyError
+            self._cutoff = asyncio.create_task(close_or_abort(self.ws, 1008, "not reading answers"))
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""
@@ -106,6 +108,18 @@ async def drain(ws: ServerConnection) -> int:
             discarded += 1
     except ConnectionClosed:
         return discarded
+
+
+async def close_or_abort(ws: ServerConnection, code: int, reason: str, timeout_s: float = 2.0) -> None:
+    """Close with ``code``/``reason``; a peer that does not read cannot even take the close frame
+    (the send waits for buffer room forever), so after ``timeout_s`` the TCP connection is
+    aborted.  The server's reader sees the end either way."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await ws.close(code, reason)
+    except TimeoutError:
+        log.warning("client did not take the close frame in %.1f s: dropping the connection", timeout_s)
+        ws.transport.abort()
 
 
 async def close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:

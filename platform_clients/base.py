@@ -10,7 +10,7 @@ exactly those, so the contract lives in one place per platform.  All raw times a
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, ClassVar
+from typing import Annotated, Any, Callable, ClassVar, Optional
 
 import msgspec
 
@@ -48,21 +48,33 @@ class Pass(msgspec.Struct, frozen=True):
     on_reconnect: bool = True
 
 
+# Raw platform values are checked where they enter (issue 7, found by the breaker): an e-mail
+# with a huge ``receivedAt`` made a task that never ended, and ids with NUL or newlines reached
+# the logs raw.  A timestamp is unix seconds between 2000-01-01 and 2100-01-01 (milliseconds
+# fail loudly instead of meaning the year 57000); an id has no control characters.
+MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
+MAX_TS = 4102444800.0  # 2100-01-01T00:00:00Z
+Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS,
+                                          description="unix seconds, 2000-01-01 … 2100-01-01")]
+RawId = Annotated[str, msgspec.Meta(max_length=256, pattern=r"\A[^\x00-\x1f\x7f]*\Z",
+                                    description="an id: no control characters")]
+
+
 class RawDialog(msgspec.Struct, kw_only=True):
     """A dialog row of a Chathouse/Prime list (tab/criteria scroll).  ``dialogId`` null: the dialog
     is not created yet.  ``lastMessage.from`` is ``ru`` | ``tu`` | ``system``."""
 
-    userId: str
-    dialogId: str | None = None
+    userId: RawId
+    dialogId: RawId | None = None
     isOnline: bool = False
-    lastMessage: dict | None = None  # {"from", "at", "type", "body"}
-    lastTuMessageAt: float | None = None
+    lastMessage: dict | None = None  # {"from", "at", "type", "body"}; "at" checked as Timestamp
+    lastTuMessageAt: Timestamp | None = None
     chatLimit: int | None = None
     mailLimit: int | None = None
     blockedByMe: bool = False
     blockedByUser: bool = False
     mutualLike: bool = False
-    unansweredMailAt: float | None = None  # the RU's last unanswered letter, if any
+    unansweredMailAt: Timestamp | None = None  # the RU's last unanswered letter, if any
     spend30dUsd: float | None = None  # the RU's global spend over 30 days, when the list shows it
 
 
@@ -76,8 +88,9 @@ def snapshot_of(row: RawDialog, last_kind: str | None = None) -> DialogSnapshot:
     message's kind as the platform's client reads it (:meth:`PlatformClient.message_kind`);
     default the row's own ``type``."""
     lm = row.lastMessage or {}
+    last_at = msgspec.convert(lm.get("at"), Optional[Timestamp])  # ValidationError: row skipped
     return DialogSnapshot(
-        ru=row.userId, online=row.isOnline, last_from=lm.get("from"), last_at=lm.get("at"),
+        ru=row.userId, online=row.isOnline, last_from=lm.get("from"), last_at=last_at,
         last_kind=last_kind or lm.get("type"), last_tu_at=row.lastTuMessageAt,
         spend_30d_usd=row.spend30dUsd, chat_limit=row.chatLimit,
         mail_limit=row.mailLimit, blocked_by_tu=row.blockedByMe, blocked_by_ru=row.blockedByUser,
@@ -124,6 +137,18 @@ class PlatformClient:
     @staticmethod
     def is_freeloader(fav: dict) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
+
+    @classmethod
+    def decode_unanswered_mail(cls, result: Any) -> list[Any]:
+        """A ``check_mail`` pass answer → the RU's unanswered letters (Prime, seed 003); a project
+        without that pass raises BadAnswer."""
+        raise BadAnswer(f"{cls.project}: no check-mail pass")
+
+    @classmethod
+    def decode_restriction(cls, result: Any) -> Any:
+        """A live-limits answer (``chat_restriction``) → the limits; a project without limits
+        (Golden) raises BadAnswer."""
+        raise BadAnswer(f"{cls.project}: no limits")
 
     @classmethod
     def decode_online(cls, result: Any) -> tuple[set[str], list[DialogSnapshot]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from platform_clients.base import Pass, PlatformClient, convert
+from platform_clients.base import RawId, Timestamp, Pass, PlatformClient, convert
 from platform_clients.golden import IncomingEmail, _email
 from sidecar.domain import events as ev
 
@@ -41,39 +41,39 @@ __all__ = ["ChathouseClient", "Send", "NewNotification", "Statistic", "Block", "
 
 
 class Send(msgspec.Struct, rename={"from_": "from"}):
-    id: str
+    id: RawId
     type: str
-    from_: str
-    to: str
-    at: float
+    from_: RawId
+    to: RawId
+    at: Timestamp
     body: str = ""
 
 
 class NewNotification(msgspec.Struct):
     type: str
-    userId: str
-    at: float
+    userId: RawId
+    at: Timestamp
 
 
 class Statistic(msgspec.Struct, rename={"from_": "from"}):
     type: str
-    from_: str
-    to: str
-    at: float
-    eventKey: str = ""
-    mailId: str = ""
+    from_: RawId
+    to: RawId
+    at: Timestamp
+    eventKey: RawId = ""
+    mailId: RawId = ""
 
 
 class Block(msgspec.Struct, rename={"from_": "from"}):
-    from_: str
-    to: str
+    from_: RawId
+    to: RawId
     blocked: bool
-    at: float
+    at: Timestamp
 
 
 class ChatRequest(msgspec.Struct, rename={"from_": "from"}):
-    from_: str
-    at: float
+    from_: RawId
+    at: Timestamp
 
 
 def _send(tu: str, data: Any) -> list[ev.DomainEvent]:

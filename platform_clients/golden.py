@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from platform_clients.base import Pass, PlatformClient, convert, list_field
+from platform_clients.base import RawId, Timestamp, Pass, PlatformClient, convert, list_field
 from sidecar.domain import events as ev
 
 ROSE = "🌹"
@@ -36,44 +36,44 @@ MAIL_READ_STATS = frozenset({"EmailRead", "OpenAttachFileSatellite"})
 
 
 class PrivateMessage(msgspec.Struct):
-    messageId: str
-    senderId: str
-    recipientId: str
-    sentAt: float
+    messageId: RawId
+    senderId: RawId
+    recipientId: RawId
+    sentAt: Timestamp
     text: str = ""
 
 
 class Statistic(msgspec.Struct):
     type: str
-    userId: str  # the RU
-    at: float
-    eventKey: str = ""
-    mailId: str = ""
+    userId: RawId  # the RU
+    at: Timestamp
+    eventKey: RawId = ""
+    mailId: RawId = ""
 
 
 class MailSent(msgspec.Struct):
-    mailId: str
-    recipientId: str
-    sentAt: float
+    mailId: RawId
+    recipientId: RawId
+    sentAt: Timestamp
 
 
 class UserBlocked(msgspec.Struct):
-    blockerId: str
-    blockedId: str
+    blockerId: RawId
+    blockedId: RawId
     blocked: bool
-    at: float
+    at: Timestamp
 
 
 class ChatRequest(msgspec.Struct):
-    senderId: str
-    at: float
+    senderId: RawId
+    at: Timestamp
 
 
 class IncomingEmail(msgspec.Struct):
-    emailId: str
-    fromId: str
-    receivedAt: float
-    at: float
+    emailId: RawId
+    fromId: RawId
+    receivedAt: Timestamp
+    at: Timestamp
 
 
 class OnlineRu(msgspec.Struct):

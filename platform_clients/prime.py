@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from platform_clients.base import BadAnswer, Pass, PlatformClient, convert, list_field
+from platform_clients.base import RawId, Timestamp, BadAnswer, Pass, PlatformClient, convert, list_field
 from platform_clients.golden import ChatRequest, IncomingEmail, _chat_request, _email
 from sidecar.domain import events as ev
 
@@ -39,38 +39,38 @@ __all__ = ["PrimeClient", "MessageSent", "Email", "DialogCreated", "BlockStatus"
 
 
 class MessageSent(msgspec.Struct):
-    id: str
+    id: RawId
     type: str
-    senderId: str
-    recipientId: str
-    at: float
+    senderId: RawId
+    recipientId: RawId
+    at: Timestamp
     text: str = ""
 
 
 class Email(msgspec.Struct):
-    id: str
-    senderId: str
-    recipientId: str
-    at: float
+    id: RawId
+    senderId: RawId
+    recipientId: RawId
+    at: Timestamp
 
 
 class DialogCreated(msgspec.Struct):
-    dialogId: str
-    ruId: str
-    at: float
+    dialogId: RawId
+    ruId: RawId
+    at: Timestamp
 
 
 class BlockStatus(msgspec.Struct):
-    senderId: str
-    recipientId: str
+    senderId: RawId
+    recipientId: RawId
     blocked: bool
-    at: float
+    at: Timestamp
 
 
 class UnansweredMail(msgspec.Struct):
-    ru: str
-    id: str
-    at: float
+    ru: RawId
+    id: RawId
+    at: Timestamp
 
 
 class InboxUnanswered(msgspec.Struct):

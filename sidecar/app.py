@@ -16,6 +16,14 @@ Rules / theory of operation
   virtual clock it runs at the end of each advance, so a replay stays deterministic.
 * Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
   local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
+* **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
+  it decides, so a step whose commit fails (or that raises anything but a refusal, i.e. a
+  programming error) cannot be undone in place: the app stops taking steps, answers every
+  further request with -32603, sends nothing of that step, and sets :attr:`SidecarApp.fatal`;
+  ``sidecar serve`` then exits with :data:`EXIT_STEP_FAILED` and Electron restarts it, which
+  restores from SQLite and Stack — where the failed step left nothing.  Refusals
+  (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
+  -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
 """
 from __future__ import annotations
 
@@ -28,10 +36,11 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InvalidParams, MethodNotFound, RpcError
+from bridge.errors import InternalError, InvalidParams, MethodNotFound, RpcError
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
+from sidecar.aio import bounded, cancel_all, wait_event
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
@@ -49,8 +58,13 @@ from sidecar.tu import TuRuntime
 
 log = logging.getLogger("sidecar.app")
 
+EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
+REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent, RpcError)  # raised before any change
+
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
+MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
 def make_clock(settings: Settings) -> Clock:
@@ -85,6 +99,8 @@ class SidecarApp:
         self.methods: dict[str, Callable[[Any], Any]] = {
             "why": lambda a: why_answer(self.store, a),
         }
+        self.failed: BaseException | None = None  # the step failure that stopped this process
+        self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
@@ -97,17 +113,18 @@ class SidecarApp:
         return port
 
     async def close(self) -> None:
-        for t in list(self._bg):
-            t.cancel()
-        await asyncio.gather(*self._bg, return_exceptions=True)
-        await self.bridge.close()
+        """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
+        each stage has its own deadline, and a stage that overruns is logged and left behind —
+        the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        await cancel_all(self._bg, 0.3, "background tasks")
+        await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
         if self.pump is not None and self._outbox_due is not None and self._now_or_none() is not None:
-            try:  # flush what we can (DESIGN §3); anything left stays queued for the next start
-                await asyncio.wait_for(self.pump.run_due(self.clock.now()), 3.0)
-            except Exception as exc:  # noqa: BLE001 - best effort at exit
-                log.info("outbox flush at exit incomplete: %s", exc)
+            # flush what we can (DESIGN §3); anything left stays queued for the next start
+            res = await bounded(self.pump.run_due(self.clock.now()), 0.4, "outbox flush at exit")
+            if res is not None:
+                self.acked += len(res.acked)
         if self.stack is not None:
-            await self.stack.close()
+            await bounded(self.stack.close(), 0.2, "Stack client close")
 
     def _now_or_none(self) -> float | None:
         try:
@@ -124,9 +141,12 @@ class SidecarApp:
             args = msgspec.convert(params if params is not None else {}, typ)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"{method}: {exc}") from None
+        if self.failed is not None:
+            raise InternalError(f"the sidecar stopped after a failed step ({self.failed!r}); "
+                                f"it must be restarted")
         try:
             result = await self._dispatch(method, args)
-        except (EngineError, BadRawEvent, UnknownRawEvent, KeyError) as exc:
+        except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
             raise InvalidParams(str(exc).strip("'\"")) from None
         if self.clock.virtual and isinstance(result, dict):
             # the driver of a virtual clock may jump straight to this instant: nothing the
@@ -189,14 +209,34 @@ class SidecarApp:
             return await self._step_locked(fn)
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
+        if self.failed is not None:
+            raise InternalError("the sidecar stopped after a failed step; it must be restarted")
         step = Step(now=self.clock.now() if now is None else now)
-        result = fn(step)
+        try:
+            result = fn(step)
+        except REFUSALS:
+            raise  # raised before anything changed
+        except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
+            self._fail(exc)
+            raise InternalError(f"internal error: {type(exc).__name__}") from exc
         await self._finish(step)
         return result
 
+    def _fail(self, exc: BaseException) -> None:
+        """Stop taking steps; ``sidecar serve`` exits EXIT_STEP_FAILED (module rules)."""
+        if self.failed is None:
+            log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
+                         "restart restores from SQLite and Stack", exc_info=exc)
+            self.failed = exc
+            self.fatal.set()
+
     async def _finish(self, step: Step) -> None:
         if step.ops:
-            await self.store.commit(step.ops)
+            try:
+                await self.store.commit(step.ops)
+            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                self._fail(exc)
+                raise InternalError("a step could not be saved; the sidecar must be restarted") from exc
         for method, params in step.notes:
             self.bridge.notify(method, params)
         if step.outbox:
@@ -223,7 +263,10 @@ class SidecarApp:
 
     async def _request_bg(self, rt: TuRuntime, req: Request) -> None:
         result, error = await self._platform_request(rt, req)
-        await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        try:
+            await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        except InternalError:
+            pass  # crash-only: the failure is logged once and ``fatal`` ends the process
 
     # time -------------------------------------------------------------------------------------
     async def advance_to(self, t: float) -> dict:
@@ -242,6 +285,13 @@ class SidecarApp:
             # the domain (markers are applied locally at once; Stack sees them by ``t``).
             fired = 0
             while (nxt := self.engine.scheduler.next_due()) is not None and nxt <= t:
+                if fired >= MAX_FIRES_PER_ADVANCE:
+                    # a far-future target must not hold the one worker (and every frame behind
+                    # it) for minutes: everything so far is committed, the client continues
+                    raise InvalidParams(
+                        f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                        f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                        data={"now": clock.now(), "next_due": self.next_due()})
                 clock.advance_to(nxt)
                 await self._step_locked(self.engine.fire, now=max(nxt, clock.now()))
                 fired += 1
@@ -250,7 +300,7 @@ class SidecarApp:
                         # nobody to answer platform requests or to receive the result: stop;
                         # every step so far is committed, the rest stays due for the next advance
                         raise InvalidParams("the client disconnected during clock.advance_to")
-                    await asyncio.sleep(0)  # a long advance must not starve signals and reads
+                    await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
             clock.advance_to(t)
             if self._outbox_due is not None and self._outbox_due <= t:
                 await self._pump_locked()
@@ -266,21 +316,22 @@ class SidecarApp:
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
-        while True:
+        while self.failed is None:
             async with self._lock:
                 now = self.clock.now()
                 while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
-                    await self._step_locked(self.engine.fire, now=now)
+                    try:
+                        await self._step_locked(self.engine.fire, now=now)
+                    except InternalError:
+                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, self.clock.real_delay(wait)))
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, self.clock.real_delay(wait))
 
     async def _pump_loop(self) -> None:
         """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
+        assert self.pump is not None  # started only with a Stack
         while True:
             now = self.clock.now()
             due = self._outbox_due
@@ -300,25 +351,25 @@ class SidecarApp:
                     self._outbox_due = res.next_due
                 continue
             wait = 60.0 if due is None else due - now
-            try:
-                await asyncio.wait_for(self._pump_kick.wait(), max(0.0, self.clock.real_delay(wait)))
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._pump_kick, self.clock.real_delay(wait))
 
     # sessions ---------------------------------------------------------------------------------
     async def login(self, a: p.SessionLogin) -> dict:
-        client_for(a.project)  # KeyError → -32602 before any I/O
+        try:
+            client_for(a.project)  # before any I/O
+        except KeyError as exc:
+            raise InvalidParams(str(exc).strip("'\"")) from None
         startup = None
         if self.stack is not None:
             try:
-                raw = await asyncio.wait_for(self.stack.startup(a.tu),
-                                             self.settings.stack_startup_timeout_s)
+                async with asyncio.timeout(self.settings.stack_startup_timeout_s):
+                    raw = await self.stack.startup(a.tu)
                 parsed = parse_startup(a.tu, raw)
                 if parsed is None:
                     log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
                 else:
                     startup = {"favorites": parsed.favorites, "history": parsed.history}
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("Stack startup for %s took over %g s: restoring from local state",
                             a.tu, self.settings.stack_startup_timeout_s)
             except StackError as exc:
@@ -353,7 +404,10 @@ class SidecarApp:
         rt = self.engine.tus.get(a.tu)
         if rt is None or not rt.logged_in:
             raise InvalidParams(f"TU {a.tu!r} is not logged in")
-        pass_ = rt.client.pass_named(a.pass_)
+        try:
+            pass_ = rt.client.pass_named(a.pass_)
+        except KeyError:
+            raise InvalidParams(f"{rt.project} has no pass {a.pass_!r}") from None
         req = Request("passes", pass_.method, dict(pass_.params), pass_.name)
         await self.step(lambda s: self.engine.request_done(s, rt, req, a.data, None))
         return {"ok": True}

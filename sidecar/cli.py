@@ -1,11 +1,14 @@
-"""``sidecar`` command line: ``serve`` (the process Electron launches), ``schema`` and ``why TU RU``
-(a pair's decision log, :mod:`sidecar.why_cli`).
+"""``sidecar`` command line: ``serve`` (the process Electron launches), ``schema``, ``version`` and
+``why TU RU`` (a pair's decision log, :mod:`sidecar.why_cli`).
 
 ``sidecar serve`` prints exactly one JSON line on stdout when it is ready:
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
-data dir.  Exit codes: 0 clean shutdown (SIGTERM/SIGINT, stdin EOF, parent death), 2 bad
-configuration, 3 the data dir is locked by another sidecar, 4 the database cannot be opened
-(corrupted or unreadable: it is left untouched for support).
+data dir.  Exit codes: see :data:`EXIT_CODES` (also in ``sidecar serve --help`` and the README).
+
+Shutdown is bounded (issue 7, DESIGN §3): once SIGTERM, SIGINT, SIGHUP, stdin EOF or the
+parent's death asks for it, a watchdog *thread* ends the process with exit code 5 if the orderly
+close has not finished within :data:`SHUTDOWN_DEADLINE_S` (a thread, because a stuck event loop
+could not run a timer of its own), and a second signal ends it at once with 128 + its number.
 """
 from __future__ import annotations
 
@@ -14,35 +17,68 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
+from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
 
 log = logging.getLogger("sidecar")
 
+SHUTDOWN_DEADLINE_S = 1.5  # the process is gone within 2 s of the request, whatever hangs
+PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
+EXIT_FORCED = 5
+EXIT_CODES = """\
+exit codes:
+  0    clean shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death)
+  1    unexpected internal error (logged with its traceback)
+  2    bad setting or command line (one line on stderr names it); nothing was started
+  3    the data dir is locked by another running sidecar
+  4    the database cannot be opened (corrupted/unreadable; it is left untouched)
+  5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
+  6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
+  128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
+"""
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (issue 7: bad input gets one line and exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: bad setting: {message} (see {self.prog} --help)\n")
+
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sidecar", description="Operator workspace sidecar")
+    ap = _Parser(prog="sidecar", description="Operator workspace sidecar")
+    ap.add_argument("--version", action="version", version=f"sidecar {__version__} (protocol {PROTOCOL_VERSION})")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="run the sidecar (Electron launches this)")
-    s.add_argument("--port", type=int, help="websocket port on 127.0.0.1 (0 = free port)")
+    s = sub.add_parser("serve", help="run the sidecar (Electron launches this)", epilog=EXIT_CODES,
+                       description="Run the sidecar. Every flag can also be set by the environment "
+                                   "variable SIDECAR_<FLAG> (e.g. SIDECAR_PORT); flags win.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--port", type=int, help="websocket port on 127.0.0.1, 0-65535 (0 = free port)")
     s.add_argument("--data-dir", type=Path, help="SQLite and logs (default: per-OS app data)")
     s.add_argument("--clock", choices=["wall", "virtual"], help="virtual: moved by clock.advance_to")
-    s.add_argument("--time-scale", type=float, help="run real time K times faster (demos)")
+    s.add_argument("--time-scale", type=float, help="run real time K > 0 times faster (demos)")
     s.add_argument("--stack-url", help="Stack base URL, e.g. http://127.0.0.1:8080")
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
     s.add_argument("--token-file", type=Path, help="file with the per-launch token (else SIDECAR_TOKEN)")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
     s.add_argument("--allow-origin", action="append", dest="allowed_origins",
                    help="an Origin allowed to connect (repeatable; default none)")
-    s.add_argument("--log-level", help="DEBUG, INFO, WARNING …")
-    sub.add_parser("schema", help="print the bridge protocol's JSON Schema")
+    s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
     sub.add_parser("version", help="print the version")
     from sidecar.why_cli import add_parser as add_why
     add_why(sub)
     return ap
+
+
+_STARTED_BY = os.getppid()  # our parent at process start: it may die before serve is ready
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,37 +98,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from sidecar.config import Settings
+    """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: once
+    shutdown begins it arms a watchdog that ends the whole process (:func:`arm_shutdown_guard`)."""
+    from sidecar import logs
+    from sidecar.preflight import BadSetting, check_settings, load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k != "cmd" and v is not None}
     if "allowed_origins" in overrides:
         overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
     try:
-        settings = Settings(**overrides)
-        settings.resolved_token()
-    except (ValidationError, ValueError, OSError) as exc:
-        print(f"sidecar: bad configuration: {exc}", file=sys.stderr)
-        return 2
-    from sidecar import logs
-    if settings.data_dir.exists() and not settings.data_dir.is_dir():
-        print(f"sidecar: bad configuration: data dir {settings.data_dir} is not a folder", file=sys.stderr)
-        return 2
-    try:
+        settings = load_settings(overrides)
+        check_settings(settings)
         logs.setup(settings.data_dir, settings.log_level)
-    except OSError as exc:
-        print(f"sidecar: bad configuration: data dir {settings.data_dir}: {exc}", file=sys.stderr)
+    except BadSetting as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the log file could not be made
+        print(f"sidecar: bad setting --data-dir: {settings.data_dir}: {exc}", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_serve(settings))
     except KeyboardInterrupt:
         return 0
+    except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
+        log.exception("sidecar stopped by an unexpected error")
+        return 1
 
 
 async def _serve(settings) -> int:
     from bridge.lifecycle import wait_for_shutdown
-    from sidecar.app import SidecarApp
+    from sidecar.aio import bounded
+    from sidecar.app import EXIT_STEP_FAILED, SidecarApp
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -109,19 +145,78 @@ async def _serve(settings) -> int:
               f"Stack writes) and start again to restore from Stack.", file=sys.stderr)
         log.error("cannot open %s: %r", db, exc)
         return 4
-    app = SidecarApp(settings, store)
+    app = None
     try:
-        port = await app.start()
+        app = SidecarApp(settings, store)
+        try:
+            port = await app.start()
+        except OSError as exc:  # the port was taken between the check and the bind
+            print(f"sidecar: bad setting --port (SIDECAR_PORT): {settings.host}:{settings.port} "
+                  f"is not free: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
                  "protocol": PROTOCOL_VERSION}
         sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
         sys.stdout.flush()
-        reason = await wait_for_shutdown()
+        # parent polled 4×/s: its death must end us within the 2 s promise, detection included
+        shutdown = asyncio.ensure_future(wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY))
+        fatal = asyncio.ensure_future(app.fatal.wait())  # a step failed: crash-only (DESIGN §13)
+        await asyncio.wait({shutdown, fatal}, return_when=asyncio.FIRST_COMPLETED)
+        fatal.cancel()
+        if shutdown.done() and not shutdown.cancelled():
+            reason = shutdown.result()
+        else:
+            shutdown.cancel()
+            reason = "a step failed"
         log.info("shutting down: %s", reason)
     finally:
-        await app.close()
-        await store.close()
+        arm_shutdown_guard()
+        if app is not None:
+            await app.close()
+        await bounded(store.close(), 0.3, "database close")  # releases the data-dir lock
+    if app is not None and app.failed is not None:
+        print(f"sidecar: a step failed and nothing of it was kept ({app.failed!r}); exiting "
+              f"{EXIT_STEP_FAILED} so that a restart restores from SQLite and Stack", file=sys.stderr)
+        return EXIT_STEP_FAILED
+    log.info("shut down cleanly")
     return 0
+
+
+_guard_armed = False
+
+
+def arm_shutdown_guard(deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
+    """From now on the process ends within ``deadline_s`` seconds (exit 5) and at once on a
+    second stop signal (exit 128 + signal number).  Idempotent; main thread only for signals."""
+    global _guard_armed
+    if _guard_armed:
+        return
+    _guard_armed = True
+
+    def second_signal(signum: int, frame: object) -> None:
+        _hard_exit(128 + signum, f"second {signal.Signals(signum).name} during shutdown: exiting now")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, second_signal)
+    stop = threading.Event()
+
+    def watchdog() -> None:
+        if not stop.wait(deadline_s):
+            _hard_exit(EXIT_FORCED, f"shutdown took over {deadline_s:g} s: exiting now "
+                                    "(unsent Stack writes stay queued for the next start)")
+
+    threading.Thread(target=watchdog, name="shutdown-watchdog", daemon=True).start()
+
+
+def _hard_exit(code: int, why: str) -> NoReturn:
+    try:
+        log.error("%s", why)
+        for h in logging.getLogger().handlers:
+            h.flush()
+    except Exception:  # noqa: BLE001,S110 - exiting anyway; a logging failure must not stop it
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

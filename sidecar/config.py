@@ -5,12 +5,17 @@ The data dir defaults to the OS's per-user app data folder (platformdirs), e.g.
 """
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+LOG_LEVELS = tuple(logging.getLevelName(n) for n in (10, 20, 30, 40, 50))  # DEBUG … CRITICAL
 
 
 def default_data_dir() -> Path:
@@ -23,19 +28,41 @@ class Settings(BaseSettings):
     token: str = Field(default="", repr=False)  # per-launch secret (env SIDECAR_TOKEN)
     token_file: Path | None = None  # alternatively a file holding it
     host: str = "127.0.0.1"  # never anything but loopback (DESIGN §3)
-    port: int = 0  # 0 = a free port, reported in the ready line
+    port: int = Field(default=0, ge=0, le=65535)  # 0 = a free port, reported in the ready line
     data_dir: Path = Field(default_factory=default_data_dir)
     clock: Literal["wall", "virtual"] = "wall"
-    time_scale: float | None = None  # K: real time K× faster (live demos)
+    time_scale: float | None = Field(default=None, gt=0)  # K: real time K× faster (live demos)
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
     stack_startup_timeout_s: float = Field(default=3.0, gt=0)  # login's wait for startup data
     stack_concurrency: int = Field(default=4, ge=1, le=64)  # Stack writes in flight (distinct pairs)
     seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
     durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)
-    max_frame: int = 1 << 20  # bytes per websocket frame
+    max_frame: int = Field(default=1 << 20, ge=1024)  # bytes per websocket frame
     allowed_origins: tuple[str, ...] = ()  # browsers send Origin; Electron main does not
-    request_timeout_s: float = 15.0  # platform.request answer timeout (real seconds)
+    request_timeout_s: float = Field(default=15.0, gt=0)  # platform.request answer timeout (real s)
     log_level: str = "INFO"
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, v: str) -> str:
+        name = v.strip().upper()
+        if name not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {v!r}; use one of {', '.join(LOG_LEVELS)}")
+        return name
+
+    @field_validator("time_scale", "stack_startup_timeout_s", "request_timeout_s")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @field_validator("stack_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not (v.startswith("http://") or v.startswith("https://")):
+            raise ValueError(f"{v!r} is not an http:// or https:// URL")
+        return v
 
     @field_validator("host")
     @classmethod

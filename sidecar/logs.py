@@ -9,6 +9,18 @@ import sys
 from pathlib import Path
 
 
+# control characters in a message (an id with a newline or NUL, a platform's text) are written
+# escaped, so one log record is one line and nobody can forge a line of their own (issue 7)
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+class OneLine(logging.Formatter):
+    """The stderr format, with control characters of the message escaped (tracebacks stay)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(_ESCAPES)
+
+
 class JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         doc = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
@@ -33,7 +45,7 @@ def setup(data_dir: Path, level: str = "INFO") -> None:
     root.handlers.clear()
     root.setLevel(level.upper())
     err = logging.StreamHandler(sys.stderr)
-    err.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    err.setFormatter(OneLine("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(err)
     data_dir.mkdir(parents=True, exist_ok=True)
     fh = logging.handlers.RotatingFileHandler(data_dir / "sidecar.log.jsonl", maxBytes=5 << 20,

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]  # a TU / RU / task id
+# a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
 Project = Literal["golden", "chathouse", "prime"]
 
 
@@ -156,6 +157,7 @@ class TaskView(msgspec.Struct, kw_only=True):
     deadline: float
     vip: str | None = None
     meta: dict = {}
+    overdue: bool = False  # an answer-awaiting task past its deadline (DESIGN §6)
 
 
 class TaskCreated(Params, kw_only=True):
@@ -171,6 +173,20 @@ class TaskClosed(Params, kw_only=True):
     ru: str
     reason: str
     closed_at: float
+
+
+class TaskUpdated(Params, kw_only=True):
+    """An open task changed: ``overdue`` — an answer-awaiting task passed its deadline and stays
+    open until answered (DESIGN §6).  Instants are unix seconds."""
+
+    seq: int = 0
+    task_id: str
+    type: str
+    tu: str
+    ru: str
+    overdue: bool
+    deadline: float
+    at: float
 
 
 class ChainAttempt(Params, kw_only=True):
@@ -207,6 +223,7 @@ class PlatformRequest(Params, kw_only=True):
 OUTBOUND: dict[str, type[Params]] = {
     "task.created": TaskCreated,
     "task.closed": TaskClosed,
+    "task.updated": TaskUpdated,
     "chain.attempt": ChainAttempt,
     "sender.state": SenderState,
     "platform.request": PlatformRequest,
@@ -214,15 +231,22 @@ OUTBOUND: dict[str, type[Params]] = {
 
 
 def json_schema() -> dict:
-    """JSON Schema of every frame's params, keyed by direction and method."""
-    names = list(INBOUND) + list(OUTBOUND)
-    types = list(INBOUND.values()) + list(OUTBOUND.values())
+    """JSON Schema of every frame: request/notification params keyed by direction and method,
+    and the answers (``result``) of every request (``answers``: Electron → sidecar requests;
+    ``outbound_answers``: what Electron answers to ``platform.request``)."""
+    from sidecar.protocol_answers import ANSWERS, PLATFORM_ANSWER
+
+    names_in, names_out, names_ans = list(INBOUND), list(OUTBOUND), list(ANSWERS)
+    types = list(INBOUND.values()) + list(OUTBOUND.values()) + list(ANSWERS.values()) + [PLATFORM_ANSWER]
     schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    i, o, a = len(names_in), len(names_out), len(names_ans)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "operator-sidecar bridge protocol",
         "envelope": "JSON-RPC 2.0 text frames",
-        "inbound": dict(zip(list(INBOUND), schemas[: len(INBOUND)])),
-        "outbound": dict(zip(list(OUTBOUND), schemas[len(INBOUND):])),
+        "inbound": dict(zip(names_in, schemas[:i])),
+        "outbound": dict(zip(names_out, schemas[i:i + o])),
+        "answers": dict(zip(names_ans, schemas[i + o:i + o + a])),
+        "outbound_answers": {"platform.request": schemas[-1]},
         "$defs": components,
     }

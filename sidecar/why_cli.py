@@ -15,10 +15,10 @@ import argparse
 import json
 import re
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sidecar.core.clock import WallClock
 from sidecar.decisions import RETENTION_S, explain
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from sidecar.store.decisions import DecisionLogUnavailable, read_data_dir
 
     try:
-        since = parse_since(args.since, time.time())
+        since = parse_since(args.since, WallClock().now())  # the one clock (DESIGN §5)
     except ValueError as exc:
         print(f"sidecar why: {exc}", file=sys.stderr)
         return 2

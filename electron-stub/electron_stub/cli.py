@@ -16,19 +16,71 @@ Rules / theory of operation
   directory and replay it, printing the report.
 * ``sidecar-stub diff TRACE_A TRACE_B`` — tasks in one trace and not the other (e.g. a run with
   ``crash`` lines against the same scenario without them); exit 0 when they are the same.
+* Every input is checked before a replay starts (issue 7): the scenario, ``--binary`` (an
+  executable file), ``--trace`` / ``--json`` (a writable file path), ``--data-dir`` and ``--keep``
+  (``--keep`` on a folder of an earlier demo run reuses it; any other non-empty folder is refused
+  with what to do).  Bad input, a broken pipe (``… | head``) and Ctrl-C are one line, never a
+  traceback; the exit codes are :data:`EXIT_CODES` (also in ``--help``).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 from electron_stub import scenario as sc
 
+EXIT_CODES = """\
+exit codes:
+  0    replay: every expectation and consistency check held, every sidecar exited cleanly;
+       diff: the traces have the same tasks
+  1    replay: a check failed or a sidecar did not exit cleanly; diff: the traces differ
+  2    bad input: command line, scenario (FILE:LINE named), trace, --binary, --trace, --keep …
+  3    a sidecar could not be started or talked to (its stderr tail is printed)
+  130  interrupted (Ctrl-C); running sidecars were stopped
+  141  the output pipe was closed (e.g. piped into head)
+"""
+DEMO_FILES = ("demo.jsonl", "demo.trace.jsonl", "demo.report.json", "data")  # what demo --keep writes
 
-def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool) -> int:
+
+class InputError(Exception):
+    """Bad input found before anything runs: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _check_output(path: str, flag: str) -> None:
+    """``path`` can be written: its folder exists and is writable, and it is not a folder."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{flag} {path} is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: folder {parent} does not exist (mkdir -p {parent})")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{flag} {path}: not writable")
+
+
+def _check_binary(binary: str | None) -> None:
+    if binary is None:
+        return
+    p = Path(binary)
+    if not p.is_file():
+        raise InputError(f"--binary {binary}: no such file (build it with ./run build)")
+    if not os.access(p, os.X_OK):
+        raise InputError(f"--binary {binary}: not executable")
+
+
+def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool,
+            json_out: str | None = None) -> int:
     from electron_stub import report
     from electron_stub.machine import MachineError
     from electron_stub.replay import Replay
@@ -36,37 +88,39 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     try:
         scenario = sc.load(path)
     except sc.ScenarioError as exc:
-        print(f"sidecar-stub: error: {exc}", file=sys.stderr)
-        return 2
+        raise InputError(str(exc)) from None
+    _check_binary(binary)
+    for out, flag in ((trace, "--trace"), (json_out, "--json")):
+        if out:
+            _check_output(out, flag)
     if data_dir and any(Path(data_dir).glob("m*/*")):
-        print(f"sidecar-stub: error: --data-dir {data_dir} already holds machine data (m1/ …): a sidecar would "
-              "restore that state; use an empty directory", file=sys.stderr)
-        return 2
+        raise InputError(f"--data-dir {data_dir} already holds machine data (m1/ …): a sidecar would "
+                         "restore that state; use an empty directory")
+    if data_dir and Path(data_dir).exists() and not Path(data_dir).is_dir():
+        raise InputError(f"--data-dir {data_dir} is not a folder")
     rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet)
     try:
         asyncio.run(rp.run())
     except MachineError as exc:
         print(f"sidecar-stub: sidecar failure: {exc}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        print("sidecar-stub: interrupted", file=sys.stderr)
-        return 130
     violations = rp.verdict()
     if trace:
         n = rp.rec.write(trace)
         if not quiet:
             print(f"trace: {n} lines → {trace}")
-    text = report.render(rp.rec, rp.results, violations, rp.stats)
-    if quiet:
-        keep = [ln for ln in text.splitlines() if "FAIL" in ln or "NOT CLEAN" in ln or ln.startswith("  result")]
-        text = "\n".join(keep)
-    print(text)
+    summary = report.summarize(rp.rec, rp.results, violations, rp.stats)
+    if json_out:
+        report.write_json(summary, json_out)
+    report.show(summary, quiet=quiet)
     return report.exit_code(rp.results, violations, rp.stats)
 
 
 def _generate(a: argparse.Namespace) -> int:
     from electron_stub import generate
 
+    if a.output and a.output != "-":
+        _check_output(a.output, "-o")
     lines = generate.generate(a.preset, seed=a.seed, hours=a.hours, tus_per_project=a.tus_per_project,
                               favorites=a.favorites)
     text = generate.dumps(lines)
@@ -78,22 +132,52 @@ def _generate(a: argparse.Namespace) -> int:
     return 0
 
 
+def _keep_folder(keep: str) -> Path:
+    """``--keep DIR``: a new or empty folder, or one an earlier demo run wrote (reused: its demo
+    files are replaced).  Anything else is refused with what to do."""
+    root = Path(keep)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"--keep {keep} is a file; give a folder")
+    if root.is_dir():
+        others = sorted(p.name for p in root.iterdir() if p.name not in DEMO_FILES)
+        if others:
+            raise InputError(f"--keep {keep} holds other files ({', '.join(others[:3])}…); give a new or "
+                             f"empty folder, or one an earlier demo --keep wrote")
+        if (root / "data").exists():
+            print(f"reusing {keep}: replacing the earlier demo run there", file=sys.stderr)
+            shutil.rmtree(root / "data")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--keep {keep}: cannot create: {exc.strerror or exc}") from None
+    if not os.access(root, os.W_OK):
+        raise InputError(f"--keep {keep}: not writable")
+    return root
+
+
 def _demo(a: argparse.Namespace) -> int:
     from electron_stub import generate
 
+    _check_binary(a.binary)
+    root_keep = _keep_folder(a.keep) if a.keep else None
     with tempfile.TemporaryDirectory(prefix="sidecar-stub-demo-") as tmp:
-        root = Path(a.keep) if a.keep else Path(tmp)
-        root.mkdir(parents=True, exist_ok=True)
+        root = root_keep or Path(tmp)
         path = root / "demo.jsonl"
         path.write_text(generate.dumps(generate.generate("demo")), encoding="utf-8")
         print(f"demo scenario: {path}" + ("" if a.keep else "  (temporary: pass --keep DIR to keep it)"))
-        return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False)
+        return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False,
+                       a.json)
 
 
 def _diff(a: argparse.Namespace) -> int:
     from electron_stub import trace
 
-    d = trace.task_diff(trace.read(a.a), trace.read(a.b))
+    try:
+        d = trace.task_diff(trace.read(a.a), trace.read(a.b))
+    except trace.TraceError as exc:
+        raise InputError(str(exc)) from None
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"{a.a} / {a.b}: a task line lacks {exc} (not a sidecar-stub trace?)") from None
     for side, path in (("only_a", a.a), ("only_b", a.b)):
         print(f"{len(d[side])} task(s) only in {path}")
         for x in d[side][:50]:
@@ -104,7 +188,8 @@ def _diff(a: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sidecar-stub", description="Electron stub harness for the operator sidecar")
+    ap = _Parser(prog="sidecar-stub", description="Electron stub harness for the operator sidecar",
+                 epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("replay", help="replay a scenario against the sidecar")
     r.add_argument("scenario")
@@ -112,6 +197,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--binary", help="frozen sidecar binary (default: python -m sidecar)")
     r.add_argument("--data-dir", help="where the machines' data dirs go (default: a temp dir)")
     r.add_argument("--quiet", action="store_true", help="print only failures and the result")
+    r.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
     g = sub.add_parser("generate", help="write a scenario")
     g.add_argument("--preset", choices=("demo", "smoke", "shift"), default="demo")
     g.add_argument("--seed", type=int)
@@ -121,7 +207,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", help="file (default: stdout)")
     d = sub.add_parser("demo", help="generate the demo scenario and replay it")
     d.add_argument("--binary")
-    d.add_argument("--keep", help="keep scenario, trace and data dirs here")
+    d.add_argument("--keep", help="keep scenario, trace and data dirs here (a new folder, or one an "
+                                  "earlier demo --keep wrote: reused)")
+    d.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
     f = sub.add_parser("diff", help="tasks that differ between two traces")
     f.add_argument("a")
     f.add_argument("b")
@@ -129,14 +217,29 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
-    if a.cmd == "replay":
-        return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet)
-    if a.cmd == "generate":
-        return _generate(a)
-    if a.cmd == "diff":
-        return _diff(a)
-    return _demo(a)
+    try:
+        a = parser().parse_args(argv)
+        if a.cmd == "replay":
+            return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet, a.json)
+        if a.cmd == "generate":
+            return _generate(a)
+        if a.cmd == "diff":
+            return _diff(a)
+        return _demo(a)
+    except InputError as exc:
+        print(f"sidecar-stub: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sidecar-stub: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (… | head): stop quietly; point stdout at devnull so the
+        # interpreter's final flush does not print a traceback either
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable
 from electron_stub.report import MachineExit
 
 READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 2.0  # the sidecar's promise (issue 7): any stop request ends it within 2 s
 CALL_TIMEOUT_S = 300.0
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
 
@@ -105,8 +105,9 @@ class Machine:
             *self.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr, env=env, start_new_session=True)
         try:
-            raw = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                raw = await self.proc.stdout.readline()
+        except TimeoutError:
             await self._abort()
             raise MachineError(f"{self.name}: no ready line within {READY_TIMEOUT_S:.0f} s\n"
                                f"  stderr tail ({self.log_path}):\n{stderr_tail(self.log_path)}") from None
@@ -155,8 +156,9 @@ class Machine:
         if self.client is None:
             raise MachineError(f"{self.name}: not connected")
         try:
-            return await asyncio.wait_for(self.client.call(method, params), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                return await self.client.call(method, params)
+        except TimeoutError:
             raise MachineError(f"{self.name}: {method} not answered within {timeout:.0f} s\n"
                                f"  stderr tail:\n{stderr_tail(self.log_path)}") from None
         except ConnectionError as exc:  # bridge NotConnected: the sidecar went away
@@ -177,7 +179,8 @@ class Machine:
     async def _close_client(self) -> None:
         if self.client is not None:
             try:
-                await asyncio.wait_for(self.client.close(), 5)
+                async with asyncio.timeout(5):
+                    await self.client.close()
             except Exception:  # noqa: BLE001 - the peer may be gone already
                 pass
             self.client = None
@@ -193,13 +196,15 @@ class Machine:
         except Exception:  # noqa: BLE001
             pass
         try:
-            await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.proc.wait()
+        except TimeoutError:
             how, note = "sigterm", f"did not exit within {STOP_TIMEOUT_S:.0f} s of stdin EOF"
             self.proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.proc.wait(), 5)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(5):
+                    await self.proc.wait()
+            except TimeoutError:
                 how, note = "killed", note + "; ignored SIGTERM for 5 s"
                 self.proc.kill()
                 await self.proc.wait()
@@ -246,8 +251,9 @@ class Machine:
     async def _finish(self) -> None:
         if self._drain is not None:
             try:
-                await asyncio.wait_for(self._drain, 2)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                async with asyncio.timeout(2):
+                    await self._drain
+            except Exception:  # noqa: BLE001 - TimeoutError included
                 self._drain.cancel()
             self._drain = None
         if self._stderr is not None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -50,13 +49,13 @@ from electron_stub import answers, encode, keyed
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
+from electron_stub.progress import ReplayProgress
 from electron_stub.report import RunStats
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
-PROGRESS_EVERY_S = 10.0
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
 # result naming the issue that brings it, so such a scenario never passes vacuously.
 ROUTING_LINES: dict[type, str] = {
@@ -95,7 +94,7 @@ class Replay:
         lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
-        self._last_progress = time.monotonic()
+        self._bar: ReplayProgress | None = None  # progress display, made at the first advance
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -108,6 +107,8 @@ class Replay:
                 self._plan_answer(task)
         elif method == "task.closed":
             self.rec.task_closed(params)
+        elif method == "task.updated":
+            self.rec.task_updated(params, self.now)
         elif method == "chain.attempt":
             self.rec.chain_attempt(params, self.now)
         elif method == "sender.state":
@@ -302,6 +303,8 @@ class Replay:
                 if m.running:
                     await m.stop()
         finally:
+            if self._bar is not None:
+                self._bar.close()
             for m in self.machines:
                 if m.running:
                     await m.kill()
@@ -310,13 +313,10 @@ class Replay:
         return played
 
     def _progress(self, wall0: float, t_rel: float, end: float) -> None:
-        """One stderr line every PROGRESS_EVERY_S of wall time (not with ``quiet``)."""
-        now = time.monotonic()
-        if self.quiet or now - self._last_progress < PROGRESS_EVERY_S:
-            return
-        self._last_progress = now
-        print(f"  … t={t_rel:.0f}/{end:.0f} s virtual, {len(self.rec.tasks)} tasks, {sum(self.frames.values())} "
-              f"frames, wall {now - wall0:.0f} s", file=sys.stderr, flush=True)
+        """A live bar on a terminal, else a stderr line every 10 s of wall time (not ``quiet``)."""
+        if self._bar is None:
+            self._bar = ReplayProgress(end, quiet=self.quiet)
+        self._bar.update(t_rel, len(self.rec.tasks), sum(self.frames.values()))
 
     def _finish_stats(self, wall: float) -> None:
         s = self.stats
@@ -330,7 +330,8 @@ class Replay:
             self._tmp.cleanup()
 
     def verdict(self) -> list[ex.Violation]:
-        return ex.consistency(self.rec, self._email_received, self.samples)
+        return ex.consistency(self.rec, self._email_received, self.samples, scenario=self.sc,
+                              end=self.now, stack_conflicts=self.stack.conflicts)
 
     def _email_received(self, tu: str, ru: str) -> list[float]:
         project = self.world.tus.get(tu, "")
@@ -388,10 +389,11 @@ class Replay:
         elif k is sc.Limits:
             fav = self.world.favorite(line.project, line.tu, line.ru) or {}
             self.stack.update_favorite(line.project, line.tu, line.ru,
-                                       {"chat_limit": fav.get("chat_limit"), "mail_limit": fav.get("mail_limit")})
+                                       {"chat_limit": fav.get("chat_limit"), "mail_limit": fav.get("mail_limit")},
+                                       listed_only=True)
         elif k in (sc.Block, sc.Unblock):
             field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
-            self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block})
+            self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block}, listed_only=True)
         tu = getattr(line, "tu", None)
         m = self.tu_machine.get(tu) if tu else None
         if m is None or not m.running:

@@ -1,18 +1,30 @@
-"""The end-of-run report and the harness's exit code.
+"""The end-of-run report and the harness's exit code: what a shift lead reads after a replay.
 
 Rules / theory of operation
 ---------------------------
-* The report is short plain text: tasks by type, by source and by close reason; Stack writes
-  acknowledged / faulted / duplicates; expectations passed / failed (each failure with its line
-  number); consistency violations; machines and how each sidecar exited; wall time, virtual
-  duration and the virtual/wall speed-up; frames sent through the bridge and frames/s.
+* :func:`summarize` builds the report as plain data (JSON-able, ``--json FILE`` writes it), in
+  reading order: the verdict in words; **what happened and when** (logins, shift changes,
+  logouts, crashes and restarts, Stack outages — each at its virtual time); tasks by type ×
+  source × close reason; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
+  reason ``answered``); overdue tasks (``task.updated {task_id, overdue: true}`` trace lines,
+  DESIGN §6: answer-awaiting tasks go overdue instead of expiring); markers acked; deliveries
+  (``delivery`` lines, once the router exists); expectations and consistency; how every sidecar
+  exited; the speed figures last.
+* Everything task-related is computed from the **trace lines** (``Recorder.lines``, the format of
+  ``shared/scenarios/README.md``), so new line kinds count as soon as the sidecar emits them.
 * :func:`exit_code` is 0 only when every expectation and consistency check holds and every
   sidecar exited cleanly (exit code 0, in time, no process left); else 1.  (A bad scenario is
-  exit 2, decided by the CLI before a run starts.)
+  exit 2, decided by the CLI before a run starts.)  A scenario without expectations that passes
+  says so: "no expectations: consistent and exited cleanly", not a bare PASS.
+* Rendering (terminal tables, colours) is :mod:`electron_stub.report_view`.
 """
 from __future__ import annotations
 
-from collections import Counter
+import json
+import math
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -51,69 +63,185 @@ class RunStats(msgspec.Struct, kw_only=True):
     machines: int = 0
 
 
-def _fmt_counter(c: Counter | dict, width: int = 22) -> list[str]:
-    items = sorted(c.items(), key=lambda kv: (-kv[1], str(kv[0])))
-    return [f"    {str(k):<{width}} {v}" for k, v in items] or ["    (none)"]
-
-
-def render(rec: Recorder, results: list[Result], violations: list[Violation], stats: RunStats) -> str:
-    tasks = list(rec.tasks.values())
-    out = [f"== replay report: {stats.scenario}"]
-    out.append(f"  tasks: {len(tasks)} created, {sum(1 for t in tasks if not t.is_open)} closed, "
-               f"{sum(1 for t in tasks if t.is_open)} open at the end"
-               + (f", {rec.redelivered} re-announcements ignored" if rec.redelivered else ""))
-    out.append("  by type:")
-    out += _fmt_counter(Counter(t.type for t in tasks))
-    out.append("  by source:")
-    out += _fmt_counter(Counter(t.source for t in tasks))
-    out.append("  by close reason:")
-    out += _fmt_counter(Counter(t.reason for t in tasks if t.reason))
-    out.append(f"  operator sent: {dict(stats.operator_sent) or 0}"
-               + (f" ({stats.operator_late} late)" if stats.operator_late else ""))
-    s = stats.stack
-    out.append(f"  stack: {s.get('acked', 0)} writes acked, {s.get('faulted', 0)} faulted (500), "
-               f"{s.get('refused', 0)} refused (down), {s.get('duplicates', 0)} duplicates, "
-               f"{s.get('bad_requests', 0)} bad requests, {s.get('reads', 0)} startup reads")
-    passed = sum(1 for r in results if r.ok)
-    out.append(f"  expectations: {passed} passed, {len(results) - passed} failed")
-    for r in results:
-        if not r.ok:
-            out.append(f"    FAIL line {r.lineno}: {r.detail}")
-    out.append(f"  consistency: {len(violations)} violation(s)")
-    for kind, n in sorted(Counter(v.kind for v in violations).items()):
-        out.append(f"    {kind}: {n}")
-    for v in violations[:20]:
-        out.append(f"    - {v.detail}")
-    if len(violations) > 20:
-        out.append(f"    … {len(violations) - 20} more")
-    out.append(f"  sidecars: {stats.machines} machine(s), {stats.crashes} crash(es)")
-    for e in stats.exits:
-        flag = "ok" if e.clean else "NOT CLEAN"
-        out.append(f"    {e.machine} pid {e.pid}: {e.how}, exit {e.returncode} [{flag}]{' ' + e.note if e.note else ''}")
-    for w in stats.warnings[:20]:
-        out.append(f"  warning: {w}")
-    n_frames = sum(stats.frames_sent.values())
-    speed = stats.virtual_s / stats.wall_s if stats.wall_s > 0 else 0.0
-    rate = n_frames / stats.wall_s if stats.wall_s > 0 else 0.0
-    out.append(f"  time: wall {stats.wall_s:.2f} s, virtual {stats.virtual_s:.0f} s, speed-up x{speed:.0f}")
-    out.append(f"  bridge: {n_frames} frames sent ({rate:.0f}/s): "
-               + ", ".join(f"{k} {v}" for k, v in sorted(stats.frames_sent.items()))
-               + f"; {sum(stats.requests_answered.values())} platform requests answered"
-               + (f", {stats.request_errors} answered with an error" if stats.request_errors else ""))
-    if stats.requests_answered:
-        out.append("  platform requests: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.requests_answered.items())))
-    code = exit_code(results, violations, stats)
-    out.append(f"  result: {'PASS' if code == 0 else 'FAIL'}")
-    return "\n".join(out)
-
-
 def exit_code(results: list[Result], violations: list[Violation], stats: RunStats) -> int:
     ok = all(r.ok for r in results) and not violations and all(e.clean for e in stats.exits)
     return 0 if ok else 1
 
 
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in 0..100) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def clock_of(start: float, at: float | None) -> str:
+    """A trace instant (seconds from the start) as the UTC wall time of the scenario, HH:MM:SS."""
+    t = start + (at or 0.0)
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+
+
+def timeline(lines: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
+    """What happened and when: logins (a new operator on a TU = shift change), logouts, crashes
+    (with the restart), Stack outages and recoveries, sidecar sender transitions."""
+    out: list[dict[str, Any]] = []
+    operator_of: dict[str, str] = {}
+    for x in lines:
+        ev, at = x.get("event"), x.get("at")
+        item: dict[str, Any] | None = None
+        if ev == "login":
+            tu, op = x.get("tu"), x.get("operator")
+            before = operator_of.get(tu)
+            operator_of[tu] = op
+            if before is not None and before != op:
+                item = {"what": "shift change", "detail": f"{x.get('project')} {tu}: {before} → {op}"}
+            else:
+                item = {"what": "login", "detail": f"{x.get('project')} {tu} by {op} on {x.get('machine')}"}
+        elif ev == "logout":
+            item = {"what": "logout", "detail": f"{x.get('project')} {x.get('tu')}"}
+        elif ev == "crash":
+            machines = ", ".join(x.get("machines") or []) or "no sidecar running"
+            item = {"what": "crash", "detail": f"{machines} killed; restarted and logged in again"}
+        elif ev == "stack":
+            mode, value = x.get("mode"), x.get("value")
+            what = {"down": "Stack down", "up": "Stack back up"}.get(mode, f"Stack {mode}")
+            item = {"what": what, "detail": "" if value is None else f"value {value}"}
+        elif ev == "sender.transition":
+            item = {"what": f"{x.get('sender')} {x.get('from')} → {x.get('to')}",
+                    "detail": x.get("note") or ""}
+        if item is not None:
+            out.append({"at": at, "clock": clock_of(start, at), **item})
+    return out
+
+
+def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    created: dict[str, dict[str, Any]] = {}
+    closed: dict[str, dict[str, Any]] = {}
+    overdue: dict[str, float] = {}
+    for x in lines:
+        ev, tid = x.get("event"), x.get("task_id")
+        if ev == "task.created" and tid not in created:
+            created[tid] = x
+        elif ev == "task.closed" and tid not in closed:
+            closed[tid] = x
+        elif ev == "task.updated" and x.get("overdue") is True and tid not in overdue:
+            overdue[tid] = x.get("at") or 0.0
+    table: Counter = Counter()
+    for tid, c in created.items():
+        reason = closed[tid].get("reason") if tid in closed else "(open)"
+        table[(c.get("type", "?"), c.get("source", "?"), reason)] += 1
+    delays: dict[str, list[float]] = defaultdict(list)
+    for tid, cl in closed.items():
+        c = created.get(tid)
+        if c is not None and cl.get("reason") == "answered" and c.get("created_at") is not None:
+            delays[c.get("type", "?")].append(cl["at"] - c["created_at"])
+    type_of = {tid: c.get("type", "?") for tid, c in created.items()}
+    overdue_by_type = Counter(type_of.get(tid, "?") for tid in overdue)
+    overdue_open = sum(1 for tid in overdue if tid not in closed)
+    overdue_closed = Counter(closed[tid].get("reason") for tid in overdue if tid in closed)
+    return {
+        "created": len(created),
+        "closed": sum(1 for tid in created if tid in closed),
+        "open_at_end": sum(1 for tid in created if tid not in closed),
+        "table": [{"type": t, "source": s, "reason": r, "count": n}
+                  for (t, s, r), n in sorted(table.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1:]))],
+        "by_type": dict(Counter(c.get("type", "?") for c in created.values()).most_common()),
+        "by_source": dict(Counter(c.get("source", "?") for c in created.values()).most_common()),
+        "by_reason": dict(Counter(cl.get("reason") for cl in closed.values()).most_common()),
+        "answer_delay_s": {t: {"answered": len(v), "p50": percentile(v, 50), "p95": percentile(v, 95)}
+                           for t, v in sorted(delays.items())},
+        "overdue": {"tasks": len(overdue), "by_type": dict(overdue_by_type.most_common()),
+                    "still_open": overdue_open, "closed_as": dict(overdue_closed.most_common())},
+    }
+
+
+def _deliveries(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    rows = [x for x in lines if x.get("event") == "delivery"]
+    if not rows:
+        return None
+    by_target: dict[str, Counter] = defaultdict(Counter)
+    for x in rows:
+        by_target[str(x.get("target"))][str(x.get("status"))] += 1
+    received = sum(1 for x in lines if x.get("event") == "webhook.received")
+    return {"lines": len(rows), "by_target": {t: dict(c) for t, c in sorted(by_target.items())},
+            "webhooks_received": received}
+
+
+def verdict(results: list[Result], violations: list[Violation], stats: RunStats) -> str:
+    """The result in words (first line of the report)."""
+    unclean = [e for e in stats.exits if not e.clean]
+    failed = [r for r in results if not r.ok]
+    if not failed and not violations and not unclean:
+        if not results:
+            return "no expectations: consistent and exited cleanly"
+        return f"PASS: {len(results)} expectation(s) held, consistent, exited cleanly"
+    why = []
+    if failed:
+        why.append(f"{len(failed)} of {len(results)} expectation(s) failed")
+    if violations:
+        why.append(f"{len(violations)} consistency violation(s)")
+    if unclean:
+        why.append(f"{len(unclean)} sidecar exit(s) not clean")
+    return "FAIL: " + ", ".join(why)
+
+
+def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
+              stats: RunStats) -> dict[str, Any]:
+    """The whole report as JSON-able data (see the module header for the order)."""
+    lines = rec.sorted_lines()
+    n_frames = sum(stats.frames_sent.values())
+    markers = [x for x in lines if x.get("event") == "marker.acked"]
+    return {
+        "scenario": stats.scenario,
+        "start_utc": datetime.fromtimestamp(rec.start, timezone.utc).isoformat().replace("+00:00", "Z"),
+        "verdict": verdict(results, violations, stats),
+        "exit_code": exit_code(results, violations, stats),
+        "timeline": timeline(lines, rec.start),
+        "tasks": {**_tasks(lines), "reannounced_ignored": rec.redelivered},
+        "markers_acked": {"total": len(markers), "by_name": dict(Counter(x.get("name") for x in markers))},
+        "deliveries": _deliveries(lines),
+        "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
+        "stack": dict(stats.stack),
+        "expectations": {"total": len(results), "passed": sum(1 for r in results if r.ok),
+                         "failed": [{"line": r.lineno, "detail": r.detail} for r in results if not r.ok]},
+        "consistency": {"violations": len(violations),
+                        "by_kind": dict(sorted(Counter(v.kind for v in violations).items())),
+                        "examples": [v.detail for v in violations[:20]]},
+        "sidecars": {"machines": stats.machines, "crashes": stats.crashes,
+                     "exits": [msgspec.structs.asdict(e) for e in stats.exits]},
+        "warnings": list(stats.warnings[:20]),
+        "speed": {"wall_s": round(stats.wall_s, 3), "virtual_s": round(stats.virtual_s, 3),
+                  "speedup": round(stats.virtual_s / stats.wall_s, 1) if stats.wall_s > 0 else None,
+                  "frames": n_frames, "frames_per_s": round(n_frames / stats.wall_s, 1) if stats.wall_s > 0 else None,
+                  "frames_by_method": dict(sorted(stats.frames_sent.items())),
+                  "platform_requests": dict(sorted(stats.requests_answered.items())),
+                  "request_errors": stats.request_errors},
+    }
+
+
+def write_json(summary_: dict[str, Any], path: str | Path) -> None:
+    """``--json FILE``: the summary for tools (UTF-8, indented)."""
+    Path(path).write_text(json.dumps(summary_, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def render(rec: Recorder, results: list[Result], violations: list[Violation], stats: RunStats) -> str:
+    """The report as plain text (no colours), e.g. for a failing test's message."""
+    from electron_stub.report_view import to_text
+
+    return to_text(summarize(rec, results, violations, stats))
+
+
+def show(summary_: dict[str, Any], *, quiet: bool = False) -> None:
+    """Print the report to stdout (colours and tables on a terminal)."""
+    from electron_stub.report_view import print_report
+
+    print_report(summary_, quiet=quiet)
+
+
 def summary(rec: Recorder, results: list[Result], violations: list[Violation], stats: RunStats) -> dict[str, Any]:
-    """Machine-readable form of the report (for tests and benchmarks)."""
+    """Short machine-readable form of the report (for tests and benchmarks)."""
     return {"tasks": len(rec.tasks), "expect_failed": [r.lineno for r in results if not r.ok],
             "violations": len(violations), "exit_code": exit_code(results, violations, stats),
             "wall_s": stats.wall_s, "virtual_s": stats.virtual_s}

@@ -118,6 +118,9 @@ def parse_lines(lines: list[str], path: str = "<scenario>") -> Scenario:
             raise ScenarioError(path, lineno, f"timeline line ({kind}) without t")
         if line.t < 0:
             raise ScenarioError(path, lineno, f"t {line.t} is before start")
+        if line.t > header.duration_s:  # would never run: the replay stops at duration_s
+            raise ScenarioError(path, lineno, f"t {line.t} is past the end of the scenario "
+                                              f"(duration_s {header.duration_s:g}); raise duration_s or drop the line")
         if last_t is not None and line.t < last_t:
             raise ScenarioError(path, lineno, f"timeline out of order: t {line.t} < {last_t} of the line before")
         last_t = line.t

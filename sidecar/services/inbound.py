@@ -24,12 +24,15 @@ Rules / theory of operation
   and no Open Limits was raised for that system message yet.  ``dialog_created`` carries no row,
   so it reads the first page of criteria ``active`` (the newest dialogs) for it first.
 * **A blocked RU gets no Open Limits**, favorite or not: blocks come from the dialog row when
-  the signal has one, else from the last block event or row seen for that RU, else from the
-  favorite (:meth:`InboundService.blocked`).
+  the signal has one, else from the pair's attributes, which every block event and dialog row
+  refreshes for favorites and non-favorites alike (:meth:`InboundService.blocked`).
 * An **untouched** Chathouse empty dialog (no id, no messages) raises Open Limits once: it has no
   message instant, so any earlier Open Limits of the pair covers it (not every check chat anew).
 * Refusals that never reach the Task Factory go to the decision log (DESIGN §13).
 * Open Limits (captcha): every chat request.
+* A limit the sidecar does not know counts as absent (DESIGN §6): a Chathouse Open Limits signal
+  with no known chat limit is refused (``limit_unknown``, in the decision log once per change)
+  and kept; it is re-checked when the next dialog row or limits answer carries the limit.
 """
 from __future__ import annotations
 
@@ -54,31 +57,19 @@ class InboundService(Service):
 
     def __init__(self, tu) -> None:
         super().__init__(tu)
-        self.blocks: dict[str, bool] = {}  # ru -> blocked either way, as last seen (event or row)
-        self._by: dict[str, dict[str, bool]] = {}  # ru -> {"tu": bool, "ru": bool} from events
+        self.waiting_limit: dict[str, ev.OpenLimitsSignal] = {}  # ru -> signal refused limit_unknown
 
     def blocked(self, ru: str, row: ev.DialogSnapshot | None = None) -> bool:
-        """Is the pair blocked either way?  The signal's own dialog row wins, then the latest
-        block event / row seen for ``ru``, then the favorite's flags."""
+        """Is the pair blocked either way?  The signal's own dialog row wins, then the pair's
+        attributes (favorite or not), which every block event and dialog row refreshes
+        (:meth:`~sidecar.tu.TuRuntime.note_row`, the engine's ``BlockChanged``)."""
         if row is not None:
             return row.blocked_by_tu or row.blocked_by_ru
-        if ru in self.blocks:
-            return self.blocks[ru]
-        fav = self.tu.favorites.get(ru) or {}
-        return bool(fav.get("blocked_by_tu") or fav.get("blocked_by_ru"))
-
-    def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict, full_pass: bool) -> None:
-        for ru, snap in snapshots.items():
-            self.blocks[ru] = snap.blocked_by_tu or snap.blocked_by_ru
+        attrs = self.tu.attrs(ru)
+        return bool(attrs.get("blocked_by_tu") or attrs.get("blocked_by_ru"))
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
-        rt = self.tu
         match event:
-            case ev.BlockChanged():
-                by = self._by.setdefault(event.ru, {"tu": False, "ru": False})
-                by[event.by] = event.blocked
-                self.blocks[event.ru] = by["tu"] or by["ru"]
             case ev.ChatIn():
                 self._propose(step, TaskType.UNANSWERED_MESSAGE, event.ru, "socket")
             case ev.MailIn():
@@ -103,7 +94,7 @@ class InboundService(Service):
                     self._propose(step, type_, event.ru, event.source)
             case ev.ChatRequestIn():
                 if self.blocked(event.ru):  # Open Limits (captcha) is Open Limits: no block
-                    record_outcome(step, rt, event.ru, TaskType.OPEN_LIMITS_CAPTCHA, "socket",
+                    record_outcome(step, self.tu, event.ru, TaskType.OPEN_LIMITS_CAPTCHA, "socket",
                                    "blocked")
                     return
                 self._propose(step, TaskType.OPEN_LIMITS_CAPTCHA, event.ru, "socket")
@@ -115,8 +106,6 @@ class InboundService(Service):
         rt = self.tu
         if not rt.client.has_limits:
             return  # Golden: no limits concept, the type does not apply (seed 003)
-        if sig.row is not None:
-            self.blocks[sig.ru] = sig.row.blocked_by_tu or sig.row.blocked_by_ru
         # an untouched empty dialog has no message instant: any earlier Open Limits covers it
         since = float("-inf") if sig.reason == "empty_dialog" else sig.at
         if sig.source != "socket" and self._covered(sig.ru, TaskType.OPEN_LIMITS, since):
@@ -139,11 +128,14 @@ class InboundService(Service):
             rt.request(step, self.name, "chat_restriction", {"ru": sig.ru}, tag="restriction",
                        context=sig)
             return
-        limit = rt.favorites.get(sig.ru, {}).get("chat_limit")
-        snap = rt.snapshots.get(sig.ru)
-        if snap is not None and snap.chat_limit is not None:
-            limit = snap.chat_limit
-        if limit is not None and limit <= 0:
+        limit = rt.limit(sig.ru, "chat")
+        if limit is None:
+            # unknown counts as absent (DESIGN §6); kept and re-checked when a limit arrives
+            self.waiting_limit[sig.ru] = sig
+            self._refuse(step, sig, "limit_unknown")
+            return
+        self.waiting_limit.pop(sig.ru, None)
+        if limit <= 0:
             self._refuse(step, sig, "no_chat_limit")
             return
         self._propose(step, TaskType.OPEN_LIMITS, sig.ru, sig.source, meta={"reason": sig.reason})
@@ -151,6 +143,11 @@ class InboundService(Service):
     def _refuse(self, step: Step, sig: ev.OpenLimitsSignal, reason: str) -> None:
         record_outcome(step, self.tu, sig.ru, TaskType.OPEN_LIMITS, sig.source, reason,
                        detail={"reason": sig.reason})
+
+    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+        sig = self.waiting_limit.get(ru)
+        if sig is not None and after.get("chat_limit") is not None:
+            self._open_limits(step, sig)  # the limit is known now: re-check (DESIGN §6)
 
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
         if request.tag not in ("restriction", "dialog_row"):
@@ -167,13 +164,14 @@ class InboundService(Service):
                 self._refuse(step, sig, "dialog_not_listed")  # the active scroll finds it later
                 return
             rt.snapshots[row.ru] = row
+            rt.note_row(step, row)  # its blocks and limits, as a pass's row would (DESIGN §6)
             at = row.last_at if row.last_at is not None else sig.at
             self._open_limits(step, msgspec.structs.replace(sig, row=row, at=at))
             return
         limits = rt.client.decode_restriction(result)
-        if rt.is_favorite(sig.ru):
-            rt.update_favorite(step, sig.ru, {"chat_limit": limits.chatLimit,
-                                              "mail_limit": limits.mailLimit})
+        # a non-favorite's limits go to its pair attributes; it never becomes a favorite
+        rt.update_favorite(step, sig.ru, {"chat_limit": limits.chatLimit,
+                                          "mail_limit": limits.mailLimit})
         if limits.chatLimit > 0:
             self._propose(step, TaskType.OPEN_LIMITS, sig.ru, sig.source,
                           meta={"reason": sig.reason})
@@ -185,8 +183,8 @@ class InboundService(Service):
         rt = self.tu
         meta = None
         if rt.client.has_limits:
-            fav = rt.favorites.get(ru, {})
-            if (fav.get("chat_limit") or 0) <= 0 and (fav.get("mail_limit") or 0) > 0:
+            # an unknown chat limit counts as absent (DESIGN §6)
+            if (rt.limit(ru, "chat") or 0) <= 0 and (rt.limit(ru, "mail") or 0) > 0:
                 meta = {"answer_by": "mail"}
         self._propose(step, TaskType.LIKE, ru, source, meta=meta)
 

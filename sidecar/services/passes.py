@@ -96,7 +96,8 @@ class PassService(Service):
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:
-                rt.snapshots[snap.ru] = snap  # limits, blocks, VIP spend of any listed RU
+                rt.snapshots[snap.ru] = snap  # VIP spend of any listed RU
+                rt.note_row(step, snap)  # limits and blocks the row carries (DESIGN §6)
                 for event in dialog_events(rt.tu, snap, step.now, p.purpose):
                     rt.engine.dispatch(step, rt, event)
             if p.purpose == "check_chat":

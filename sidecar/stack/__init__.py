@@ -1,7 +1,10 @@
-"""Stack sync: HTTP client, write builders and the outbox pump (DESIGN §9, §10)."""
-from .client import StackClient, StackReply
+"""Stack sync: HTTP client, write builders and the outbox pump (DESIGN §9, §10).
+
+The HTTP client and the pump (httpx, asyncio) are imported on first use: the sans-I/O services
+import ``sidecar.stack.writes`` and must not pull them in (tests/test_imports.py)."""
+from typing import TYPE_CHECKING, Any
+
 from .errors import StackError, StackRejected, StackUnavailable
-from .outbox import DEFAULT_LADDER, OutboxPump, PumpResult
 from .writes import (StackWrite, candidate, followup_chat_key, followup_mail_key, marker_key,
                      marker_write, pair_of, task_body, task_event)
 
@@ -10,3 +13,18 @@ __all__ = [
     "OutboxPump", "PumpResult", "DEFAULT_LADDER", "StackWrite", "candidate", "followup_chat_key",
     "followup_mail_key", "marker_key", "marker_write", "pair_of", "task_body", "task_event",
 ]
+
+
+if TYPE_CHECKING:
+    from .client import StackClient, StackReply
+    from .outbox import DEFAULT_LADDER, OutboxPump, PumpResult
+
+_LAZY = {"StackClient": "client", "StackReply": "client", "OutboxPump": "outbox", "PumpResult": "outbox",
+         "DEFAULT_LADDER": "outbox"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

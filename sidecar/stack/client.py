@@ -25,6 +25,7 @@ import httpx
 import msgspec
 
 from .errors import StackError, StackRejected, StackUnavailable
+from .writes import seg  # re-exported: callers quote path segments with it
 
 _decode = msgspec.json.Decoder().decode
 
@@ -39,11 +40,6 @@ class StackReply(msgspec.Struct, frozen=True, kw_only=True):
     def json(self) -> Any:
         """The decoded body (``None`` for an empty one); raises ``msgspec.DecodeError``."""
         return _decode(self.body) if self.body else None
-
-
-def seg(value: str) -> str:
-    """Quote one path segment (ids may hold any character)."""
-    return quote(str(value), safe="")
 
 
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")

@@ -139,6 +139,7 @@ class OutboxPump:
                 if all(_no_answer(e) for e in results):
                     stalled = True  # no HTTP answer at all: Stack is unreachable
                     break
+            next_due: float | None
             if stalled:
                 next_due = min(retry_at)
             else:

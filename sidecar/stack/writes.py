@@ -26,13 +26,18 @@ Rules / theory of operation
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
 from sidecar.domain.tasks import Task
 from sidecar.store.ops import Enqueue
 
-from .client import seg
+
+def seg(value: str) -> str:
+    """Quote one path segment of a Stack URL (ids may hold any character)."""
+    return quote(str(value), safe="")
+
 
 _encode = msgspec.json.Encoder().encode
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import websockets
 from websockets.asyncio.client import connect
 
 from bridge.client import BridgeClient

@@ -444,3 +444,63 @@ async def test_close_does_not_hang_on_a_full_queue_and_a_stuck_handler(start, ca
     assert "inbound frames were not handled" in caplog.text
     await asyncio.wait_for(client.wait_closed(), 2)
     assert client.close_code == 1001
+
+
+# ---- found by the breaker (issue 7 item 6) ---------------------------------------------------
+
+
+async def test_inbound_queue_is_capped_in_bytes_not_only_frames(start):
+    """1 MB frames behind a busy worker once grew memory to 1 GB: the queue holds at most
+    ``queue_bytes`` of raw frames (one frame always fits), then the socket back-pressures."""
+    release = asyncio.Event()
+    handled: list[int] = []
+
+    async def busy(method, params):
+        await release.wait()
+        handled.append(params["i"])
+
+    cap, frame = 1 << 20, 200_000
+    server = BridgeServer(TOKEN, busy, queue_bytes=cap, max_frame=1 << 21)
+    port = await server.start()
+    try:
+        client = await connect(start, port)
+        peak = 0
+        sender = asyncio.create_task(_send_big(client, 40, frame))
+        for _ in range(60):
+            await asyncio.sleep(0.01)
+            peak = max(peak, server.queued_bytes)
+        assert 0 < peak <= cap
+        release.set()
+        await sender
+        assert await client.call("x", {"i": -1}) is None
+        assert handled == list(range(40)) + [-1]
+        assert server.queued_bytes == 0
+    finally:
+        release.set()
+        await server.close(grace=0.5)
+
+
+async def _send_big(client, n: int, size: int) -> None:
+    for i in range(n):
+        await client.notify("record", {"i": i, "pad": "x" * size})
+
+
+async def test_cutting_off_a_client_that_does_not_read_logs_no_concurrency_error(start, caplog):
+    """The cut-off used to start a second ``recv()`` beside the reader's: websockets'
+    ConcurrencyError traceback in the log."""
+    _, _, port = await start(control_limit=64 << 10)
+    ws = await raw_authed(port)
+    ws.transport.pause_reading()  # stops reading its answers
+    big = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "echo", "params": {"pad": "y" * 30_000}})
+    with caplog.at_level(logging.DEBUG):
+        try:
+            for i in range(200):
+                await ws.send(big.replace('"id": 0', f'"id": {i + 2}'))
+                await asyncio.sleep(0)
+        except websockets.exceptions.ConnectionClosed:
+            pass
+        await eventually(lambda: "disconnected" in caplog.text, timeout=5)
+        await asyncio.sleep(0.1)
+    ws.transport.abort()
+    assert "not reading its answers" in caplog.text
+    assert "ConcurrencyError" not in caplog.text and "Traceback" not in caplog.text

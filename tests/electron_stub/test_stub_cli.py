@@ -31,3 +31,120 @@ def test_used_data_dir_is_refused(tmp_path, capsys):
     (tmp_path / "data" / "m1" / "state.sqlite").write_text("x")
     assert cli.main(["replay", str(p), "--data-dir", str(tmp_path / "data")]) == 2
     assert "already holds machine data" in capsys.readouterr().err
+
+
+# ---- fails early and clearly (issue 7 item 3) --------------------------------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _one_line(capsys, *words):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    for w in words:
+        assert w in err[0], (w, err[0])
+
+
+def _scenario(tmp_path):
+    from stubhelp import HEADER
+    p = tmp_path / "s.jsonl"
+    p.write_text(HEADER + "\n")
+    return p
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--trace", "no-such-dir/t.jsonl", ["--trace", "does not exist"]),
+    ("--trace", ".", ["--trace", "is a folder"]),
+    ("--json", "no-such-dir/r.json", ["--json", "does not exist"]),
+    ("--binary", "no-such-binary", ["--binary", "no such file"]),
+])
+def test_replay_checks_its_paths_before_starting(tmp_path, capsys, monkeypatch, flag, value, words):
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr("electron_stub.replay.Replay.run", lambda self: started.append(1))
+    assert cli.main(["replay", str(_scenario(tmp_path)), flag, value]) == 2
+    _one_line(capsys, *words)
+    assert not started
+
+
+def test_binary_that_is_not_executable_is_refused(tmp_path, capsys):
+    b = tmp_path / "sidecar"
+    b.write_text("not a program")
+    b.chmod(0o644)
+    assert cli.main(["replay", str(_scenario(tmp_path)), "--binary", str(b)]) == 2
+    _one_line(capsys, "not executable")
+
+
+def test_keep_on_a_folder_with_other_files_says_what_to_do(tmp_path, capsys):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "thesis.docx").write_text("precious")
+    assert cli.main(["demo", "--keep", str(keep)]) == 2
+    _one_line(capsys, "--keep", "thesis.docx", "new or empty folder")
+    assert (keep / "thesis.docx").read_text() == "precious"
+
+
+def test_keep_on_an_earlier_demo_folder_is_reused(tmp_path, capsys, monkeypatch):
+    keep = tmp_path / "keep"
+    (keep / "data" / "m1").mkdir(parents=True)
+    (keep / "data" / "m1" / "sidecar.db").write_text("old")
+    (keep / "demo.jsonl").write_text("old")
+    seen = {}
+
+    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None):
+        seen["data_empty"] = not any(Path(data_dir).glob("m*/*"))
+        return 0
+    monkeypatch.setattr(cli, "_replay", fake_replay)
+    assert cli.main(["demo", "--keep", str(keep)]) == 0
+    assert seen == {"data_empty": True}
+    assert "reusing" in capsys.readouterr().err
+    assert (keep / "demo.jsonl").read_text() != "old"
+
+
+@pytest.mark.parametrize("kind", ["missing", "scenario", "garbage"])
+def test_diff_of_a_missing_or_wrong_file_is_one_line_exit_2(tmp_path, capsys, kind):
+    good = tmp_path / "good.trace.jsonl"
+    good.write_text('{"at":1.0,"event":"login","tu":"g"}\n')
+    other = tmp_path / "other"
+    if kind == "scenario":
+        other.write_text(_scenario(tmp_path).read_text())
+    elif kind == "garbage":
+        other.write_bytes(b"\xff\xfe not text")
+    assert cli.main(["diff", str(good), str(other)]) == 2
+    _one_line(capsys, str(other))
+
+
+def test_broken_pipe_into_head_is_quiet():
+    r = subprocess.run(f"'{sys.executable}' -m electron_stub generate --preset shift | head -c 10",
+                       shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'electron-stub'}"))
+    assert len(r.stdout) == 10
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_during_a_replay_is_one_line_exit_130_and_stops_the_sidecars(tmp_path):
+    scen = tmp_path / "shift.jsonl"
+    assert cli.main(["generate", "--preset", "smoke", "--hours", "4", "-o", str(scen)]) == 0
+    p = subprocess.Popen([sys.executable, "-m", "electron_stub", "replay", str(scen), "--data-dir",
+                          str(tmp_path / "data")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'electron-stub'}"))
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "data").glob("m1/sidecar.db")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "sidecar-stub: interrupted" and "Traceback" not in err
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True).stdout.split()
+    assert left == []

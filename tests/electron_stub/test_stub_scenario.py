@@ -136,3 +136,11 @@ def test_shared_scenarios_all_parse():
     for f in files:
         s = sc.load(f)
         assert s.timeline and s.header.format == 1
+
+
+def test_a_timeline_line_past_duration_is_an_error_naming_it():
+    """Found by the breaker: such lines were skipped silently (the replay stops at duration_s)."""
+    dur = json.loads(HEADER)["duration_s"]
+    parse({"t": dur, "kind": "crash"})  # at the very end: still runs
+    with pytest.raises(sc.ScenarioError, match=r"x.jsonl:3: t .* is past the end of the scenario"):
+        parse({"t": 1, "kind": "crash"}, {"t": dur + 1, "kind": "crash"})

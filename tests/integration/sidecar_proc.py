@@ -1,26 +1,40 @@
-"""Spawn a real ``sidecar serve`` process as Electron does (tests only)."""
+"""Spawn a real ``sidecar serve`` process as Electron does (tests only).
+
+A process that outlives its shutdown deadline is a failure, never quietly killed: ``stop`` and
+``__aexit__`` kill it (so no process is left behind) and then raise :class:`Overran` with the
+tail of its stderr — the operator would have had a sidecar that never exits (issue 7).
+"""
 from __future__ import annotations
 
 import asyncio
 import json
 import os
 import secrets
+import signal
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+EXIT_DEADLINE_S = 2.0  # DESIGN §3 / issue 7: every shutdown path ends the process within this
+
+
+class Overran(AssertionError):
+    """The process did not exit within its deadline (it was killed afterwards)."""
 
 
 class SidecarProcess:
     def __init__(self, data_dir: Path, *, clock: str = "virtual", binary: str | None = None,
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), deadline_s: float = EXIT_DEADLINE_S) -> None:
         self.data_dir = data_dir
         self.clock = clock
         self.binary = binary
         self.extra = extra
+        self.deadline_s = deadline_s
         self.token = secrets.token_urlsafe(16)
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
+        self.exit_s: float | None = None  # seconds from the stop request to the exit
 
     async def __aenter__(self) -> "SidecarProcess":
         cmd = ([self.binary] if self.binary else [sys.executable, "-m", "sidecar"]) + [
@@ -28,20 +42,66 @@ class SidecarProcess:
         self.proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=dict(os.environ, SIDECAR_TOKEN=self.token), cwd=ROOT)
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 30)
+        try:
+            async with asyncio.timeout(60):
+                line = await self.proc.stdout.readline()
+        except TimeoutError:
+            await self._kill()
+            raise AssertionError("sidecar printed no ready line within 60 s") from None
+        if not line:
+            err = (await self.proc.stderr.read()).decode(errors="replace")
+            await self.proc.wait()
+            raise AssertionError(f"sidecar exited {self.proc.returncode} before ready: {err[-2000:]}")
         ready = json.loads(line)
         assert ready["event"] == "ready" and ready["protocol"] == 1
         self.port = ready["port"]
         return self
 
-    async def stop(self) -> int:
-        self.proc.stdin.close()
-        return await asyncio.wait_for(self.proc.wait(), 15)
+    async def stop(self, how: str = "stdin", *, deadline_s: float | None = None) -> int:
+        """Ask the process to stop — ``how``: ``stdin`` (EOF, Electron died), ``SIGTERM``,
+        ``SIGINT`` or ``SIGHUP`` — and return its exit code.  Raises :class:`Overran` (after
+        killing it) when it is still running ``deadline_s`` seconds later."""
+        assert self.proc is not None
+        if how == "stdin":
+            self.proc.stdin.close()
+        else:
+            self.proc.send_signal(getattr(signal, how))
+        return await self.wait_exit(deadline_s, what=how)
 
-    async def __aexit__(self, *exc) -> None:
+    async def wait_exit(self, deadline_s: float | None = None, *, what: str = "stop") -> int:
+        """Wait for the exit that was asked for; :class:`Overran` past the deadline."""
+        assert self.proc is not None
+        limit = self.deadline_s if deadline_s is None else deadline_s
+        t0 = time.monotonic()
+        try:
+            async with asyncio.timeout(limit):
+                code = await self.proc.wait()
+        except TimeoutError:
+            err = await self._kill()
+            raise Overran(f"sidecar pid {self.proc.pid} still running {limit:g} s after {what}; "
+                          f"killed. stderr tail:\n{err[-3000:]}") from None
+        self.exit_s = time.monotonic() - t0
+        return code
+
+    async def stderr_text(self) -> str:
+        """All stderr (after the process exited)."""
+        assert self.proc is not None and self.proc.returncode is not None
+        return (await self.proc.stderr.read()).decode(errors="replace")
+
+    async def _kill(self) -> str:
         if self.proc.returncode is None:
-            try:
-                await self.stop()
-            except asyncio.TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+            self.proc.kill()
+            await self.proc.wait()
+        try:
+            async with asyncio.timeout(2):
+                return (await self.proc.stderr.read()).decode(errors="replace")
+        except TimeoutError:
+            return ""
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        if self.proc.returncode is not None:
+            return
+        if exc_type is not None:  # the test failed already: do not mask its error
+            await self._kill()
+            return
+        await self.stop()

@@ -16,18 +16,6 @@ from tests.integration.replay_util import ROOT, SEED_DIR, replay
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def frozen(tmp_path_factory) -> Path:
-    pytest.importorskip("PyInstaller", reason="the package extra (pyinstaller) is not installed")
-    out = tmp_path_factory.mktemp("frozen")
-    r = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--dist", str(out / "dist"),
-                        "--work", str(out / "work")], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    exe = Path(r.stdout.strip().splitlines()[-1])
-    assert exe.is_file() and os.access(exe, os.X_OK)
-    return exe
-
-
 def test_frozen_binary_cli(frozen):
     assert subprocess.run([frozen, "version"], capture_output=True, text=True).stdout.strip()
     schema = json.loads(subprocess.run([frozen, "schema"], capture_output=True, text=True, check=True).stdout)

@@ -25,6 +25,7 @@ def test_httpx_does_not_log_per_request_at_info(tmp_path, caplog):
         assert logging.getLogger("httpx").getEffectiveLevel() == logging.DEBUG
     finally:
         logging.getLogger().handlers.clear()
+        logging.getLogger().setLevel(logging.WARNING)  # DEBUG left on the root leaks into later tests' caplog
         for name in logs.CHATTY_LIBRARIES:
             logging.getLogger(name).setLevel(logging.NOTSET)
 

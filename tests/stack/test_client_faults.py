@@ -2,7 +2,6 @@
 the idempotency key, and a Stack that answers one byte at a time."""
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time

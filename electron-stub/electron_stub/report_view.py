@@ -1,0 +1,142 @@
+"""Rendering of the replay report (:func:`electron_stub.report.summarize`) with ``rich``.
+
+On a terminal: a verdict panel, the shift's timeline and tables; piped or in a file: the same
+content as plain text without colour codes (``rich`` decides by ``isatty``).  ``quiet``: the
+verdict, the failures and the unclean exits only.
+"""
+from __future__ import annotations
+
+import io
+import sys
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["print_report", "to_text", "build"]
+
+
+def _fmt_s(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v < 120:
+        return f"{v:.0f} s"
+    if v < 7200:
+        return f"{v / 60:.1f} min"
+    return f"{v / 3600:.1f} h"
+
+
+def _table(title: str, *columns: str) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="right" if i and c in ("count", "answered", "p50", "p95", "tasks") else "left")
+    return t
+
+
+def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
+    """The report as ``rich`` renderables, in reading order."""
+    ok = s["exit_code"] == 0
+    parts: list[Any] = [Panel(Text(s["verdict"], style="bold green" if ok else "bold red"),
+                              title=f"replay report: {s['scenario']}", subtitle=f"start {s['start_utc']}",
+                              expand=False)]
+    exp, cons = s["expectations"], s["consistency"]
+    failures = [f"FAIL line {f['line']}: {f['detail']}" for f in exp["failed"]]
+    failures += [f"consistency {k}: {n}" for k, n in cons["by_kind"].items()]
+    failures += [f"  - {d}" for d in cons["examples"]]
+    unclean = [e for e in s["sidecars"]["exits"] if not e["clean"]]
+    failures += [f"NOT CLEAN {e['machine']} pid {e['pid']}: {e['how']}, exit {e['returncode']} {e['note']}"
+                 for e in unclean]
+    if quiet:
+        parts += [Text(f, style="red") for f in failures]
+        parts.append(Text(_result_line(s)))
+        return Group(*parts)
+
+    tl = _table("What happened (virtual time, UTC)", "time", "+s", "event", "detail")
+    for x in s["timeline"]:
+        tl.add_row(x["clock"], f"{x['at']:.0f}" if x["at"] is not None else "", x["what"], x["detail"])
+    if not s["timeline"]:
+        tl.add_row("", "", "(no logins, crashes or outages)", "")
+    parts.append(tl)
+
+    tk = s["tasks"]
+    head = (f"Tasks: {tk['created']} created, {tk['closed']} closed, {tk['open_at_end']} open at the end"
+            + (f", {tk['reannounced_ignored']} re-announcements ignored" if tk["reannounced_ignored"] else ""))
+    tt = _table(head, "type", "source", "close reason", "count")
+    for row in tk["table"]:
+        tt.add_row(row["type"], row["source"], str(row["reason"]), str(row["count"]))
+    parts.append(tt)
+
+    ad = _table("Answer delay (created → answered)", "type", "answered", "p50", "p95")
+    for typ, d in tk["answer_delay_s"].items():
+        ad.add_row(typ, str(d["answered"]), _fmt_s(d["p50"]), _fmt_s(d["p95"]))
+    if not tk["answer_delay_s"]:
+        ad.add_row("(no task was answered)", "", "", "")
+    parts.append(ad)
+
+    od = tk["overdue"]
+    line = f"Overdue: {od['tasks']} task(s)"
+    if od["tasks"]:
+        line += (" — " + ", ".join(f"{t} {n}" for t, n in od["by_type"].items())
+                 + f"; {od['still_open']} still open"
+                 + ("; closed as " + ", ".join(f"{r} {n}" for r, n in od["closed_as"].items()) if od["closed_as"] else ""))
+    parts.append(Text(line, style="yellow" if od["tasks"] else ""))
+
+    mk = s["markers_acked"]
+    parts.append(Text(f"Markers acked by Stack: {mk['total']}"
+                      + (" (" + ", ".join(f"{k} {v}" for k, v in mk["by_name"].items()) + ")" if mk["by_name"] else "")))
+    dl = s["deliveries"]
+    if dl is not None:
+        dt = _table(f"Deliveries ({dl['lines']} outcomes, {dl['webhooks_received']} webhooks received)",
+                    "target", "status", "count")
+        for target, statuses in dl["by_target"].items():
+            for status, n in sorted(statuses.items()):
+                dt.add_row(target, status, str(n))
+        parts.append(dt)
+    op, st = s["operator"], s["stack"]
+    parts.append(Text("Operator sent: " + (", ".join(f"{k} {v}" for k, v in op["sent"].items()) or "nothing")
+                      + (f" ({op['late']} late)" if op["late"] else "")))
+    parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
+                      f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "
+                      f"{st.get('bad_requests', 0)} bad requests, {st.get('reads', 0)} startup reads"))
+    parts.append(Text(f"Expectations: {exp['passed']} passed, {exp['total'] - exp['passed']} failed; "
+                      f"consistency: {cons['violations']} violation(s)"))
+    parts += [Text(f"  {f}", style="red") for f in failures]
+    sc = s["sidecars"]
+    parts.append(Text(f"Sidecars: {sc['machines']} machine(s), {sc['crashes']} crash(es)"))
+    for e in sc["exits"]:
+        flag = "ok" if e["clean"] else "NOT CLEAN"
+        parts.append(Text(f"  {e['machine']} pid {e['pid']}: {e['how']}, exit {e['returncode']} [{flag}]"
+                          + (f" {e['note']}" if e["note"] else ""), style="" if e["clean"] else "red"))
+    parts += [Text(f"warning: {w}", style="yellow") for w in s["warnings"]]
+    sp = s["speed"]
+    parts.append(Text(
+        f"Speed: wall {sp['wall_s']:.2f} s for {sp['virtual_s']:.0f} s virtual"
+        + (f" (x{sp['speedup']:.0f})" if sp["speedup"] else "")
+        + f"; {sp['frames']} bridge frames" + (f" ({sp['frames_per_s']:.0f}/s)" if sp["frames_per_s"] else "")
+        + f"; {sum(sp['platform_requests'].values())} platform requests answered"
+        + (f", {sp['request_errors']} with an error" if sp["request_errors"] else ""), style="dim"))
+    parts.append(Text(_result_line(s), style="bold"))
+    return Group(*parts)
+
+
+def _result_line(s: dict[str, Any]) -> str:
+    verdict = s["verdict"]
+    if verdict.startswith(("PASS", "FAIL")):
+        return f"result: {verdict}"
+    return f"result: {'PASS' if s['exit_code'] == 0 else 'FAIL'} — {verdict}"
+
+
+def print_report(s: dict[str, Any], *, quiet: bool = False, file: Any = None) -> None:
+    out = file or sys.stdout
+    wide = None if out.isatty() else 120  # piped/logged: no 80-column wrapping of long lines
+    Console(file=out, width=wide, highlight=False).print(build(s, quiet=quiet))
+
+
+def to_text(s: dict[str, Any], *, quiet: bool = False, width: int = 120) -> str:
+    """The report as plain text (no colour codes)."""
+    buf = io.StringIO()
+    Console(file=buf, width=width, no_color=True, color_system=None, highlight=False,
+            force_terminal=False).print(build(s, quiet=quiet))
+    return buf.getvalue()

@@ -1,0 +1,110 @@
+"""The answers (JSON-RPC ``result``) of every request, for ``sidecar schema`` (issue 7 item 5).
+
+Rules / theory of operation
+---------------------------
+* One struct per Electron → sidecar request method (``ANSWERS``), and the answer Electron gives
+  to the sidecar's own ``platform.request`` (``PLATFORM_ANSWER``: the platform's JSON as is,
+  which the project's client decodes — see ``platform_clients/``).
+* On the virtual clock every object answer also carries ``next_due`` (unix seconds or null): the
+  earliest instant the sidecar acts by itself, so a driver may jump straight to it.
+* Errors are JSON-RPC error objects; their codes are in docs/architecture.md ("error codes").
+* ``tests/sidecar/test_protocol_answers.py`` checks the real answers against these structs, so
+  the schema cannot drift from what the sidecar sends.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from sidecar.protocol import TaskView
+
+__all__ = ["ANSWERS", "PLATFORM_ANSWER"]
+
+
+class Answer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    next_due: float | None = None  # virtual clock only (see the module header)
+
+
+class Ok(Answer, kw_only=True):
+    ok: bool
+
+
+class AuthAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``last_seq``: the last stream seq issued; ``stream_id``: this process's stream (a new
+    process starts a new stream: re-read ``tasks.list``)."""
+
+    ok: bool
+    protocol: int
+    last_seq: int
+    stream_id: str
+
+
+class LoginAnswer(Ok, kw_only=True):
+    favorites: int  # favorites known for the TU after the restore
+    restored_from_stack: bool  # False: Stack was unavailable, restored from local state
+    open_tasks: int
+
+
+class EventAnswer(Ok, kw_only=True):
+    events: int  # domain events the raw event became
+
+
+class CloseAnswer(Ok, kw_only=True):
+    closed: bool  # False: the task was already closed (idempotent)
+
+
+class AdvanceAnswer(Answer, kw_only=True):
+    now: float  # the virtual clock after the advance (unix seconds)
+
+
+class StatusAnswer(Answer, kw_only=True):
+    version: str
+    protocol: int
+    clock: str  # wall | virtual
+    now: float | None  # None: virtual clock not set yet
+    tus: list[str]
+    open_tasks: int
+    timers: int
+    events_in: int
+    stack_acked: int
+    outbox_due: float | None
+
+
+class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One decision-log row (DESIGN §13; :mod:`sidecar.decisions`).  ``at``: unix seconds."""
+
+    at: float
+    type: str  # task type of the candidate (follow_up_message for chain removals)
+    source: str  # the trigger: socket, chain, over_60m, notification, scroll_new …
+    outcome: str  # created | refused:<reason> | miss | removed:<reason>
+    task_id: str | None
+    detail: dict[str, Any]  # e.g. {"step": 1, "chance": 0.75}
+    text: str  # the same decision as one sentence for a shift lead
+
+
+class WhyAnswer(Answer, kw_only=True):
+    """The pair's decisions at or after ``since`` (unix seconds, null = all kept), in order."""
+
+    tu: str
+    ru: str
+    since: float | None
+    decisions: list[DecisionRow]
+
+
+ANSWERS: dict[str, Any] = {
+    "auth": AuthAnswer,
+    "session.login": LoginAnswer,
+    "session.logout": Ok,
+    "platform.event": EventAnswer,
+    "platform.poll": Ok,
+    "platform.reconnected": Ok,
+    "favorite.update": Ok,
+    "task.close": CloseAnswer,
+    "stream.ack": Ok,
+    "clock.advance_to": AdvanceAnswer,
+    "tasks.list": list[TaskView],
+    "status": StatusAnswer,
+    "why": WhyAnswer,
+}
+PLATFORM_ANSWER: Any = dict[str, Any]  # the platform API's own JSON object

@@ -1,0 +1,135 @@
+"""Shutdown is bounded in every state (issue 7 item 1): with Stack hanging, mid-step (a platform
+request nobody answers), and as a last resort the watchdog (exit 5) and a second signal (exit at
+once).  ``SidecarProcess.stop`` fails any test whose process outlives 2 s."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from bridge.client import BridgeClient
+from tests.integration.sidecar_proc import ROOT, SidecarProcess
+from tests.stack.fake_stack import StackServer
+
+T0 = 1796025600.0
+
+
+def send_event(i: int, at: float) -> dict:
+    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
+            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
+                     "at": at, "body": "hi"}}
+
+
+async def _answer(method, params):
+    return {"dialogs": []}
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "stdin"])
+async def test_exit_within_2_s_while_stack_writes_hang(tmp_path, how):
+    stack = StackServer()
+    stack.start()
+    stack.fail("delay", path_contains="/tasks", seconds=30.0)
+    try:
+        async with SidecarProcess(tmp_path, clock="wall", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+            for i in range(3):
+                await c.call("platform.event", send_event(i, time.time()))
+            await asyncio.sleep(0.3)  # the task writes are in flight, Stack sits on them
+            assert await sc.stop(how) == 0
+            await c.close()
+    finally:
+        stack.stop()
+
+
+async def test_exit_within_2_s_mid_step_awaiting_an_unanswered_platform_request(tmp_path):
+    """Virtual clock: the login's passes are awaited inside the step; the client never answers."""
+    async def never(method, params):
+        await asyncio.sleep(3600)
+
+    async with SidecarProcess(tmp_path, clock="virtual") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=never)
+        await c.call("clock.advance_to", {"t": T0})
+        await c.notify("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        await asyncio.sleep(0.5)  # the worker is inside the login step, awaiting scroll_new
+        assert await sc.stop("SIGTERM") == 0
+        await c.close()
+
+
+def _guarded_child(deadline_s: float, then: str) -> subprocess.Popen:
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time
+        from sidecar.cli import arm_shutdown_guard
+        arm_shutdown_guard({deadline_s})
+        print("armed", flush=True)
+        {then}
+        while True:
+            time.sleep(0.05)  # a shutdown stuck for good
+    """)
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_stuck_shutdown_is_forced_with_exit_5_by_the_watchdog():
+    p = _guarded_child(0.5, "")
+    assert p.stdout.readline().strip() == "armed"
+    t0 = time.monotonic()
+    assert p.wait(timeout=5) == 5
+    assert time.monotonic() - t0 < 2.0
+    assert "shutdown took over 0.5 s" in p.stderr.read()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_second_signal_during_shutdown_exits_at_once(sig):
+    p = _guarded_child(60, "")
+    assert p.stdout.readline().strip() == "armed"
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    assert p.wait(timeout=5) == 128 + sig
+    assert time.monotonic() - t0 < 1.0
+    assert f"second {sig.name} during shutdown" in p.stderr.read()
+
+
+def test_parent_death_ends_the_sidecar_within_2_s(tmp_path):
+    """Electron dies without closing our stdin (here: stdin is /dev/null, so only the parent
+    watch can notice): the sidecar ends within 2 s of its parent, with exit code 0."""
+    wrapper = textwrap.dedent(f"""
+        import os, subprocess, sys
+        p = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--port", "0", "--clock", "wall",
+                              "--data-dir", {str(tmp_path)!r}], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, env=dict(os.environ, SIDECAR_TOKEN="t"))
+        print(p.pid, p.stdout.readline().decode().strip(), flush=True)
+        os._exit(0)  # the parent dies; the sidecar is re-parented
+    """)
+    r = subprocess.run([sys.executable, "-c", wrapper], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True, timeout=60)
+    t0 = time.monotonic()
+    pid_s, ready = r.stdout.split(" ", 1)
+    assert '"ready"' in ready, r.stdout + r.stderr
+    pid = int(pid_s)
+    while time.monotonic() - t0 < 5 and _alive(pid):
+        time.sleep(0.02)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the sidecar outlived its parent by 5 s")
+    assert time.monotonic() - t0 <= 2.0
+    assert "shutting down: parent-died" in (tmp_path / "sidecar.log.jsonl").read_text()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its new parent to reap it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

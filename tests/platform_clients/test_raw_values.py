@@ -1,0 +1,71 @@
+"""Raw platform values are checked where they enter (issue 7 item 6, found by the breaker): an
+e-mail with a huge ``receivedAt`` made a task that never ends; ids with NUL or newlines were
+written raw to logs.  Out-of-range timestamps and control characters in ids are refused
+(BadRawEvent → -32602 for socket events; a poll row is skipped), and whatever still reaches the
+log is escaped to one line."""
+from __future__ import annotations
+
+import logging
+
+import msgspec
+import pytest
+
+from platform_clients import BadRawEvent, client_for
+from platform_clients.base import MAX_TS, MIN_TS
+from sidecar import protocol as p
+from sidecar.logs import OneLine
+from tests.sidecar.world import T0
+
+TU, RU = "tu-1", "ru-1"
+
+
+@pytest.mark.parametrize("at", [1e15, T0 * 1000, -1.0, 0.0, MAX_TS + 1, MIN_TS - 1])
+def test_email_with_out_of_range_received_at_is_refused(at):
+    with pytest.raises(BadRawEvent, match="receivedAt"):
+        client_for("golden").decode_event(TU, "incomingEmail",
+                                          {"emailId": "e", "fromId": RU, "receivedAt": at, "at": T0})
+
+
+@pytest.mark.parametrize("project, name, data, field", [
+    ("golden", "receivePrivateMessage", {"messageId": "m", "senderId": RU, "recipientId": TU, "sentAt": 1e13}, "sentAt"),
+    ("chathouse", "Send", {"id": "m", "type": "message", "from": RU, "to": TU, "at": 1e13}, "at"),
+    ("prime", "MessageSent", {"id": "m", "type": "message", "senderId": RU, "recipientId": TU, "at": 1e13}, "at"),
+])
+def test_every_platform_timestamp_is_range_checked(project, name, data, field):
+    with pytest.raises(BadRawEvent, match=field):
+        client_for(project).decode_event(TU, name, data)
+
+
+@pytest.mark.parametrize("bad", ["ru\n2026-12-01 INFO forged line", "ru\x00", "ru\r", "\x1b[31mred"])
+def test_raw_ids_with_control_characters_are_refused(bad):
+    with pytest.raises(BadRawEvent):
+        client_for("chathouse").decode_event(TU, "Send", {"id": "m", "type": "message", "from": bad,
+                                                          "to": TU, "at": T0})
+    with pytest.raises(BadRawEvent):
+        client_for("golden").decode_event(TU, "receivePrivateMessage",
+                                          {"messageId": bad, "senderId": RU, "recipientId": TU, "sentAt": T0})
+
+
+def test_a_poll_row_with_a_bad_timestamp_or_id_is_skipped_not_the_page():
+    rows = [{"userId": "ok", "lastMessage": {"from": "ru", "at": T0, "type": "message"}},
+            {"userId": "late", "lastMessage": {"from": "ru", "at": 1e15, "type": "message"}},
+            {"userId": "nl\nid"}]
+    snaps, _ = client_for("chathouse").decode_dialogs({"dialogs": rows})
+    assert [s.ru for s in snaps] == ["ok"]
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\x00", "\t"])
+def test_bridge_ids_with_control_characters_are_invalid_params(bad):
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"tu": bad, "project": "golden"}, p.SessionLogin)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"task_id": bad, "reason": "answered"}, p.TaskClose)
+    msgspec.convert({"tu": "tu-ü 1", "project": "golden"}, p.SessionLogin)  # non-ASCII is fine
+
+
+def test_log_lines_escape_control_characters():
+    fmt = OneLine("%(levelname)s %(message)s")
+    rec = logging.LogRecord("x", logging.WARNING, __file__, 1, "bad id %r then %s", ("a", "b\nINFO forged\x00"), None)
+    out = fmt.format(rec)
+    assert "\n" not in out and "\x00" not in out
+    assert out == "WARNING bad id 'a' then b\\nINFO forged\\x00"

@@ -1,0 +1,124 @@
+"""``sidecar serve`` checks every setting before anything starts (issue 7 item 2): one line on
+stderr naming the setting, exit 2, no database and no lock file made.  ``--version`` works and
+``serve --help`` documents the exit codes."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sidecar import __version__
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, token: str | None = "t", extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(extra_env or {})}
+    if token is not None:
+        env["SIDECAR_TOKEN"] = token
+    return subprocess.run([sys.executable, "-m", "sidecar", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+def assert_one_line_exit_2(r: subprocess.CompletedProcess, *words: str) -> None:
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.fixture
+def busy_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    yield s.getsockname()[1]
+    s.close()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--port", "70000"], ["--port", "65535"]),
+    (["--port", "-1"], ["--port"]),
+    (["--port", "abc"], ["--port", "abc"]),
+    (["--log-level", "LOUD"], ["--log-level", "LOUD", "DEBUG"]),
+    (["--time-scale", "0"], ["--time-scale", "greater than 0"]),
+    (["--time-scale", "-3"], ["--time-scale"]),
+    (["--time-scale", "nan"], ["--time-scale", "nan"]),
+    (["--stack-url", "ftp://x"], ["--stack-url", "http"]),
+    (["--clock", "sundial"], ["--clock", "sundial"]),
+    (["--no-such-flag"], ["--no-such-flag"]),
+])
+def test_bad_flag_is_one_line_and_exit_2_before_anything_starts(tmp_path, flags, words):
+    data = tmp_path / "data"
+    r = run("serve", "--data-dir", str(data), *flags)
+    assert_one_line_exit_2(r, *words)
+    assert not (data / "sidecar.db").exists() and not (data / "sidecar.db.lock").exists()
+
+
+def test_bad_environment_setting_names_the_variable(tmp_path):
+    r = run("serve", "--data-dir", str(tmp_path), extra_env={"SIDECAR_PORT": "99999"})
+    assert_one_line_exit_2(r, "SIDECAR_PORT")
+
+
+def test_port_in_use_is_one_line_and_exit_2(tmp_path, busy_port):
+    r = run("serve", "--data-dir", str(tmp_path), "--port", str(busy_port))
+    assert_one_line_exit_2(r, "--port", str(busy_port), "not free")
+    assert not (tmp_path / "sidecar.db").exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "empty"])
+def test_unreadable_or_empty_token_file_is_one_line_and_exit_2(tmp_path, kind):
+    tf = tmp_path / "token"
+    if kind == "folder":
+        tf.mkdir()
+    elif kind == "empty":
+        tf.write_text("\n")
+    r = run("serve", "--data-dir", str(tmp_path / "d"), "--token-file", str(tf), token=None)
+    assert_one_line_exit_2(r, "--token-file" if kind != "empty" else "SIDECAR_TOKEN")
+
+
+def test_data_dir_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
+    if os.geteuid() == 0:  # root writes anywhere it has a filesystem: use one it cannot create in
+        target = Path("/proc/sidecar-test/data")
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        target = ro
+    r = run("serve", "--data-dir", str(target))
+    assert_one_line_exit_2(r, "--data-dir", "not writable")
+
+
+def test_data_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert_one_line_exit_2(run("serve", "--data-dir", str(f)), "--data-dir", "not a folder")
+
+
+def test_version_flag_and_command():
+    for args in (["--version"], ["version"]):
+        r = run(*args)
+        assert r.returncode == 0 and __version__ in r.stdout, r
+
+
+def test_serve_help_documents_every_exit_code():
+    r = run("serve", "--help")
+    assert r.returncode == 0
+    text = r.stdout
+    assert "exit codes:" in text
+    for code in ("0", "1", "2", "3", "4", "5", "6", "128+N"):
+        assert any(line.strip().startswith(code + " ") for line in text.splitlines()), code
+
+
+def test_readme_documents_the_same_exit_codes():
+    from sidecar.cli import EXIT_CODES
+    readme = (ROOT / "README.md").read_text()
+    for line in EXIT_CODES.splitlines()[1:]:
+        code = line.split()[0]
+        assert f"| {code} " in readme or f"| `{code}` " in readme, f"README lacks exit code {code}"

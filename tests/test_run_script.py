@@ -1,0 +1,45 @@
+"""``./run`` checks before it installs (issue 7 item 5): an unknown task and a too-old Python are
+one line and exit 2, and neither leaves a ``.venv`` behind.  Run on a copy of the script in an
+empty folder, so the checkout's own .venv is never touched."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "run", tmp_path / "run")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    return tmp_path / "run"
+
+
+def test_unknown_task_is_refused_before_installing(tmp_path):
+    r = subprocess.run([sys.executable, str(_copy(tmp_path)), "deploy"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "unknown task 'deploy'" in r.stderr
+    assert not (tmp_path / ".venv").exists()
+
+
+def _old_python() -> str | None:
+    found = [shutil.which(n) for n in ("python3.10", "python3.9")]
+    found += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3.1[0]"))]
+    found += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3.9"))]
+    for exe in filter(None, found):
+        if subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+def test_python_older_than_3_11_is_refused_before_making_a_venv(tmp_path):
+    exe = _old_python()
+    if exe is None:
+        pytest.skip("no Python 3.10/3.9 on this machine to try ./run with")
+    r = subprocess.run([exe, str(_copy(tmp_path)), "test"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "needs Python 3.11" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / ".venv").exists()
