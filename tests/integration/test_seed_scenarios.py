@@ -13,9 +13,6 @@ SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 # Scenarios of open issues: strict expected failures that name their issue, so each flips to
 # XPASS (and fails, strict) the moment its issue lands and must then leave this table.
 NOT_YET: dict[str, str] = {
-    # issue 6 — seed conformance (DESIGN §6/§7 revised: overdue, chain edge cases, favorites only)
-    # c03 passes all but its `decision` expectation: the decision log is issue 6 item 8
-    "c03_offline_expires_the_follow_up": "issue 6 item 8: the decision log (`decision` expectation)",
     # issue 8 — Follow-up mail (seed 001)
     "m01_post_chat_mail_even_offline": "issue 8: Follow-up mail (seed 001) not implemented yet",
     "m03_mail_read_golden": "issue 8: Follow-up mail (seed 001) not implemented yet",

@@ -142,3 +142,40 @@ def test_refusals_stay_bad_params_and_change_nothing(tmp_path):
 def test_serve_exits_with_the_step_failed_code():
     from sidecar.cli import EXIT_CODES
     assert EXIT_STEP_FAILED == 6 and "  6    a step could not be saved" in EXIT_CODES
+
+
+def test_a_failed_steps_decisions_and_candidates_never_survive_nor_silence_a_later_one(tmp_path):
+    """The decision log (DESIGN §13) under crash-only steps: the refusal decided in a step whose
+    commit fails is neither in SQLite nor queued for Stack, and the in-memory "logged once per
+    change" memory of that step cannot suppress the same refusal decided later — the restarted
+    process logs it, so the log never loses a change."""
+    import msgspec
+
+    async def why(run: Run) -> list[tuple[float, str, str]]:
+        got = await run.call("why", {"tu": TU, "ru": "ru-1"})
+        return [(d["at"] - T0, d["type"], d["outcome"]) for d in got["decisions"]]
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await scenario(run, fail_first_message=False)  # +10: Unanswered message created
+        await run.call("platform.event", msg("ru-1", "m-1", T0 + 10))
+        await run.call("clock.advance_to", {"t": T0 + 20})
+        run.fail_on = run.commits + 1  # +20: a second message, refused while the first is open
+        with pytest.raises(InternalError):
+            await run.call("platform.event", msg("ru-1", "m-2", T0 + 20))
+        with pytest.raises(InternalError):  # crash-only: not even the read-only why answers
+            await why(run)
+        await run.stop()
+
+        again = await Run(tmp_path).start()
+        await again.call("clock.advance_to", {"t": T0 + 30})
+        await again.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+        assert await why(again) == [(10.0, "unanswered_message", "created")]  # nothing of +20
+        await again.call("platform.event", msg("ru-1", "m-3", T0 + 30))
+        await again.call("platform.event", msg("ru-1", "m-4", T0 + 30.5))  # the same refusal again
+        assert await why(again) == [(10.0, "unanswered_message", "created"),
+                                    (30.0, "unanswered_message", "refused:stronger_task_open")]
+        cands = [msgspec.json.decode(r.body) for r in await again.store.outbox_rows(kind="candidate")]
+        assert [c["at"] - T0 for c in cands if c["ru"] == "ru-1"] == [10.0, 30.0], cands  # none of +20
+        await again.stop()
+    asyncio.run(main())

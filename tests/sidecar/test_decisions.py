@@ -189,3 +189,22 @@ def test_an_answered_unanswered_of_a_non_favorite_says_why_no_chain_started():
     assert rows(w, RU)[-1] == (20.0, "follow_up_message", "chain", "refused:not_favorite")
     assert rows(w, "ru-2")[-1] == (20.0, "follow_up_message", "chain", "refused:white")
     assert w.d.created("follow_up_message") == []
+
+
+def test_open_limits_refused_for_an_unknown_limit_is_logged_once_then_created():
+    """DESIGN §6 "unknown counts as absent": the Open Limits refusal ``limit_unknown`` reaches the
+    decision log (and Stack) once, not at every check chat, and the task made when a row finally
+    carries the limit is logged as created."""
+    other = "ru-9"
+    w = World(project="chathouse")
+    w.limits[other] = (None, None)
+    w.new_rows[other] = {"userId": other, "dialogId": None, "lastMessage": None, "chatLimit": None}
+    w.login([])
+    slot = w.d.engine.tus[TU].due_of(("passes", "check_chat"))
+    w.at_abs(slot)  # a second check chat: still unknown, not logged again
+    assert rows(w, other) == [(0.0, "open_limits", "scroll_new", "refused:limit_unknown")]
+    assert [c["outcome"] for c in candidates(w, other)] == ["refused:limit_unknown"]
+    w.new_rows[other]["chatLimit"] = 2
+    slot = w.d.engine.tus[TU].due_of(("passes", "check_chat"))
+    w.at_abs(slot)
+    assert rows(w, other)[1:] == [(round(slot - T0, 3), "open_limits", "scroll_new", "created")]
