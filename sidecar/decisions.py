@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from sidecar.domain.tasks import TaskType
 from sidecar.stack import writes as stack_out
 from sidecar.store import ops
 
@@ -128,6 +129,10 @@ def record_outcome(step: Step, rt: TuRuntime, ru: str, type_: Any, source: str, 
     extra: dict = {}
     if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
+        if outcome == "refused:stronger_task_open" and not (detail or {}).get("open_type"):
+            blocking = rt.factory.blocking_type(rt.tu, ru, TaskType(getattr(type_, "value", type_)))
+            if blocking is not None:
+                extra["open_type"] = blocking.value
     return record(step, rt, Decision(
         tu=rt.tu, ru=ru, at=step.now, type=getattr(type_, "value", type_), source=source,
         outcome=outcome, task_id=task_id, detail={**extra, **(detail or {})}))
@@ -144,12 +149,8 @@ def recorded(propose: Callable) -> Callable:
         if task_id is not None:
             record_outcome(step, rt, cand.ru, cand.type, cand.source, "created", task_id=task_id)
         else:
-            reason = getattr(result, "reason", "unknown")
-            open_type = None
-            if reason == "open":
-                open_type = getattr(cand.type, "value", cand.type)
-            record_outcome(step, rt, cand.ru, cand.type, cand.source, reason,
-                           detail={"open_type": open_type} if open_type else None)
+            record_outcome(step, rt, cand.ru, cand.type, cand.source,
+                           getattr(result, "reason", "unknown"))
         return result
 
     return wrapper

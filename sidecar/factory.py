@@ -114,13 +114,18 @@ class TaskFactory:
     def stronger_open(self, tu: str, ru: str, type_: TaskType) -> str | None:
         """Why a ``type_`` candidate must wait: ``open`` (the same type is open),
         ``stronger_task_open`` (a stronger one of its channel is), or None."""
+        t = self.blocking_type(tu, ru, type_)
+        if t is None:
+            return None
+        return "open" if t is type_ else "stronger_task_open"
+
+    def blocking_type(self, tu: str, ru: str, type_: TaskType) -> TaskType | None:
+        """The open task type of the pair that holds a ``type_`` candidate back (the same type
+        or a stronger one of its channel, :data:`~sidecar.domain.tasks.STRENGTH`), or None."""
         pair = self.by_pair.get((tu, ru))
         if not pair:
             return None
-        for t in stronger_or_same(type_):
-            if t in pair:
-                return "open" if t is type_ else "stronger_task_open"
-        return None
+        return next((t for t in stronger_or_same(type_) if t in pair), None)
 
     # close ------------------------------------------------------------------------------------
     def close(self, step: "Step", rt: "TuRuntime", task: Task, reason: CloseReason) -> bool:

@@ -74,6 +74,8 @@ def test_a_refusal_rechecked_every_pass_is_logged_once_until_the_outcome_changes
     w.at_abs(due + 200)  # the online pass re-checks the refused hit every 15 s
     refusals = [r for r in rows(w) if r[2] == "chain"]
     assert refusals == [(round(due - T0, 3), "follow_up_message", "chain", "refused:stronger_task_open")]
+    [held] = [op for op in w.d.ops if isinstance(op, PutDecision) and op.outcome == "refused:stronger_task_open"]
+    assert held.detail["open_type"] == "like"  # the shift lead reads which task held it back
     like = w.open_task("like", RU)
     w.at_abs(due + 201).tu_writes(RU)  # answers the Like; the due attempt is re-checked at once
     assert w.open_task("like", RU) is None
