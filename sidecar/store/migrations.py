@@ -26,7 +26,7 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
 
 Schema v2
 ---------
-* ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.decisions`): one row per candidate
+* ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.runtime.decisions`): one row per candidate
   outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
   pruned by ``at`` after 7 days.
 """

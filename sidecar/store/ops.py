@@ -131,7 +131,7 @@ class PutMeta(Op, frozen=True):
 
 
 class PutDecision(Op, frozen=True):
-    """Append one decision-log row (DESIGN §13; :mod:`sidecar.decisions`).  ``at``: unix seconds;
+    """Append one decision-log row (DESIGN §13; :mod:`sidecar.runtime.decisions`).  ``at``: unix seconds;
     ``outcome``: ``created`` | ``refused:<reason>`` | ``miss`` | ``removed:<reason>``."""
 
     tu: str

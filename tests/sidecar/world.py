@@ -1,7 +1,7 @@
 """A tiny platform world for driving the engine in unit tests (virtual clock, no I/O)."""
 from __future__ import annotations
 
-from sidecar.driver import Driver
+from tests.sidecar.driver import Driver
 
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
 

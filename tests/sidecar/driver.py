@@ -1,8 +1,8 @@
-"""An in-process, synchronous driver of the engine on a virtual clock — no sockets, no SQLite.
-
-Unit tests and benchmarks use it to run services exactly as ``sidecar/app.py`` does on the
-virtual clock (every timer in due order, each its own step; platform requests answered inline),
-with assertions on exact times.  Store ops are collected, not written.
+"""The unit tests' handle on the PRODUCTION step executor, on a virtual clock, with no sockets
+and no SQLite: :class:`~sidecar.runtime.executor.StepExecutor` runs every step exactly as
+``sidecar/app.py`` does (commit, then notify, then requests inline; timers in due order, each its
+own step); only its ports differ — store ops and notes are collected in lists, platform requests
+answered by ``answer``.
 
     d = Driver(answer=lambda tu, method, params: {...}, seed=3)
     d.advance_to(T0)
@@ -10,21 +10,38 @@ with assertions on exact times.  Store ops are collected, not written.
     d.event("g-tu-1", "golden", "receivePrivateMessage", {...})
     d.advance_to(T0 + 60)
     d.notes  # [(method, params), ...] as Electron would have received them
+
+The executor's coroutines never suspend here (every port answers at once), so each call is run
+to completion by :func:`run_sync` without an event loop.
 """
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any, Callable
 
 from sidecar.core.clock import VirtualClock
 from sidecar.core.rng import KeyedRandom
-from sidecar.engine import Engine
+from sidecar.runtime.engine import REFUSALS, Engine
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
-from sidecar.services.base import Step
 
 Answer = Callable[[str, str, dict], Any]  # (tu, method, params) -> result; raise for an error
 
 
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that never suspends; RuntimeError if it does (a port that really waits)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("the executor suspended: a test port must answer at once")
+
+
 class Driver:
+    """In-memory ports of the production executor (see the module docstring)."""
+
     def __init__(self, answer: Answer | None = None, seed: int | str = 0,
                  services=default_services) -> None:
         self.clock = VirtualClock()
@@ -33,36 +50,47 @@ class Driver:
         self.notes: list[tuple[str, Any]] = []  # every notification, in order
         self.ops: list = []  # every store op, in order
         self.requests: list[tuple[str, str, dict]] = []  # (tu, method, params) made
-        self.steps = 0
+        self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS)
+
+    @property
+    def steps(self) -> int:
+        return self.executor.steps
 
     @property
     def now(self) -> float:
         return self.clock.now()
 
-    def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
-        step = Step(now=self.clock.now() if now is None else now)
-        result = fn(step)
-        self._finish(step)
-        return result
+    # ports ------------------------------------------------------------------------------------
+    async def commit(self, ops: list) -> None:
+        self.ops.extend(ops)
 
-    def _finish(self, step: Step) -> None:
-        self.steps += 1
-        self.ops.extend(step.ops)
-        self.notes.extend(step.notes)
-        for rt, req in step.requests:
-            self.requests.append((rt.tu, req.method, req.params))
-            try:
-                result, error = self.answer(rt.tu, req.method, req.params), None
-            except Exception as exc:  # noqa: BLE001 - an error answer, as the bridge gives
-                result, error = None, str(exc)
-            self.run(lambda s: self.engine.request_done(s, rt, req, result, error))
+    def notify(self, method: str, note: Any) -> None:
+        self.notes.append((method, note))
+
+    def outbox_queued(self, at: float) -> None:
+        pass  # the ops list holds the rows
+
+    async def perform(self, req: Request) -> tuple[Any, str | None]:
+        self.requests.append((req.tu, req.method, req.params))
+        try:
+            return self.answer(req.tu, req.method, req.params), None
+        except Exception as exc:  # noqa: BLE001 - an error answer, as the bridge gives
+            return None, str(exc)
+
+    def step_failed(self, exc: BaseException) -> None:
+        raise exc  # a unit test wants the real error, not exit 6
+
+    def step_done(self) -> None:
+        pass
+
+    # inputs -----------------------------------------------------------------------------------
+    def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
+        return run_sync(self.executor.run(fn, now))
 
     def advance_to(self, t: float) -> None:
         if not self.clock.is_set:
             self.clock.advance_to(t)
-        while (nd := self.engine.scheduler.next_due()) is not None and nd <= t:
-            self.clock.advance_to(nd)
-            self.run(self.engine.fire, now=max(nd, self.clock.now()))
+        run_sync(self.executor.fire_due(t, advance_clock=self.clock.advance_to))
         self.clock.advance_to(t)
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
