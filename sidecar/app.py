@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from functools import partial
 from urllib.parse import unquote
 from typing import Any, Callable
 
@@ -49,7 +50,6 @@ from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import Engine, EngineError
 from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
-from sidecar.runtime.factory import task_view
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
 from sidecar.stack.client import StackClient, seg
@@ -57,6 +57,7 @@ from sidecar.stack.errors import StackError
 from sidecar.stack.outbox import OutboxPump
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
+from sidecar.wire import task_view, to_wire
 
 log = logging.getLogger("sidecar.app")
 
@@ -199,25 +200,26 @@ class SidecarApp:
         return self.status()
 
     async def _logout(self, a: p.SessionLogout) -> dict:
-        await self.step(lambda s: self.engine.logout(s, a.tu))
+        await self.step(partial(self.engine.logout, tu=a.tu))
         return {"ok": True}
 
     async def _platform_event(self, a: p.PlatformEvent) -> dict:
-        n = await self.step(lambda s: self.engine.platform_event(s, a.tu, a.project, a.name, a.data))
+        n = await self.step(partial(self.engine.platform_event, tu=a.tu, project=a.project,
+                                    name=a.name, data=a.data))
         return {"ok": True, "events": n}
 
     async def _reconnected(self, a: p.PlatformReconnected) -> dict:
-        await self.step(lambda s: self.engine.reconnected(s, a.tu))
+        await self.step(partial(self.engine.reconnected, tu=a.tu))
         return {"ok": True}
 
     async def _favorite_update(self, a: p.FavoriteUpdate) -> dict:
         changes = {k: v for k, v in msgspec.structs.asdict(a).items()
                    if k not in ("tu", "ru", "project") and v is not None}
-        await self.step(lambda s: self.engine.favorite_update(s, a.tu, a.ru, changes))
+        await self.step(partial(self.engine.favorite_update, tu=a.tu, ru=a.ru, changes=changes))
         return {"ok": True}
 
     async def _task_close(self, a: p.TaskClose) -> dict:
-        closed = await self.step(lambda s: self.engine.task_close(s, a.task_id, a.reason))
+        closed = await self.step(partial(self.engine.task_close, task_id=a.task_id, reason=a.reason))
         return {"ok": True, "closed": closed}
 
     async def _tasks_list(self, a: p.TasksList) -> list:
@@ -247,7 +249,7 @@ class SidecarApp:
         await self.store.commit(ops)
 
     def notify(self, method: str, note: Any) -> None:
-        self.bridge.notify(method, note)
+        self.bridge.notify(method, to_wire(method, note))
 
     def step_done(self) -> None:
         if not self.clock.virtual:

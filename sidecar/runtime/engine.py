@@ -24,6 +24,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.runtime import decisions
+from sidecar.runtime.dispatch import dispatch
 from sidecar.runtime.factory import TaskFactory
 from sidecar.runtime.step import Request, ServiceHooks, Step
 from sidecar.runtime.tu import TuRuntime
@@ -151,7 +152,7 @@ class Engine:
             raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}")
         events = rt.client.decode_event(tu, name, data)
         for event in events:
-            rt.dispatch(step, event)
+            dispatch(step, rt, event)
         self.events_in += 1
         return len(events)
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
-from sidecar.protocol import TaskClosed, TaskCreated, TaskUpdated, TaskView
+from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.runtime.step import Step
@@ -122,7 +122,7 @@ class TaskFactory:
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notify("task.created", TaskCreated(task=task_view(task)))
+        step.notify("task.created", TaskCreated(task=TaskSnapshot.of(task)))
         rt.task_created(step, task)  # the TU tells its services
         for old in weaker:  # after the hooks: see the module rules
             self.close(step, rt, old, CloseReason.SUPERSEDED)
@@ -221,10 +221,3 @@ class TaskFactory:
     def _index(self, task: Task) -> None:
         self.open[task.task_id] = task
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
-
-
-def task_view(t: Task) -> TaskView:
-    """A task as Electron shows it (``task.created``, ``tasks.list``)."""
-    return TaskView(task_id=t.task_id, type=t.type.value, project=t.project, tu=t.tu, ru=t.ru,
-                    source=t.source, created_at=t.created_at, deadline=t.deadline, vip=t.vip,
-                    meta=t.meta, overdue=t.overdue)

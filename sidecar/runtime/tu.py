@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.domain import events as ev
-from sidecar.domain.tasks import Channel, CloseReason, TaskType
+from sidecar.domain.tasks import CloseReason, TaskType
 from sidecar.runtime.decisions import DecisionLog
 from sidecar.runtime.factory import Candidate, Refused, TaskFactory
 from sidecar.runtime.step import Request, ServiceHooks, Step
@@ -81,25 +80,6 @@ class TuRuntime:
     def blocking_type(self, ru: str, type_: TaskType) -> TaskType | None:
         """The open task type of the pair that holds a ``type_`` candidate back, or None."""
         return self.factory.blocking_type(self.tu, ru, type_)
-
-    def dispatch(self, step: Step, event: ev.DomainEvent) -> None:
-        """Core reactions shared by all services, then every service's ``on_event``; an RU that
-        came online by its own activity is announced after the services handled the activity."""
-        came = False
-        match event:
-            case ev.ChatIn() | ev.LikeIn() | ev.MailIn() | ev.Notification():
-                came = self.mark_online(event.ru)
-            case ev.ChatOut():
-                self.factory.close_channel(step, self, event.ru, Channel.CHAT)
-            case ev.MailOut():
-                self.factory.close_channel(step, self, event.ru, Channel.MAIL)
-            case ev.BlockChanged():
-                key = "blocked_by_tu" if event.by == "tu" else "blocked_by_ru"
-                self.update_favorite(step, event.ru, {key: event.blocked})
-        for svc in self.services:
-            svc.on_event(step, event)
-        if came:
-            self.came_online(step, event.ru)
 
     # reports from the Task Factory ------------------------------------------------------------
     def task_created(self, step: Step, task: "Task") -> None:

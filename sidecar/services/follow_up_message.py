@@ -52,7 +52,7 @@ from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
 from sidecar.runtime.factory import Candidate, Refused
-from sidecar.protocol import ChainAttempt
+from sidecar.domain.notes import ChainAttempt
 from sidecar.services import chain as ch
 from sidecar.services.base import Request, Service, Step
 from sidecar.stack.writes import followup_chat_key
