@@ -31,7 +31,6 @@ import asyncio
 import logging
 import math
 from functools import partial
-from urllib.parse import unquote
 from typing import Any, Callable
 
 import msgspec
@@ -52,7 +51,7 @@ from sidecar.runtime.engine import Engine, EngineError
 from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
-from sidecar.stack.client import StackClient, seg
+from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
 from sidecar.stack.outbox import OutboxPump
 from sidecar.stack.startup import parse_startup
@@ -389,7 +388,7 @@ class SidecarApp:
         tasks = await self.store.tasks_for(a.tu, since=now - HISTORY_WINDOW_S)
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
-        pending = await self._pending_markers(a.tu)
+        pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
         state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
         await self.step(lambda s: self.engine.login(
             s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
@@ -397,16 +396,6 @@ class SidecarApp:
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
-
-    async def _pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
-        """Unacknowledged marker writes of ``tu``, newest per (ru, name) (DESIGN §9 precedence)."""
-        out: dict[tuple[str, str], Any] = {}
-        prefix = f"/v1/tus/{seg(tu)}/favorites/"
-        for row in await self.store.outbox_rows():
-            if row.kind == "marker" and row.path.startswith(prefix):
-                ru, _, name = row.path[len(prefix):].partition("/markers/")
-                out[(unquote(ru), unquote(name))] = msgspec.json.decode(row.body).get("value")
-        return out
 
     async def poll(self, a: p.PlatformPoll) -> dict:
         """Electron pushed a poll result itself: handled like the answer to our own request."""

@@ -117,8 +117,25 @@ CREATE INDEX decisions_by_pair ON decisions (tu, ru, at, id);
 CREATE INDEX decisions_by_at ON decisions (at);
 """
 
+# Structured columns of an outbox row (issue 12): the TU and RU a write is about and, for a
+# marker write, the marker's name — so a login reads its unacknowledged markers by column, not by
+# splitting an HTTP path.  Rows queued before this version are filled from their path (ids made
+# of URL-safe characters; a quoted one keeps NULL and is read from its path, see Store).
+V3 = """
+ALTER TABLE outbox ADD COLUMN tu TEXT;
+ALTER TABLE outbox ADD COLUMN ru TEXT;
+ALTER TABLE outbox ADD COLUMN marker TEXT;
+UPDATE outbox SET
+    tu = substr(path, 9, instr(substr(path, 9), '/favorites/') - 1),
+    ru = substr(substr(path, 9), instr(substr(path, 9), '/favorites/') + 11,
+                instr(substr(path, 9), '/markers/') - instr(substr(path, 9), '/favorites/') - 11),
+    marker = substr(substr(path, 9), instr(substr(path, 9), '/markers/') + 9)
+  WHERE kind = 'marker' AND path LIKE '/v1/tus/%/favorites/%/markers/%' AND instr(path, '%') = 0;
+CREATE INDEX outbox_markers_by_tu ON outbox (tu, kind, id);
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

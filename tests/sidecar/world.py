@@ -97,8 +97,8 @@ class World:
             elif isinstance(op, o.DeleteState):
                 state.get(op.scope, {}).pop(op.key, None)
             elif isinstance(op, o.Enqueue) and op.kind == "marker":
-                ru, name = op.path.split("/favorites/")[1].split("/markers/")
-                pending[(ru, name)] = msgspec.json.decode(op.body)["value"]
+                assert op.ru is not None and op.marker is not None  # structured columns
+                pending[(op.ru, op.marker)] = msgspec.json.decode(op.body)["value"]
         return {"local_favorites": favs, "local_tasks": list(tasks.values()), "local_state": state,
                 "pending_markers": pending}
 

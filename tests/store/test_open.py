@@ -37,8 +37,8 @@ async def pragma(store: Store, name: str):
 async def test_open_empty_creates_folder_schema_and_pragmas(tmp_path):
     path = tmp_path / "a" / "b" / "sidecar.db"
     async with await Store.open(path) as s:
-        assert s.schema_version == len(MIGRATIONS) == 2
-        assert await pragma(s, "user_version") == 2
+        assert s.schema_version == len(MIGRATIONS) == 3
+        assert await pragma(s, "user_version") == 3
         assert await pragma(s, "journal_mode") == "wal"
         assert await pragma(s, "synchronous") == 1  # NORMAL
         assert await pragma(s, "foreign_keys") == 1
