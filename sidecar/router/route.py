@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from msgspec.structs import replace
+
 from sidecar.store.ops import Op, PutMeta
 
 from .match import matching, stack_route
@@ -118,11 +120,11 @@ def route(state: RouterState, events: Sequence[Event], now: float,
         fan: list[tuple[Rule | None, str, str | None]] = []
         if stack_route(event):
             fan.append((None, STACK_TARGET, None))
-        for rule in matching(rules, event, state.match_mode):
-            fan.extend((rule, a.target, a.template) for a in rule.actions)
-        for n, (rule, target, template) in enumerate(fan):
+        for hit in matching(rules, event, state.match_mode):
+            fan.extend((hit, a.target, a.template) for a in hit.actions)
+        for n, (by, target, template) in enumerate(fan):
             channel = "stack" if target == STACK_TARGET else targets.get(target)
-            rows.append(_row(event, event_id, n, now, rule, target, channel, template, duplicate_of,
+            rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
                              state, last_real))
     return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
                    last_real=last_real, next_seq=seq)
@@ -131,37 +133,36 @@ def route(state: RouterState, events: Sequence[Event], now: float,
 def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, target: str,
          channel: str | None, template: str | None, duplicate_of: float | None,
          state: RouterState, last_real: dict[tuple[str, str], float]) -> Delivery:
-    base = dict(id=f"{event_id}.{n}", event_id=event_id, event_at=now, source=event.source,
-                subject=event.subject, action=event.action, priority=event.priority,
-                rule=None if rule is None else rule.name, target=target)
-    if event.write is not None and target == STACK_TARGET:
-        w = event.write
-        base.update(pair=w.pair, idem_key=w.idem_key, method=w.method, path=w.path)
+    w = event.write if target == STACK_TARGET else None
+    base = Delivery(id=f"{event_id}.{n}", event_id=event_id, event_at=now, source=event.source,
+                    subject=event.subject, action=event.action, priority=event.priority,
+                    rule=None if rule is None else rule.name, target=target,
+                    channel=channel or "unknown", status=Status.PENDING.value, message=b"",
+                    pair=None if w is None else w.pair, idem_key=None if w is None else w.idem_key,
+                    method=None if w is None else w.method, path=None if w is None else w.path)
     if channel is None:
-        return Delivery(**base, channel="unknown", status=Status.FAILED.value, message=b"",
-                        last_error=f"terminal: bad target {target!r} (not configured)")
+        return replace(base, status=Status.FAILED.value,
+                       last_error=f"terminal: bad target {target!r} (not configured)")
     try:
         message = message_for(channel, event, event_id, now, template)
         error = None
     except TemplateFailure as exc:
         message, error = b"", f"terminal: {exc}"
     if duplicate_of is not None:
-        return Delivery(**base, channel=channel, status=Status.DUPLICATE.value, message=message,
-                        note=f"duplicate: dedup_key {event.dedup_key!r} accepted at {duplicate_of:.3f}")
+        return replace(base, status=Status.DUPLICATE.value, message=message,
+                       note=f"duplicate: dedup_key {event.dedup_key!r} accepted at {duplicate_of:.3f}")
     note = None
     key = (channel, target)
     if rule is not None and rule.throttle_seconds:
         last = last_real.get(key, state.last_real.get(key))
         if last is not None and now < last + rule.throttle_seconds:
             if event.priority != "critical":
-                return Delivery(**base, channel=channel, status=Status.SKIPPED.value, message=message,
-                                note=f"throttled: last delivery to {target} at {last:.3f}, "
-                                     f"window {rule.throttle_seconds:g} s")
+                return replace(base, status=Status.SKIPPED.value, message=message,
+                               note=f"throttled: last delivery to {target} at {last:.3f}, "
+                                    f"window {rule.throttle_seconds:g} s")
             note = f"critical: bypassed the {rule.throttle_seconds:g} s throttle"
     if error is not None:
-        return Delivery(**base, channel=channel, status=Status.FAILED.value, message=message,
-                        last_error=error)
+        return replace(base, status=Status.FAILED.value, message=message, last_error=error)
     last_real[key] = now
-    return Delivery(**base, channel=channel, status=Status.PENDING.value, message=message,
-                    next_attempt_at=now, note=note,
-                    expires_at=None if event.ttl_s is None else now + event.ttl_s)
+    return replace(base, message=message, next_attempt_at=now, note=note,
+                   expires_at=None if event.ttl_s is None else now + event.ttl_s)
