@@ -12,7 +12,8 @@ Rules / theory of operation
   health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
   to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
   receiver (``tests/router/test_pump.py`` kills between claim and send).
-* Non-Stack rows: up to ``concurrency`` at a time, oldest due first.  Stack rows keep per-pair
+* Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
+  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
   order: when Stack has batching (:class:`~.stack_channel.StackChannel`), each due pair's run of
   due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
@@ -70,7 +71,8 @@ class DeliveryPump:
             tried: set[str] = set()
             stack_open = self.stack is not None
             while True:
-                other = [r for r in await self.store.due_other(now, self.concurrency) if r.id not in tried]
+                other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
+                                        if r.id not in tried)[:self.concurrency]
                 runs: list[list[Delivery]] = []
                 if stack_open:
                     runs = [[r for r in run if r.id not in tried]
@@ -159,3 +161,15 @@ class DeliveryPump:
     async def close(self) -> None:
         for ch in self.channels.values():
             await ch.close()
+
+
+def _one_per_target(rows) -> list[Delivery]:
+    """The oldest due row of each target: a sender sends one delivery at a time, so sender health
+    answers "may it send?" knowing the outcome of the one before (seed 000)."""
+    seen: set[str] = set()
+    out = []
+    for r in rows:
+        if r.target not in seen:
+            seen.add(r.target)
+            out.append(r)
+    return out
