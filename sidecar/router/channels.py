@@ -7,8 +7,9 @@ Rules / theory of operation
   :class:`~.policy.Outcome`; it never raises for a failed send, never retries, never sleeps and
   never reads the domain clock.  Retries, TTL and sender health are the gate's (:mod:`.gate`).
 * Classification (:mod:`.policy`): connection errors, timeouts, 5xx, 408, 429 → retryable; other
-  4xx and a bad target → terminal.  Every error text passes :func:`scrub`: a secret (webhook
-  secret, bot token — which Telegram puts in the URL) never reaches a row, a log or a trace.
+  4xx and a bad target → terminal.  Every error text passes :func:`scrub`, and a log filter on
+  httpx/httpcore scrubs their lines (httpx logs request URLs): a secret (webhook secret, bot
+  token — which Telegram puts in the URL) never reaches a row, a log or a trace.
 * ``webhook``: ``POST url`` with the JSON body, signed per Standard Webhooks by the
   ``standardwebhooks`` library — ``webhook-id`` = the delivery id (stable across retries and
   restarts, so a receiver dedups on it), ``webhook-timestamp`` = now in unix seconds from the
@@ -55,6 +56,33 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
         if s:
             text = text.replace(s, "***")
     return text
+
+
+class _Redact(logging.Filter):
+    """Scrubs the channels' secrets from the HTTP libraries' own log lines: httpx logs every
+    request URL at INFO, and a Bot API URL holds the bot token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            msg = record.getMessage()
+            clean = scrub(msg, tuple(self.secrets))
+            if clean != msg:
+                record.msg, record.args = clean, ()
+        return True
+
+
+_REDACT = _Redact()
+for _name in ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.proxy"):
+    logging.getLogger(_name).addFilter(_REDACT)
+
+
+def protect(*secrets: str) -> None:
+    """Register secrets that must never appear in a log line of the HTTP libraries."""
+    _REDACT.secrets.update(s for s in secrets if s)
 
 
 class Channel:
@@ -110,6 +138,7 @@ class WebhookChannel(_Http):
         self.url = target.url
         secret = target.read_secret()
         self.secrets = (secret, secret.removeprefix("whsec_"))
+        protect(*self.secrets)
         self._wh = Webhook(secret)
         self.clock = signing_clock or WallClock()
 
@@ -143,6 +172,7 @@ class TelegramChannel(_Http):
         super().__init__(name, target, transport)
         token = target.read_secret()
         self.secrets = (token,)
+        protect(token)
         self.chat_id = target.chat_id
         self._base = f"{target.base_url.rstrip('/')}/bot{token}"
 

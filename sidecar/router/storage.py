@@ -251,7 +251,7 @@ def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, targ
 
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
     return [{"delivery_id": d, "at": at, "body": decode_json(b)} for d, at, b in conn.execute(
-        "SELECT delivery_id, at, body FROM router_journal WHERE target = ? ORDER BY at, delivery_id",
+        "SELECT delivery_id, at, body FROM router_journal WHERE target = ? ORDER BY n",
         (target,))]
 
 

@@ -165,11 +165,12 @@ CREATE TABLE router_throttle (
 ) WITHOUT ROWID;
 
 CREATE TABLE router_journal (
-    delivery_id  TEXT PRIMARY KEY,
+    n            INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id  TEXT NOT NULL UNIQUE,
     target       TEXT NOT NULL,
     at           REAL NOT NULL,
     body         TEXT NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX router_journal_by_at ON router_journal (target, at);
 """
 
