@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from sidecar.store import DataDirLocked, MigrationError, PutMeta, SchemaTooNew, Store
-from sidecar.store.migrations import MIGRATIONS, V1
+from sidecar.store.migrations import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta"}
+TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta",
+          # v2: the router (sidecar.router.storage)
+          "router_rules", "deliveries", "router_dedup", "router_throttle", "router_journal"}
 
 
 def tables(path: Path) -> set[str]:
@@ -37,8 +39,8 @@ async def pragma(store: Store, name: str):
 async def test_open_empty_creates_folder_schema_and_pragmas(tmp_path):
     path = tmp_path / "a" / "b" / "sidecar.db"
     async with await Store.open(path) as s:
-        assert s.schema_version == len(MIGRATIONS) == 1
-        assert await pragma(s, "user_version") == 1
+        assert s.schema_version == len(MIGRATIONS) == 2
+        assert await pragma(s, "user_version") == 2
         assert await pragma(s, "journal_mode") == "wal"
         assert await pragma(s, "synchronous") == 1  # NORMAL
         assert await pragma(s, "foreign_keys") == 1
@@ -60,7 +62,7 @@ async def test_reopen_keeps_data_and_migrates_nothing(tmp_path):
     async with await Store.open(path) as s:
         await s.commit([PutMeta("owner", "op-1")])
     async with await Store.open(path) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == len(MIGRATIONS)
         assert await s.meta("owner") == "op-1"
 
 
@@ -70,7 +72,7 @@ async def test_schema_too_new_leaves_file_untouched_and_unlocked(tmp_path):
         c.execute("PRAGMA user_version = 7")
     with pytest.raises(SchemaTooNew) as ei:
         await Store.open(path)
-    assert (ei.value.found, ei.value.known) == (7, 1)
+    assert (ei.value.found, ei.value.known) == (7, len(MIGRATIONS))
     with sqlite3.connect(path) as c:
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert c.execute("PRAGMA user_version").fetchone()[0] == 7
@@ -80,17 +82,18 @@ async def test_schema_too_new_leaves_file_untouched_and_unlocked(tmp_path):
 
 async def test_migrations_run_one_transaction_each(tmp_path):
     path = tmp_path / "s.db"
-    broken = (V1, "CREATE TABLE extra (x INTEGER); CREATE TABLE broken (")
+    broken = (*MIGRATIONS, "CREATE TABLE extra (x INTEGER); CREATE TABLE broken (")
+    n = len(MIGRATIONS)
     with pytest.raises(MigrationError) as ei:
         await Store.open(path, migrations=broken)
-    assert ei.value.version == 2
-    with sqlite3.connect(path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 1  # v1 committed, v2 rolled back
+    assert ei.value.version == n + 1
+    with sqlite3.connect(path) as c:  # the released ones committed, the broken one rolled back
+        assert c.execute("PRAGMA user_version").fetchone()[0] == n
     assert tables(path) == TABLES
-    async with await Store.open(path, migrations=(V1, "CREATE TABLE extra (x INTEGER);")) as s:
-        assert s.schema_version == 2
+    async with await Store.open(path, migrations=(*MIGRATIONS, "CREATE TABLE extra (x INTEGER);")) as s:
+        assert s.schema_version == n + 1
     assert tables(path) == TABLES | {"extra"}
-    with pytest.raises(SchemaTooNew):  # the released code (v1) refuses the v2 file
+    with pytest.raises(SchemaTooNew):  # the released code refuses the newer file
         await Store.open(path)
 
 
@@ -142,4 +145,4 @@ async def test_lock_of_a_killed_process_is_released(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=20)
     async with await Store.open(path) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == len(MIGRATIONS)
