@@ -16,6 +16,14 @@ Rules / theory of operation
   virtual clock it runs at the end of each advance, so a replay stays deterministic.
 * Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
   local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
+* **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
+  it decides, so a step whose commit fails (or that raises anything but a refusal, i.e. a
+  programming error) cannot be undone in place: the app stops taking steps, answers every
+  further request with -32603, sends nothing of that step, and sets :attr:`SidecarApp.fatal`;
+  ``sidecar serve`` then exits with :data:`EXIT_STEP_FAILED` and Electron restarts it, which
+  restores from SQLite and Stack — where the failed step left nothing.  Refusals
+  (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
+  -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InvalidParams, MethodNotFound
+from bridge.errors import InternalError, InvalidParams, MethodNotFound, RpcError
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -48,6 +56,9 @@ from sidecar.store.db import Store
 from sidecar.tu import TuRuntime
 
 log = logging.getLogger("sidecar.app")
+
+EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
+REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
@@ -83,6 +94,8 @@ class SidecarApp:
         self._pump_kick = asyncio.Event()  # wall clock: outbox rows were queued
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
+        self.failed: BaseException | None = None  # the step failure that stopped this process
+        self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
@@ -123,9 +136,12 @@ class SidecarApp:
             args = msgspec.convert(params if params is not None else {}, typ)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"{method}: {exc}") from None
+        if self.failed is not None:
+            raise InternalError(f"the sidecar stopped after a failed step ({self.failed!r}); "
+                                f"it must be restarted")
         try:
             result = await self._dispatch(method, args)
-        except (EngineError, BadRawEvent, UnknownRawEvent, KeyError) as exc:
+        except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
             raise InvalidParams(str(exc).strip("'\"")) from None
         if self.clock.virtual and isinstance(result, dict):
             # the driver of a virtual clock may jump straight to this instant: nothing the
@@ -185,14 +201,34 @@ class SidecarApp:
             return await self._step_locked(fn)
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
+        if self.failed is not None:
+            raise InternalError("the sidecar stopped after a failed step; it must be restarted")
         step = Step(now=self.clock.now() if now is None else now)
-        result = fn(step)
+        try:
+            result = fn(step)
+        except REFUSALS:
+            raise  # raised before anything changed
+        except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
+            self._fail(exc)
+            raise InternalError(f"internal error: {type(exc).__name__}") from exc
         await self._finish(step)
         return result
 
+    def _fail(self, exc: BaseException) -> None:
+        """Stop taking steps; ``sidecar serve`` exits EXIT_STEP_FAILED (module rules)."""
+        if self.failed is None:
+            log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
+                         "restart restores from SQLite and Stack", exc_info=exc)
+            self.failed = exc
+            self.fatal.set()
+
     async def _finish(self, step: Step) -> None:
         if step.ops:
-            await self.store.commit(step.ops)
+            try:
+                await self.store.commit(step.ops)
+            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                self._fail(exc)
+                raise InternalError("a step could not be saved; the sidecar must be restarted") from exc
         for method, params in step.notes:
             self.bridge.notify(method, params)
         if step.outbox:
@@ -219,7 +255,10 @@ class SidecarApp:
 
     async def _request_bg(self, rt: TuRuntime, req: Request) -> None:
         result, error = await self._platform_request(rt, req)
-        await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        try:
+            await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
+        except InternalError:
+            pass  # crash-only: the failure is logged once and ``fatal`` ends the process
 
     # time -------------------------------------------------------------------------------------
     async def advance_to(self, t: float) -> dict:
@@ -269,11 +308,14 @@ class SidecarApp:
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
-        while True:
+        while self.failed is None:
             async with self._lock:
                 now = self.clock.now()
                 while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
-                    await self._step_locked(self.engine.fire, now=now)
+                    try:
+                        await self._step_locked(self.engine.fire, now=now)
+                    except InternalError:
+                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
@@ -305,7 +347,10 @@ class SidecarApp:
 
     # sessions ---------------------------------------------------------------------------------
     async def login(self, a: p.SessionLogin) -> dict:
-        client_for(a.project)  # KeyError → -32602 before any I/O
+        try:
+            client_for(a.project)  # before any I/O
+        except KeyError as exc:
+            raise InvalidParams(str(exc).strip("'\"")) from None
         startup = None
         if self.stack is not None:
             try:
@@ -351,7 +396,10 @@ class SidecarApp:
         rt = self.engine.tus.get(a.tu)
         if rt is None or not rt.logged_in:
             raise InvalidParams(f"TU {a.tu!r} is not logged in")
-        pass_ = rt.client.pass_named(a.pass_)
+        try:
+            pass_ = rt.client.pass_named(a.pass_)
+        except KeyError:
+            raise InvalidParams(f"{rt.project} has no pass {a.pass_!r}") from None
         req = Request("passes", pass_.method, dict(pass_.params), pass_.name)
         await self.step(lambda s: self.engine.request_done(s, rt, req, a.data, None))
         return {"ok": True}

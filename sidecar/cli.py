@@ -38,6 +38,7 @@ exit codes:
   3    the data dir is locked by another running sidecar
   4    the database cannot be opened (corrupted/unreadable; it is left untouched)
   5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
+  6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
 _STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
@@ -121,7 +122,7 @@ def serve(args: argparse.Namespace) -> int:
 async def _serve(settings) -> int:
     from bridge.lifecycle import wait_for_shutdown
     from sidecar.aio import bounded
-    from sidecar.app import SidecarApp
+    from sidecar.app import EXIT_STEP_FAILED, SidecarApp
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -152,13 +153,25 @@ async def _serve(settings) -> int:
         sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
         sys.stdout.flush()
         # parent polled 4×/s: its death must end us within the 2 s promise, detection included
-        reason = await wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY)
+        shutdown = asyncio.ensure_future(wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY))
+        fatal = asyncio.ensure_future(app.fatal.wait())  # a step failed: crash-only (DESIGN §13)
+        await asyncio.wait({shutdown, fatal}, return_when=asyncio.FIRST_COMPLETED)
+        fatal.cancel()
+        if shutdown.done() and not shutdown.cancelled():
+            reason = shutdown.result()
+        else:
+            shutdown.cancel()
+            reason = "a step failed"
         log.info("shutting down: %s", reason)
     finally:
         arm_shutdown_guard()
         if app is not None:
             await app.close()
         await bounded(store.close(), 0.3, "database close")  # releases the data-dir lock
+    if app is not None and app.failed is not None:
+        print(f"sidecar: a step failed and nothing of it was kept ({app.failed!r}); exiting "
+              f"{EXIT_STEP_FAILED} so that a restart restores from SQLite and Stack", file=sys.stderr)
+        return EXIT_STEP_FAILED
     log.info("shut down cleanly")
     return 0
 

@@ -6,8 +6,11 @@ Rules / theory of operation
   into it; the application (``sidecar/app.py``) commits, notifies and performs requests.
 * Inputs: ``login``/``logout``, ``platform_event`` (raw → domain events by the project's client),
   ``favorite_update``, ``task_close``, ``fire`` (one due timer), ``request_done``.
-* Timer keys are ``(tu, kind, ...)``: ``expire`` goes to the Task Factory, any other ``kind`` is a
-  service name.  The scheduler orders them; ``fire`` handles exactly one, so every timer is its
+* Timer keys are ``(tu, kind, ...)``: ``deadline`` goes to the Task Factory, any other ``kind`` is
+  a service name.
+* Favorites at login are exactly what Stack's startup data lists (a favorite Stack stops listing is
+  dropped, its cached row deleted); only when Stack is unreachable does the local cache stand in
+  (DESIGN §6, §9).  Unacknowledged local marker writes are applied to those favorites only.  The scheduler orders them; ``fire`` handles exactly one, so every timer is its
   own step (its own transaction) in due order.
 """
 from __future__ import annotations
@@ -56,26 +59,33 @@ class Engine:
             if old.project != project:
                 raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}")
             return old  # idempotent: Electron may repeat a login after a reconnect
-        rt = TuRuntime(self, tu, project, client_for(project), operator)
+        try:
+            client = client_for(project)
+        except KeyError:
+            raise EngineError(f"unknown project {project!r}") from None
+        rt = TuRuntime(self, tu, project, client, operator)
         self.tus[tu] = rt
-        favorites: dict[str, dict] = {ru: dict(f) for ru, f in local_favorites.items()}
         history: dict[str, dict[str, dict]] = {}
+        dropped: list[str] = []
         if startup is not None:
+            favorites: dict[str, dict] = {}
             for fav in startup.get("favorites", ()):
                 ru = fav["ru"]
                 merged = dict(fav)
                 merged.setdefault("project", project)
                 merged["markers"] = dict(fav.get("markers") or {})
                 favorites[ru] = merged
+            dropped = sorted(set(local_favorites) - set(favorites))
             for row in startup.get("history", ()):
                 history.setdefault(row["ru"], {})[row["task_id"]] = dict(row)
+        else:
+            favorites = {ru: dict(f) for ru, f in local_favorites.items()}
         for (ru, name), value in pending_markers.items():  # unacked local writes win
-            fav = favorites.setdefault(ru, {"project": project, "markers": {}})
+            fav = favorites.get(ru)
+            if fav is None:
+                continue  # no longer a favorite: the marker has no owner here
             markers = dict(fav.get("markers") or {})
-            if value is None:
-                markers.pop(name, None)
-            else:
-                markers[name] = value
+            markers[name] = value  # None: cleared (a fact, see TuRuntime)
             fav["markers"] = markers
         for task in local_tasks:
             history.setdefault(task.ru, {})[task.task_id] = {
@@ -91,9 +101,11 @@ class Engine:
         rt.inbox_synced = not any(p.purpose == "check_chat" for p in rt.client.passes)
         for task in local_tasks:
             if task.is_open:
-                self.factory.adopt(rt, task)
+                self.factory.adopt(rt, task, step.now)
         for ru, fav in favorites.items():
             step.ops.append(ops.PutFavorite(tu=tu, ru=ru, project=project, data=fav))
+        for ru in dropped:
+            step.ops.append(ops.DeleteFavorite(tu=tu, ru=ru))
         step.ops.append(ops.PutSession(tu=tu, project=project, operator=operator, at=step.now))
         for svc in rt.services:
             svc.on_login(step)
@@ -172,8 +184,8 @@ class Engine:
         if rt is None:
             return True
         kind = key[1]
-        if kind == "expire":
-            self.factory.on_expire(step, rt, key[2])
+        if kind == "deadline":
+            self.factory.on_deadline(step, rt, key[2])
         else:
             svc = rt.by_name.get(kind)
             if svc is not None:

@@ -8,12 +8,20 @@ Rules / theory of operation
     ``open`` and the deadline stays at the first trigger + TTL;
   - deadline = created_at + TTL (``unanswered_email``: the e-mail's receipt + 12 h);
   - no task for a logged-out TU or a blocked pair; online-only types need the RU online;
-  - a new task of a stronger type closes the weaker ones of the pair as ``superseded``
-    (:data:`~sidecar.domain.tasks.SUPERSEDES`).
-* Every open task has an expiry timer at its deadline (``("expire", task_id)``).
+  - one strength order per channel (:data:`~sidecar.domain.tasks.STRENGTH`): a candidate is
+    refused as ``stronger_task_open`` while a stronger task of its channel is open, and a new
+    task closes the weaker ones of the pair as ``superseded`` — after the services heard of the
+    new task, so e.g. a chain Follow-up superseded by a new Unanswered message writes only the
+    chain's removal, never a step and its clear in one step (DESIGN §6, §7).
+* Every open task has a timer at its deadline (``("deadline", task_id)``): an answer-awaiting task
+  becomes **overdue** (``task.updated {overdue: true}``, stays open); a prompt closes ``expired``
+  (DESIGN §6).  An online-only prompt (Follow-up message; Follow-up mail except post-chat) also
+  expires as soon as RU Online says its RU went offline (:meth:`TaskFactory.expire_offline`).
 * Create and close each produce: the task row (store op), a Stack task-history outbox row, a
   notification for Electron, and the services' ``on_task_created`` / ``on_task_closed`` hooks —
-  all inside the caller's step, so they commit together.
+  all inside the caller's step, so they commit together.  A close's Stack event is queued after
+  the hooks' marker writes, so Stack never holds a close without the marker it caused (restore
+  reads both, DESIGN §7).
 * Task ids are deterministic (:func:`~sidecar.domain.tasks.task_id_for`), so the same trigger on
   any machine or after a crash names the same task.
 """
@@ -22,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sidecar.domain.tasks import (SPECS, SUPERSEDES, Channel, CloseReason, Task, TaskType,
-                                  task_id_for, vip_tier)
-from sidecar.protocol import TaskClosed, TaskCreated, TaskView
+from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
+                                  task_id_for, vip_tier, weaker_than)
+from sidecar.protocol import TaskClosed, TaskCreated, TaskUpdated, TaskView
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.services.base import Step
@@ -44,7 +52,7 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    reason: str  # open | blocked | offline | logged_out | <service reason>
+    reason: str  # open | stronger_task_open | blocked | offline | logged_out | <service reason>
 
 
 class TaskFactory:
@@ -72,9 +80,10 @@ class TaskFactory:
         """Create the candidate's task or refuse it.  See the module rules."""
         if not rt.logged_in:
             return Refused("logged_out")
-        if self.open_for(rt.tu, cand.ru, cand.type) is not None:
-            return Refused("open")
-        fav = rt.favorites.get(cand.ru, {})
+        refusal = self.stronger_open(rt.tu, cand.ru, cand.type)
+        if refusal is not None:
+            return Refused(refusal)
+        fav = rt.attrs(cand.ru)
         if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
             return Refused("blocked")
         spec = SPECS[cand.type]
@@ -87,18 +96,29 @@ class TaskFactory:
             type=cand.type, project=rt.project, tu=rt.tu, ru=cand.ru, source=cand.source,
             created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(fav.get("spend_30d_usd")),
             meta=dict(cand.meta or {}))
-        for weaker in SUPERSEDES.get(cand.type, ()):
-            old = self.open_for(rt.tu, cand.ru, weaker)
-            if old is not None:
-                self.close(step, rt, old, CloseReason.SUPERSEDED)
+        weaker = [t for t in (self.open_for(rt.tu, cand.ru, w) for w in weaker_than(cand.type))
+                  if t is not None]
         self._index(task)
-        rt.schedule(("expire", task.task_id), task.deadline)
+        rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
         step.notify("task.created", TaskCreated(task=task_view(task)))
         for svc in rt.services:
             svc.on_task_created(step, task)
+        for old in weaker:  # after the hooks: see the module rules
+            self.close(step, rt, old, CloseReason.SUPERSEDED)
         return task
+
+    def stronger_open(self, tu: str, ru: str, type_: TaskType) -> str | None:
+        """Why a ``type_`` candidate must wait: ``open`` (the same type is open),
+        ``stronger_task_open`` (a stronger one of its channel is), or None."""
+        pair = self.by_pair.get((tu, ru))
+        if not pair:
+            return None
+        for t in stronger_or_same(type_):
+            if t in pair:
+                return "open" if t is type_ else "stronger_task_open"
+        return None
 
     # close ------------------------------------------------------------------------------------
     def close(self, step: "Step", rt: "TuRuntime", task: Task, reason: CloseReason) -> bool:
@@ -110,15 +130,16 @@ class TaskFactory:
             pair.pop(task.type, None)
             if not pair:
                 del self.by_pair[(task.tu, task.ru)]
-        rt.cancel(("expire", task.task_id))
+        rt.cancel(("deadline", task.task_id))
         task.closed_at = step.now
         task.reason = reason
-        rt.persist_task(step, task, "closed")
+        rt.note_history(task)
         step.notify("task.closed", TaskClosed(task_id=task.task_id, type=task.type.value,
                                               tu=task.tu, ru=task.ru, reason=reason.value,
                                               closed_at=step.now))
         for svc in rt.services:
             svc.on_task_closed(step, task)
+        rt.persist_task(step, task, "closed")  # after the hooks' marker writes (module rules)
         return True
 
     def close_channel(self, step: "Step", rt: "TuRuntime", ru: str, channel: Channel,
@@ -137,18 +158,42 @@ class TaskFactory:
         for t in self.open_of_tu(rt.tu):
             self.close(step, rt, t, reason)
 
-    def on_expire(self, step: "Step", rt: "TuRuntime", task_id: str) -> None:
+    def on_deadline(self, step: "Step", rt: "TuRuntime", task_id: str) -> None:
+        """The deadline timer: a prompt expires, an answer-awaiting task becomes overdue."""
         task = self.open.get(task_id)
-        if task is not None:
+        if task is None:
+            return
+        if not task.awaits_answer:
             self.close(step, rt, task, CloseReason.EXPIRED)
+            return
+        if not task.overdue:
+            task.overdue = True
+            step.notify("task.updated", TaskUpdated(task_id=task.task_id, type=task.type.value,
+                                                    tu=task.tu, ru=task.ru, overdue=True,
+                                                    deadline=task.deadline, at=step.now))
+
+    def expire_offline(self, step: "Step", rt: "TuRuntime", ru: str) -> list[Task]:
+        """RU Online says ``ru`` went offline: its open online-only prompts close as ``expired``
+        (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  The
+        post-chat Follow-up mail is the one online-exempt prompt (seed 003, Follow-up mail 3)."""
+        done = [t for t in self.open_of_pair(rt.tu, ru)
+                if SPECS[t.type].online_only and not t.awaits_answer and t.source != "post_chat"]
+        for t in done:
+            self.close(step, rt, t, CloseReason.EXPIRED)
+        return done
 
     # restore ----------------------------------------------------------------------------------
-    def adopt(self, rt: "TuRuntime", task: Task) -> None:
-        """Take an open task loaded from SQLite after a restart (no events: it already exists)."""
+    def adopt(self, rt: "TuRuntime", task: Task, now: float) -> None:
+        """Take an open task loaded from SQLite after a restart (no events: it already exists;
+        a new process starts a new stream and Electron lists the open tasks).  An answer-awaiting
+        task already past its deadline is overdue at once; any other keeps its deadline timer."""
         if task.task_id in self.open:
             return
         self._index(task)
-        rt.schedule(("expire", task.task_id), task.deadline)
+        if task.awaits_answer and task.deadline <= now:
+            task.overdue = True
+        else:
+            rt.schedule(("deadline", task.task_id), task.deadline)
 
     def _index(self, task: Task) -> None:
         self.open[task.task_id] = task
@@ -159,4 +204,4 @@ def task_view(t: Task) -> TaskView:
     """A task as Electron shows it (``task.created``, ``tasks.list``)."""
     return TaskView(task_id=t.task_id, type=t.type.value, project=t.project, tu=t.tu, ru=t.ru,
                     source=t.source, created_at=t.created_at, deadline=t.deadline, vip=t.vip,
-                    meta=t.meta)
+                    meta=t.meta, overdue=t.overdue)

@@ -145,6 +145,7 @@ class TaskView(msgspec.Struct, kw_only=True):
     deadline: float
     vip: str | None = None
     meta: dict = {}
+    overdue: bool = False  # an answer-awaiting task past its deadline (DESIGN §6)
 
 
 class TaskCreated(Params, kw_only=True):
@@ -160,6 +161,20 @@ class TaskClosed(Params, kw_only=True):
     ru: str
     reason: str
     closed_at: float
+
+
+class TaskUpdated(Params, kw_only=True):
+    """An open task changed: ``overdue`` — an answer-awaiting task passed its deadline and stays
+    open until answered (DESIGN §6).  Instants are unix seconds."""
+
+    seq: int = 0
+    task_id: str
+    type: str
+    tu: str
+    ru: str
+    overdue: bool
+    deadline: float
+    at: float
 
 
 class ChainAttempt(Params, kw_only=True):
@@ -196,6 +211,7 @@ class PlatformRequest(Params, kw_only=True):
 OUTBOUND: dict[str, type[Params]] = {
     "task.created": TaskCreated,
     "task.closed": TaskClosed,
+    "task.updated": TaskUpdated,
     "chain.attempt": ChainAttempt,
     "sender.state": SenderState,
     "platform.request": PlatformRequest,

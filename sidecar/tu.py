@@ -6,6 +6,14 @@ Rules / theory of operation
 * State kept here: the favorites cache (Stack's favorites with markers, updated by
   ``favorite.update``, block events and the online passes — seed 003 "з апі оновлюємо тільки
   онлайн і хто кого заблокував"), the RU Online set and the last dialog snapshot per RU.
+* **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів обчислюємо і
+  тримаємо на своїй стороні").  A block event, a limits answer, a dialog row or a
+  ``favorite.update`` for any other RU is kept as that pair's attributes (``pairs``: blocks,
+  limits), which gate tasks like a favorite's do, but never make the RU a favorite.
+* A cleared marker is kept as ``None`` (not dropped): "cleared by a block or a new Unanswered" is
+  a fact restore must see, distinct from "never written" (DESIGN §7).
+* An online pass expires the open online-only prompts of every RU it does not list (DESIGN §6),
+  before the services hear of the pass — also the first pass after a restart.
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
 * Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
@@ -41,6 +49,7 @@ class TuRuntime:
         self.logged_in = False  # tasks are created only for a logged-in TU
         self.inbox_synced = False  # the login's check chat has answered (or there is none)
         self.favorites: dict[str, dict] = {}  # ru -> favorite attributes incl. "markers"
+        self.pairs: dict[str, dict] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
         self.online: set[str] = set()  # RU Online: who is online now
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
         self.history: dict[str, list[dict]] = {}  # ru -> Stack task history rows (restore input)
@@ -63,6 +72,18 @@ class TuRuntime:
 
     def is_favorite(self, ru: str) -> bool:
         return ru in self.favorites
+
+    def attrs(self, ru: str) -> dict:
+        """The pair's attributes: the favorite's, else what events told of a non-favorite."""
+        fav = self.favorites.get(ru)
+        return fav if fav is not None else self.pairs.get(ru, {})
+
+    def limit(self, ru: str, channel: str) -> int | None:
+        """The pair's ``chat`` / ``mail`` limit, None when unknown.  Every dialog row that carries
+        a limit (online pass, check chat) and every live limits answer writes it into the pair's
+        attributes (:meth:`note_limits`), so the latest one wins.  Unknown counts as absent
+        (DESIGN §6)."""
+        return self.attrs(ru).get(f"{channel}_limit")
 
     # timers -----------------------------------------------------------------------------------
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None:
@@ -106,37 +127,58 @@ class TuRuntime:
         """A pass result replaces the online set; dialog rows refresh limits and blocks."""
         came = online - self.online
         self.online = set(online)
+        # judged against the open prompts, not the previous set: a restarted sidecar's first pass
+        # must expire an adopted prompt whose RU left while it was down
+        for ru in sorted({t.ru for t in self.factory.open_of_tu(self.tu)} - self.online):
+            self.factory.expire_offline(step, self, ru)
         rows = {}
         for snap in snapshots:
             rows[snap.ru] = snap
             self.snapshots[snap.ru] = snap
-            fav = self.favorites.get(snap.ru)
-            if fav is not None:
-                changes = {"blocked_by_tu": snap.blocked_by_tu, "blocked_by_ru": snap.blocked_by_ru}
-                if self.client.has_limits:
-                    if snap.chat_limit is not None:
-                        changes["chat_limit"] = snap.chat_limit
-                    if snap.mail_limit is not None:
-                        changes["mail_limit"] = snap.mail_limit
-                self.update_favorite(step, snap.ru, changes)
+            self.note_row(step, snap)
         for svc in self.services:
             svc.on_online(step, came, self.online, rows, True)
 
+    def note_row(self, step: Step, snap: "DialogSnapshot") -> None:
+        """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого
+        заблокував") and the limits it carries."""
+        known = snap.ru in self.favorites or snap.ru in self.pairs
+        changes: dict = {}
+        if known or snap.blocked_by_tu or snap.blocked_by_ru:
+            changes = {"blocked_by_tu": snap.blocked_by_tu, "blocked_by_ru": snap.blocked_by_ru}
+        if self.client.has_limits:
+            if snap.chat_limit is not None:
+                changes["chat_limit"] = snap.chat_limit
+            if snap.mail_limit is not None:
+                changes["mail_limit"] = snap.mail_limit
+        if changes:
+            self.update_favorite(step, snap.ru, changes)
+
     # favorites --------------------------------------------------------------------------------
     def update_favorite(self, step: Step, ru: str, changes: dict) -> None:
-        """Apply attribute changes (``None`` values are ignored); persist and tell services."""
+        """Apply attribute changes (``None`` values are ignored); persist and tell services.
+        For an RU Stack does not list as a favorite the changes go to its pair attributes
+        (in memory; passes refresh them after a restart) — it does not become a favorite."""
         fav = self.favorites.get(ru)
+        listed = fav is not None
+        if not listed:
+            fav = self.pairs.get(ru)
         before = dict(fav) if fav is not None else {}
-        after = dict(before) if fav is not None else {"project": self.project, "markers": {}}
+        after = dict(before)
         touched = False
         for k, v in changes.items():
+            if k == "markers":
+                continue  # markers change only through write_marker
             if v is not None and after.get(k) != v:
                 after[k] = v
                 touched = True
         if not touched:
             return
-        self.favorites[ru] = after
-        step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=after))
+        if listed:
+            self.favorites[ru] = after
+            step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=after))
+        else:
+            self.pairs[ru] = after
         for svc in self.services:
             svc.on_favorite_changed(step, ru, before, after)
         newly_blocked = ((after.get("blocked_by_tu") and not before.get("blocked_by_tu"))
@@ -149,15 +191,20 @@ class TuRuntime:
         fav = self.favorites.get(ru)
         return None if fav is None else (fav.get("markers") or {}).get(name)
 
+    def marker_cleared(self, ru: str, name: str) -> bool:
+        """True when the marker was cleared (a fact), not merely never written (DESIGN §7)."""
+        markers = (self.favorites.get(ru) or {}).get("markers") or {}
+        return name in markers and markers[name] is None
+
     def write_marker(self, step: Step, ru: str, name: str, value: Any, idem_key: str) -> None:
         """Set (or clear with ``None``) ``favorite.<name>`` locally and enqueue it for Stack in
-        the same step (DESIGN §9).  ``idem_key`` per DESIGN §9 (operation included)."""
-        fav = self.favorites.setdefault(ru, {"project": self.project, "markers": {}})
+        the same step (DESIGN §9).  ``idem_key`` per DESIGN §9 (operation included).  Markers
+        exist only on favorites: ValueError for any other RU (a programming error)."""
+        fav = self.favorites.get(ru)
+        if fav is None:
+            raise ValueError(f"{self.tu}: marker {name} for {ru}, which is not a favorite")
         markers = dict(fav.get("markers") or {})
-        if value is None:
-            markers.pop(name, None)
-        else:
-            markers[name] = value
+        markers[name] = value  # None: cleared, kept as a fact
         fav["markers"] = markers
         step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=fav))
         step.ops.append(stack_out.marker_write(self.tu, ru, name, value, idem_key).enqueue(step.now))
@@ -176,14 +223,18 @@ class TuRuntime:
         step.ops.append(ops.PutTask(task=task))
         step.ops.append(stack_out.task_event(task, event).enqueue(step.now))
         step.outbox += 1
+        self.note_history(task)
+
+    def note_history(self, task: "Task") -> None:
+        """The in-memory task history (restore input and the services' look-ups) learns the
+        task's current state; idempotent."""
         rows = self.history.setdefault(task.ru, [])
-        if event == "created":
-            rows.append(_history_row(task))
-        else:
-            for row in reversed(rows):
-                if row["task_id"] == task.task_id:
-                    row.update(closed_at=task.closed_at, reason=task.reason.value)
-                    break
+        for row in reversed(rows):
+            if row["task_id"] == task.task_id:
+                row.update(closed_at=task.closed_at,
+                           reason=task.reason.value if task.reason else None)
+                return
+        rows.append(_history_row(task))
 
     def last_task(self, ru: str, type_: str, *, closed: bool | None = None) -> dict | None:
         """The newest history row of ``type_`` for the pair (``closed`` filters)."""

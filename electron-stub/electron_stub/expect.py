@@ -11,7 +11,8 @@ Rules / theory of operation
   - ``no_task`` — none in that window; ``count`` — the number in the window (``tu``/``ru``
     optional) is within [``min``, ``max``];
   - ``task_open`` — such a task is open now; ``task_closed`` — the last such task (by creation)
-    is closed [with ``reason``];
+    is closed [with ``reason``]; ``task_overdue`` — such a task is open, past its deadline, and
+    the sidecar announced it (``task.updated {overdue: true}``, DESIGN §6);
   - ``marker`` — Stack holds marker ``name`` of (``tu``, ``ru``) and ``value`` is a subset of it
     (dicts recursively; other values by equality); ``value: null`` means absent.
 
@@ -20,7 +21,16 @@ Rules / theory of operation
   task at the same instant is fine); ``deadline == created_at + TTL`` (``unanswered_email``:
   the e-mail's ``received_at`` + 12 h; 0.01 s tolerance); and every RU chat message delivered to
   a logged-in TU had an open ``unanswered_message`` when its ``platform.event`` was answered
-  (the replay samples that, :class:`MessageSample`).
+  (the replay samples that, :class:`MessageSample`).  And the revised semantics (DESIGN §6, §7,
+  §9), given the scenario:
+  - no answer-awaiting task (``unanswered_*``, ``like``) ever closes ``expired``, and each one
+    still open a second past its deadline was announced overdue by then (``overdue_missing``);
+  - no follow-up (``follow_up_message`` / ``follow_up_mail``) for an RU that is not a favorite —
+    listed by an initial ``favorite`` line, or by a timeline ``favorite`` line before the task;
+  - no online-only follow-up (post-chat mail excepted) left open more than an RU Online pass
+    period (+ 1 s) after its RU went offline and stayed offline (``follow_up_offline_open``);
+  - no Stack idempotency key reused for a different write (``key_conflict``, from the reference
+    Stack's record).
 * Results are values (:class:`Result`, :class:`Violation`); printing is :mod:`report`'s job.
 """
 from __future__ import annotations
@@ -35,6 +45,9 @@ from electron_stub.trace import Recorder, Task
 
 TOLERANCE_S = 1.0
 DEADLINE_EPS_S = 0.01
+ANSWER_AWAITING = ("unanswered_message", "unanswered_mail", "unanswered_email", "like")  # DESIGN §6
+FOLLOW_UPS = ("follow_up_message", "follow_up_mail")
+PASS_PERIOD_S = {"golden": 15.0, "chathouse": 60.0, "prime": 60.0}  # RU Online (seed 003)
 
 
 class Result(msgspec.Struct, kw_only=True):
@@ -45,7 +58,8 @@ class Result(msgspec.Struct, kw_only=True):
 
 
 class Violation(msgspec.Struct, kw_only=True):
-    kind: str  # closed_twice | two_open | deadline | unanswered_missing
+    kind: str  # closed_twice | two_open | deadline | unanswered_missing | answer_awaiting_expired |
+    # overdue_missing | follow_up_non_favorite | follow_up_offline_open | key_conflict
     detail: str
 
 
@@ -94,7 +108,6 @@ def _show(tasks: Iterable[Task], start: float) -> str:
 # that brings them.  They fail (never pass vacuously), so a scenario using them is an honest
 # expected failure until that issue lands.
 NOT_YET: dict[str, str] = {
-    "task_overdue": "overdue tasks (issue 6)",
     "decision": "the decision log (issue 6)",
     "delivery": "the router (issue 9)",
     "sender": "sender health (issue 10)",
@@ -136,6 +149,14 @@ def evaluate(e: sc.Expect, rec: Recorder, marker_of: Callable[[str, str, str], A
         open_ = [t for t in tasks if t.is_open]
         return Result(lineno=e.lineno, what=w, ok=bool(open_),
                       detail=f"{_desc(e)}: open {len(open_)}; all: {_show(tasks, start)}")
+    if w == "task_overdue":
+        now = start + (e.t or 0.0)
+        open_ = [t for t in tasks if t.is_open]
+        late = [t for t in open_ if t.deadline <= now + DEADLINE_EPS_S]
+        told = [t for t in late if t.overdue_at is not None and t.overdue_at <= now + DEADLINE_EPS_S]
+        return Result(lineno=e.lineno, what=w, ok=bool(told),
+                      detail=f"{_desc(e)}: open {len(open_)}, past the deadline {len(late)}, announced "
+                             f"overdue {len(told)}; all: {_show(tasks, start)}")
     # task_closed
     if not tasks:
         return Result(lineno=e.lineno, what=w, ok=False, detail=f"{_desc(e)}: no such task was created")
@@ -199,9 +220,101 @@ def check_messages(samples: Iterable[MessageSample]) -> list[Violation]:
             for s in samples if s.open_task is None]
 
 
+def check_overdue(tasks: Iterable[Task], end: float, start: float = 0.0) -> list[Violation]:
+    """Answer-awaiting tasks never expire, and are announced overdue within 1 s of the deadline
+    when still open then (``end``: the run's last instant, unix seconds)."""
+    out = []
+    for t in tasks:
+        if t.type not in ANSWER_AWAITING:
+            continue
+        if t.reason == "expired":
+            out.append(Violation(kind="answer_awaiting_expired", detail=f"{t.type} {t.task_id} {t.tu}/{t.ru} "
+                                 f"closed expired at {t.closed_at - start:.3f}: it should stay open, overdue"))
+        open_until = end if t.closed_at is None else t.closed_at
+        if open_until > t.deadline + TOLERANCE_S and (t.overdue_at is None or t.overdue_at > t.deadline + TOLERANCE_S):
+            out.append(Violation(kind="overdue_missing", detail=f"{t.type} {t.task_id} {t.tu}/{t.ru}: open past its "
+                                 f"deadline {t.deadline - start:.3f} with no task.updated overdue by then"))
+    return out
+
+
+def listed_favorites(scenario: Any) -> dict[tuple[str, str], float]:
+    """(tu, ru) -> the instant (t, seconds from start; -inf = initial) Stack first lists it."""
+    out: dict[tuple[str, str], float] = {}
+    for line in scenario.world:
+        if isinstance(line, sc.Favorite):
+            out.setdefault((line.tu, line.ru), float("-inf"))
+    for line in scenario.timeline:
+        if isinstance(line, sc.Favorite):
+            out.setdefault((line.tu, line.ru), line.t)
+    return out
+
+
+def check_follow_up_favorites(tasks: Iterable[Task], scenario: Any, start: float = 0.0) -> list[Violation]:
+    """Follow-ups only for favorites Stack lists (DESIGN §6)."""
+    listed = listed_favorites(scenario)
+    out = []
+    for t in tasks:
+        if t.type in FOLLOW_UPS:
+            since = listed.get((t.tu, t.ru))
+            if since is None or t.created_at - start < since:
+                out.append(Violation(kind="follow_up_non_favorite", detail=f"{t.type} {t.task_id} {t.tu}/{t.ru} "
+                                     f"at {t.created_at - start:.3f}: the RU is not a favorite"))
+    return out
+
+
+def offline_spans(scenario: Any, end_rel: float) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(project, ru) -> [(went offline, back online or the end)] in seconds from start."""
+    spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    off: dict[tuple[str, str], float] = {}
+    for line in scenario.timeline:
+        if isinstance(line, sc.Online):
+            key = (line.project, line.ru)
+            if not line.online and key not in off:
+                off[key] = line.t
+            elif line.online and key in off:
+                spans.setdefault(key, []).append((off.pop(key), line.t))
+    for key, t0 in off.items():
+        spans.setdefault(key, []).append((t0, end_rel))
+    return spans
+
+
+def check_offline_follow_ups(tasks: Iterable[Task], scenario: Any, end: float, start: float = 0.0) -> list[Violation]:
+    """An online-only follow-up closes within a pass period (+1 s) of its RU going offline for
+    good (DESIGN §6: "as soon as RU Online says the RU went offline")."""
+    spans = offline_spans(scenario, end - start)
+    out = []
+    for t in tasks:
+        if t.type not in FOLLOW_UPS or t.source == "post_chat":
+            continue
+        period = PASS_PERIOD_S.get(t.project, 60.0) + TOLERANCE_S
+        created = t.created_at - start
+        closed = (end if t.closed_at is None else t.closed_at) - start
+        for off, on in spans.get((t.project, t.ru), ()):
+            begin = max(off, created)
+            if on - begin > period and closed > begin + period:
+                out.append(Violation(kind="follow_up_offline_open", detail=f"{t.type} {t.task_id} {t.tu}/{t.ru}: "
+                                     f"RU offline from {off:.3f}, task open until {closed:.3f}"))
+                break
+    return out
+
+
+def check_key_conflicts(conflicts: Iterable[dict]) -> list[Violation]:
+    return [Violation(kind="key_conflict", detail=f"Idempotency-Key {c['key']} reused: first {c['first'][:200]} "
+                      f"then {c['then'][:200]}") for c in conflicts]
+
+
 def consistency(rec: Recorder, email_received: Callable[[str, str], list[float]],
-                samples: Iterable[MessageSample] = ()) -> list[Violation]:
-    """Every whole-run check over the recorder's tasks and the replay's message samples."""
+                samples: Iterable[MessageSample] = (), *, scenario: Any = None, end: float | None = None,
+                stack_conflicts: Iterable[dict] = ()) -> list[Violation]:
+    """Every whole-run check over the recorder's tasks and the replay's message samples;
+    ``scenario`` and ``end`` (unix seconds) enable the checks that need the world's timeline."""
     tasks = list(rec.tasks.values())
-    return (check_closed_twice(tasks) + check_two_open(tasks, rec.start)
-            + check_deadlines(tasks, email_received, rec.start) + check_messages(samples))
+    out = (check_closed_twice(tasks) + check_two_open(tasks, rec.start)
+           + check_deadlines(tasks, email_received, rec.start) + check_messages(samples))
+    if end is not None:
+        out += check_overdue(tasks, end, rec.start)
+    if scenario is not None:
+        out += check_follow_up_favorites(tasks, scenario, rec.start)
+        if end is not None:
+            out += check_offline_follow_ups(tasks, scenario, end, rec.start)
+    return out + check_key_conflicts(stack_conflicts)

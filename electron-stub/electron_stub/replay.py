@@ -107,6 +107,8 @@ class Replay:
                 self._plan_answer(task)
         elif method == "task.closed":
             self.rec.task_closed(params)
+        elif method == "task.updated":
+            self.rec.task_updated(params, self.now)
         elif method == "chain.attempt":
             self.rec.chain_attempt(params, self.now)
         elif method == "sender.state":
@@ -310,7 +312,8 @@ class Replay:
             self._tmp.cleanup()
 
     def verdict(self) -> list[ex.Violation]:
-        return ex.consistency(self.rec, self._email_received, self.samples)
+        return ex.consistency(self.rec, self._email_received, self.samples, scenario=self.sc,
+                              end=self.now, stack_conflicts=self.stack.conflicts)
 
     def _email_received(self, tu: str, ru: str) -> list[float]:
         project = self.world.tus.get(tu, "")
@@ -365,10 +368,11 @@ class Replay:
         elif k is sc.Limits:
             fav = self.world.favorite(line.project, line.tu, line.ru) or {}
             self.stack.update_favorite(line.project, line.tu, line.ru,
-                                       {"chat_limit": fav.get("chat_limit"), "mail_limit": fav.get("mail_limit")})
+                                       {"chat_limit": fav.get("chat_limit"), "mail_limit": fav.get("mail_limit")},
+                                       listed_only=True)
         elif k in (sc.Block, sc.Unblock):
             field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
-            self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block})
+            self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block}, listed_only=True)
         tu = getattr(line, "tu", None)
         m = self.tu_machine.get(tu) if tu else None
         if m is None or not m.running:

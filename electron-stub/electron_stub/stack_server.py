@@ -24,7 +24,15 @@ Rules / theory of operation
     (and ``requests``: every HTTP request, so a report can compare single and batched sends).
 
 * Every write needs an ``Idempotency-Key`` header: without one → 400.  A key whose write was
-  acknowledged returns the first answer again and changes nothing (counted as a duplicate).  A
+  acknowledged returns the first answer again and changes nothing (counted as a duplicate) —
+  when the repeat is the same write.  The same key with a different method, path or body is a
+  client bug (the second write would be silently lost): 422, counted as ``key_conflicts`` and
+  kept in :attr:`StackServer.conflicts` for the harness's consistency check.
+* A cleared marker (``value: null``) is kept as ``null`` in the startup data: "cleared" is a fact
+  a restoring sidecar must see, unlike a marker never written (DESIGN §7).  :meth:`marker`
+  answers None for both.
+* ``block`` / ``limits`` lines change only favorites Stack already lists (a block does not make
+  an RU a favorite, DESIGN §6); a ``favorite`` line is Stack's own list and may add one.  A
   bad body → 400, an unknown path → 404; neither records the key.
 * Faults (scenario ``stack`` lines, :meth:`StackServer.set_fault`):
   ``down`` — every request (reads too) is refused by closing the connection without answering
@@ -87,10 +95,13 @@ class StackServer:
         self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
         self.candidates: dict[str, list[Any]] = {}
         self.idem: dict[str, tuple[int, bytes]] = {}  # key -> first answer
+        self.idem_write: dict[str, str] = {}  # key -> the acknowledged write (method path body)
+        self.conflicts: list[dict[str, Any]] = []  # same key, different write (client bug)
         self.attempts: dict[str, int] = {}
         self.acked: list[dict[str, Any]] = []  # {"at","kind","tu","ru"?,"name"?,"value"?,"key"}
         self.counters = {"acked": 0, "faulted": 0, "duplicates": 0, "bad_requests": 0, "reads": 0,
-                         "refused": 0, "requests": 0, "batches": 0, "batched_writes": 0}
+                         "refused": 0, "key_conflicts": 0, "requests": 0, "batches": 0,
+                         "batched_writes": 0}
         self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -153,9 +164,13 @@ class StackServer:
                         "blocked_by_tu": False, "blocked_by_ru": False, "markers": {}}
         return favs[ru]
 
-    def update_favorite(self, project: str, tu: str, ru: str, changes: dict[str, Any]) -> None:
-        """A favorite's attributes changed (``favorite`` / ``limits`` / ``block`` lines)."""
+    def update_favorite(self, project: str, tu: str, ru: str, changes: dict[str, Any],
+                        listed_only: bool = False) -> None:
+        """A favorite's attributes changed (``favorite`` / ``limits`` / ``block`` lines);
+        ``listed_only``: change only a favorite Stack already lists (blocks, limits)."""
         with self.lock:
+            if listed_only and ru not in self.favorites.get(tu, {}):
+                return
             self._fav(project, tu, ru).update({k: v for k, v in changes.items() if k in FAV_KEYS})
 
     def set_fault(self, mode: str, value: float | None = None) -> None:
@@ -226,10 +241,10 @@ class StackServer:
         key = headers.get("Idempotency-Key")
         if not key:
             return self._bad(400, "Idempotency-Key header is required on writes")
+        write = _fingerprint(method, path, body)
         with self.lock:
             if key in self.idem:
-                self.counters["duplicates"] += 1
-                return self.idem[key]
+                return self._repeat(key, write)
             attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
         if rate > 0 and keyed.chance(self.seed, rate, "stack-error", key, attempt):
             with self.lock:
@@ -243,11 +258,11 @@ class StackServer:
             return self._bad(400, "body must be a JSON object")
         with self.lock:
             if key in self.idem:  # a concurrent twin won the race
-                self.counters["duplicates"] += 1
-                return self.idem[key]
+                return self._repeat(key, write)
             answer = getattr(self, "_w_" + name)(*args, data, key)
             if answer[0] == 200:
                 self.idem[key] = answer
+                self.idem_write[key] = write
                 self.counters["acked"] += 1
             else:
                 self.counters["bad_requests"] += 1
@@ -293,6 +308,16 @@ class StackServer:
             results.append({"key": w["key"], "status": status, "body": json.loads(answer or b"null")})
         return 200, _dump({"results": results})
 
+    def _repeat(self, key: str, write: str) -> tuple[int, bytes]:
+        """A key seen before (lock held): the first answer, or 422 for a different write."""
+        first = self.idem_write.get(key)
+        if first is not None and first != write:
+            self.counters["key_conflicts"] += 1
+            self.conflicts.append({"at": self.now_fn(), "key": key, "first": first, "then": write})
+            return 422, _dump({"error": "Idempotency-Key reused for a different write", "key": key})
+        self.counters["duplicates"] += 1
+        return self.idem[key]
+
     def _bad(self, status: int, what: str) -> tuple[int, bytes]:
         with self.lock:
             self.counters["bad_requests"] += 1
@@ -311,10 +336,7 @@ class StackServer:
         if fav is None:
             fav = self.favorites[tu][ru] = {"ru": ru, "project": None, "markers": {}}
         markers = fav.setdefault("markers", {})
-        if value is None:
-            markers.pop(name, None)
-        else:
-            markers[name] = value
+        markers[name] = value  # null: cleared, kept as a fact (module rules)
         self._record(kind="marker", tu=tu, ru=ru, name=name, value=value, key=key)
         return 200, _dump({"ok": True, "tu": tu, "ru": ru, "name": name, "value": value})
 
@@ -375,3 +397,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     do_GET = do_PUT = do_POST = do_DELETE = _serve
+
+
+def _fingerprint(method: str, path: str, body: bytes) -> str:
+    """A write's identity for the idempotency check: the body compared as JSON, not as bytes."""
+    try:
+        canon = json.dumps(json.loads(body or b"null"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        canon = repr(body)
+    return f"{method} {path} {canon}"

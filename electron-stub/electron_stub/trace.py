@@ -12,6 +12,9 @@ Rules / theory of operation
   open tasks) is not a new task: it is counted in ``redelivered``.  A ``task.closed`` identical to
   one already seen is counted likewise; a *different* second close of one task is kept in
   ``Task.closes`` so the consistency check can report "closed twice".
+* ``task.updated {overdue: true}`` (an answer-awaiting task past its deadline, DESIGN §6) sets
+  ``Task.overdue_at`` and adds a ``task.updated`` line once per task (a repeat is counted in
+  ``redelivered``).
 * ``marker.acked`` lines come from the reference Stack's record of acknowledged marker writes
   (:meth:`Recorder.add_marker_acks`), at the virtual instant the harness was driving.
 * Keys of each line (README): ``task.created`` task_id, type, project, tu, ru, source,
@@ -45,6 +48,7 @@ class Task(msgspec.Struct, kw_only=True):
     closed_at: float | None = None
     reason: str | None = None
     closes: list[tuple[float, str]] = []  # every distinct close seen: (closed_at, reason)
+    overdue_at: float | None = None  # when the sidecar announced it overdue (task.updated)
 
     @property
     def is_open(self) -> bool:
@@ -68,7 +72,8 @@ class Recorder:
         self.redelivered = 0
         self.unknown_closes: list[str] = []
         self._sender_state: dict[str, str] = {}
-        self.counts = {"task.created": 0, "task.closed": 0, "chain.attempt": 0, "sender.state": 0}
+        self.counts = {"task.created": 0, "task.closed": 0, "task.updated": 0, "chain.attempt": 0,
+                       "sender.state": 0}
 
     def _add(self, at: float, event: str, **keys: Any) -> None:
         self.lines.append({"at": _rel(at, self.start), "event": event, **keys})
@@ -114,6 +119,22 @@ class Recorder:
                 still.remove(t)
         self.counts["task.closed"] += 1
         self._add(at, "task.closed", task_id=tid, type=t.type, tu=t.tu, ru=t.ru, reason=reason)
+        return t
+
+    def task_updated(self, params: dict[str, Any], now: float) -> Task | None:
+        """``task.updated {seq, task_id, type, tu, ru, overdue, deadline, at}``; returns the task
+        when this is the first overdue announcement of it."""
+        t = self.tasks.get(params.get("task_id", ""))
+        if t is None or not params.get("overdue"):
+            return None
+        if t.overdue_at is not None:
+            self.redelivered += 1
+            return None
+        at = float(params.get("at") or now)
+        t.overdue_at = at
+        self.counts["task.updated"] += 1
+        self._add(at, "task.updated", task_id=t.task_id, type=t.type, tu=t.tu, ru=t.ru, overdue=True,
+                  deadline=_rel(t.deadline, self.start))
         return t
 
     def chain_attempt(self, params: dict[str, Any], now: float) -> None:

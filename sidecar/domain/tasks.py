@@ -5,10 +5,21 @@ Rules
 * Eight task types, each with a TTL (seconds), a channel and whether it needs the RU online.
 * One open task per (TU, RU, type); the deadline is fixed at creation (first trigger + TTL;
   ``unanswered_email`` counts from the e-mail's receipt).
-* Close reasons: ``answered`` (the TU sent on the task's channel, or the operator closed it),
-  ``expired`` (deadline passed), ``superseded`` (a stronger task for the pair replaced it),
-  ``blocked``, ``logout``.
-* Sort: earliest deadline first, then VIP tier (green > yellow > red > none), then table order.
+* **The deadline is not a lifetime for answer-awaiting types** (``unanswered_message``,
+  ``unanswered_mail``, ``unanswered_email``, ``like``): at the deadline they become *overdue* and
+  stay open until answered, dismissed, blocked or logged out (DESIGN §6; seed 003 "Follow-up
+  message": the chain counts from the Unanswered close, "теоретично він може бути через скільки
+  завгодно від моменту, як написав RU", and the overdue task is the "жовтий Unanswered таск").
+  *Prompts* (``follow_up_message``, ``follow_up_mail``, ``open_limits``, ``open_limits_captcha``)
+  close as ``expired`` at the deadline.
+* Close reasons: ``answered`` (the TU sent on the task's channel), ``dismissed`` (the operator
+  closed it), ``expired`` (a prompt past its deadline or its RU offline), ``superseded`` (a
+  stronger task for the pair replaced it), ``blocked``, ``logout``.
+* **One strength order per channel** (:data:`STRENGTH`, DESIGN §6), used for supersede, for
+  refusing a candidate while a stronger (or the same) task is open, for the Follow-up final
+  check and as the sort's last tie-break.
+* Sort: earliest deadline first (so overdue tasks lead), then VIP tier (green > yellow > red >
+  none), then strength.
 """
 from __future__ import annotations
 
@@ -50,32 +61,50 @@ class TaskSpec(msgspec.Struct, frozen=True):
     ttl_s: float  # seconds from the trigger to the deadline
     channel: Channel  # what the TU sends to answer it
     online_only: bool  # created only for an online RU (seed 003 "за замовчуванням ... онлайн")
-    order: int  # position in the table: last tie-break of the sort
+    awaits_answer: bool  # True: overdue at the deadline, stays open; False: expires (DESIGN §6)
 
 
 SPECS: dict[TaskType, TaskSpec] = {
-    TaskType.UNANSWERED_MESSAGE: TaskSpec(120, Channel.CHAT, False, 0),
-    TaskType.UNANSWERED_MAIL: TaskSpec(600, Channel.MAIL, False, 1),
-    TaskType.UNANSWERED_EMAIL: TaskSpec(43200, Channel.EMAIL, False, 2),
-    TaskType.FOLLOW_UP_MESSAGE: TaskSpec(300, Channel.CHAT, True, 3),
-    TaskType.FOLLOW_UP_MAIL: TaskSpec(900, Channel.MAIL, True, 4),
-    TaskType.OPEN_LIMITS: TaskSpec(300, Channel.CHAT, False, 5),
-    TaskType.OPEN_LIMITS_CAPTCHA: TaskSpec(300, Channel.CHAT, False, 6),
-    TaskType.LIKE: TaskSpec(300, Channel.CHAT, False, 7),
+    TaskType.UNANSWERED_MESSAGE: TaskSpec(120, Channel.CHAT, False, True),
+    TaskType.UNANSWERED_MAIL: TaskSpec(600, Channel.MAIL, False, True),
+    TaskType.UNANSWERED_EMAIL: TaskSpec(43200, Channel.EMAIL, False, True),
+    TaskType.FOLLOW_UP_MESSAGE: TaskSpec(300, Channel.CHAT, True, False),
+    TaskType.FOLLOW_UP_MAIL: TaskSpec(900, Channel.MAIL, True, False),
+    TaskType.OPEN_LIMITS: TaskSpec(300, Channel.CHAT, False, False),
+    TaskType.OPEN_LIMITS_CAPTCHA: TaskSpec(300, Channel.CHAT, False, False),
+    TaskType.LIKE: TaskSpec(300, Channel.CHAT, False, True),
 }
 
-#: A new task of the key type closes open tasks of the value types for the pair as
-#: ``superseded``: an RU who writes is answered, not reminded (seed 003: Follow-up is only for a
-#: dialog that is not already being worked; DESIGN §6 "superseded").
-SUPERSEDES: dict[TaskType, tuple[TaskType, ...]] = {
-    TaskType.UNANSWERED_MESSAGE: (TaskType.FOLLOW_UP_MESSAGE, TaskType.OPEN_LIMITS),
-    TaskType.LIKE: (TaskType.FOLLOW_UP_MESSAGE,),
-    TaskType.UNANSWERED_MAIL: (TaskType.FOLLOW_UP_MAIL,),
+#: THE strength order, strongest first, per channel (DESIGN §6).  Creating a task supersedes the
+#: pair's open weaker tasks of its channel; a candidate is refused while a stronger or the same
+#: task of its channel is open; Follow-up message's final check asks the same question.  An RU
+#: who writes is answered, not reminded (seed 003: Follow-up only "якщо діалог уже ведеться —
+#: нічого").  Every type is in exactly one row.
+STRENGTH: dict[Channel, tuple[TaskType, ...]] = {
+    Channel.CHAT: (TaskType.UNANSWERED_MESSAGE, TaskType.LIKE, TaskType.OPEN_LIMITS_CAPTCHA,
+                   TaskType.OPEN_LIMITS, TaskType.FOLLOW_UP_MESSAGE),
+    Channel.MAIL: (TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL),
+    Channel.EMAIL: (TaskType.UNANSWERED_EMAIL,),
 }
+_RANK: dict[TaskType, tuple[Channel, int]] = {
+    t: (ch, i) for ch, row in STRENGTH.items() for i, t in enumerate(row)}
 
-#: Chat tasks that count as "a stronger chat task" for Follow-up message (DESIGN §7).
-STRONGER_CHAT = (TaskType.UNANSWERED_MESSAGE, TaskType.LIKE, TaskType.OPEN_LIMITS,
-                 TaskType.OPEN_LIMITS_CAPTCHA, TaskType.FOLLOW_UP_MESSAGE)
+
+def strength_rank(type_: TaskType) -> int:
+    """0 = strongest of its channel."""
+    return _RANK[type_][1]
+
+
+def stronger_or_same(type_: TaskType) -> tuple[TaskType, ...]:
+    """The types whose open task refuses a ``type_`` candidate (``type_`` itself included)."""
+    ch, i = _RANK[type_]
+    return STRENGTH[ch][: i + 1]
+
+
+def weaker_than(type_: TaskType) -> tuple[TaskType, ...]:
+    """The types a new ``type_`` task supersedes."""
+    ch, i = _RANK[type_]
+    return STRENGTH[ch][i + 1:]
 
 VIP_RANK = {"green": 3, "yellow": 2, "red": 1, None: 0}
 
@@ -108,6 +137,7 @@ class Task(msgspec.Struct, kw_only=True):
     closed_at: float | None = None
     reason: CloseReason | None = None
     meta: dict = {}  # service details, e.g. {"answer_by": "mail"} for a Like with no chat limit
+    overdue: bool = False  # an answer-awaiting task past its deadline (derived, not stored)
 
     @property
     def is_open(self) -> bool:
@@ -119,9 +149,14 @@ class Task(msgspec.Struct, kw_only=True):
             return Channel.MAIL
         return SPECS[self.type].channel
 
+    @property
+    def awaits_answer(self) -> bool:
+        return SPECS[self.type].awaits_answer
+
     def sort_key(self) -> tuple:
-        """Earliest deadline, then VIP tier (green first), then table order (DESIGN §6)."""
-        return (self.deadline, -VIP_RANK.get(self.vip, 0), SPECS[self.type].order)
+        """Earliest deadline (overdue first), then VIP tier (green first), then strength
+        (DESIGN §6)."""
+        return (self.deadline, -VIP_RANK.get(self.vip, 0), strength_rank(self.type))
 
 
 def task_id_for(tu: str, ru: str, type_: TaskType, created_at: float, source: str) -> str:

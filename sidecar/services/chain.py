@@ -12,17 +12,20 @@ state / input       condition                                    result
 ==================  ===========================================  ==============================
 (none) / Unanswered closed ``answered`` at c  —                  WAIT(step 0, next = c + U(60,180))
 WAIT / next ≤ now   RU offline                                   WAIT unchanged, no re-arming
-WAIT / next ≤ now   RU online, roll hit (100/75/50 %)            candidate → factory
+WAIT / next ≤ now   RU online, final check refuses               WAIT, still due (no roll)
+WAIT / next ≤ now   RU online, check ok, roll hit (100/75/50 %)  candidate → factory
   candidate created                                              TASK(task_id)
   candidate refused                                              WAIT, still due (no re-roll)
-WAIT / next ≤ now   RU online, roll miss                         WAIT(step+1, next = now + U)
+WAIT / next ≤ now   RU online, check ok, roll miss               WAIT(step+1, next = now + U)
                                                                  or END when step+1 = 3
-TASK / task closed  any reason, at c                             WAIT(step+1, next = c + U)
+TASK / task closed  any reason but logout, at c                  WAIT(step+1, next = c + U)
                                                                  or END when step+1 = 3
+TASK / closed by logout                                          WAIT, attempt still due
 any / new Unanswered message                                     REMOVED, marker cleared
 any / block either way                                           REMOVED, marker cleared
-any / favorite inactive or white                                 REMOVED, marker kept
-any / now ≥ last TU message + 3600 s                             REMOVED (→ "over 60 min" check)
+any / favorite inactive or white                                 REMOVED, marker ENDED
+any / now ≥ last TU message + 3600 s                             REMOVED, marker ENDED
+                                                                 (→ "over 60 min" check)
 ==================  ===========================================  ==============================
 
 * Every draw is keyed by (TU, RU, sourceUnansweredTaskId, step, purpose), so a restart, a crash or
@@ -110,6 +113,15 @@ def marker(chain: Chain) -> dict:
             "nextCheckAt": to_iso(chain.next_check_at)}
 
 
+def ended_marker(chain: Chain) -> dict:
+    """The record left when the chain is removed before its third attempt (60-minute boundary,
+    favorite inactive or white): the step it reached and no next check.  Restore never rebuilds a
+    chain whose marker says it ended — later TU messages move the last contact, but they do not
+    revive a chain the live sidecar had already ended (DESIGN §7: the marker "stays as the record
+    of where the chain ended")."""
+    return {"sourceUnansweredTaskId": chain.source, "step": chain.step, "nextCheckAt": None}
+
+
 def finished_marker(source: str) -> dict:
     """The record left after the third attempt (DESIGN §7: the marker is not cleared, so no
     machine rebuilds and re-rolls a finished chain)."""
@@ -152,13 +164,12 @@ def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
     parsed = parse_marker(marker_value)
     if parsed is not None and parsed[0] == source:
         _, step, nxt = parsed
-        if step >= MAX_STEPS:
-            return None
-        if nxt is None:
-            nxt = closed_at + delay(rng, tu, ru, source, step)
+        if step >= MAX_STEPS or nxt is None:
+            return None  # finished, or ended (ended_marker): never rebuilt
         chain = Chain(source, step, ms(nxt), anchor)
     else:
-        done = [r for r in follow_ups if r.get("closed_at") is not None]
+        # a task closed by a logout was never acted on: its attempt is still due (DESIGN §7)
+        done = [r for r in follow_ups if r.get("closed_at") is not None and r.get("reason") != "logout"]
         step = len(done)
         if step >= MAX_STEPS:
             return None

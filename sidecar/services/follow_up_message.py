@@ -8,9 +8,20 @@ Rules / theory of operation
 * Timers: ``check`` at a chain's ``nextCheckAt``; ``end`` at its 60-minute boundary.  An offline
   RU at ``check`` changes nothing and re-arms nothing; the overdue attempt runs when RU Online
   next reports the RU (a pass, or the RU's own activity).
-* A hit the factory refuses stays due and is re-checked on every RU Online pass and whenever a
-  chat task of the pair closes, until created, removed or past the boundary; the keyed roll makes
-  the re-check return the same hit (no re-roll).
+* At a due attempt the final check runs **before** the roll (seed 004 "перевірити умови й шанс";
+  DESIGN §7): a refused attempt stays due, spends nothing, and is re-checked on every RU Online
+  pass and whenever a chat task of the pair closes, until created, removed or past the boundary.
+  The roll is keyed, so the order changes no outcome, only when a miss is spent.
+* The next step is planned at the chain task's actual close, any reason **except** ``logout``: a
+  task left behind by a logout was never acted on (seed 003 "таск можна створити, не закрити і
+  вийти"), so the attempt stays due and the next login, on any machine, re-runs it with the same
+  keyed roll.  An offline expiry is a close like any other.
+* Restore (seed 004 "Ініціалізація") draws the 60-minute boundary from the TU's last message:
+  the durable last contact (manual sends included) on this machine; on Golden the chat history is
+  read before a restored chain with no known contact is checked; on Chathouse/Prime the dialog
+  rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
+  that chain from history.
+* Only favorites Stack lists as active get chains or reminders (DESIGN §6).
 * After the boundary the pair moves, without a gap, to the plain check ("over 60 min"): active
   favorite, TU wrote last, last contact older than 60 min, chat limit on Chathouse/Prime; checked
   at once when online, else on the RU's next appearance; and on every pass, since seed 003 checks
@@ -22,20 +33,23 @@ Rules / theory of operation
   never stopped; a fresh machine learns it again from the passes / chat history.
 * Chathouse ``new_notification`` ONLINE_NOW / RECENT_PURCHASE: the same final check, no chain
   state, and only for a dialog that is not being worked (no open task, no live chain).
-* Final check before the Task Factory: active favorite, not white, online, no block, no stronger
-  chat task open for the pair, Chathouse/Prime chat limit.
+* Final check before the Task Factory: a favorite, active, not white, online, no block, no
+  stronger (or the same) chat task open for the pair (the one strength table,
+  :data:`~sidecar.domain.tasks.STRENGTH`), Chathouse/Prime chat limit — an unknown limit counts
+  as absent (``limit_unknown``) and is re-checked when a dialog row carries it.
 * Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in the
   step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
 """
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from platform_clients.base import list_field
 from sidecar.domain import events as ev
-from sidecar.domain.tasks import STRONGER_CHAT, CloseReason, Task, TaskType
+from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
 from sidecar.factory import Candidate, Refused
 from sidecar.protocol import ChainAttempt
 from sidecar.services import chain as ch
@@ -47,6 +61,7 @@ log = logging.getLogger("sidecar.follow_up_message")
 MARKER = "followUpChat"
 CONTACT = "contact"  # durable service-state scope: ru -> [last_from, last_at, last_tu_at]
 PLAIN_COOLDOWN_S = 3600.0  # DESIGN §7 decision: eligible again 60 min after a Follow-up closed
+STRONGER = stronger_or_same(TaskType.FOLLOW_UP_MESSAGE)  # every chat type, itself included
 
 
 @dataclass(slots=True)
@@ -67,6 +82,7 @@ class FollowUpMessageService(Service):
         self.contact: dict[str, Contact] = {}  # ru -> last chat contact, when known
         self.history_wanted: set[str] = set()  # Golden: RUs whose chat history is being read
         self.last_outcome: dict[str, tuple] = {}  # ru -> (source, step, outcome) last reported
+        self.unsure: set[str] = set()  # Golden: restored chains whose boundary awaits the chat history
 
     # restore ----------------------------------------------------------------------------------
     def on_login(self, step: Step) -> None:
@@ -80,6 +96,8 @@ class FollowUpMessageService(Service):
                 continue
             if rt.factory.open_for(rt.tu, ru, TaskType.UNANSWERED_MESSAGE) is not None:
                 continue  # a newer Unanswered is open: its close starts the chain
+            if rt.marker_cleared(ru, MARKER):
+                continue  # removed by a block or a new Unanswered: never rebuilt (DESIGN §7)
             last_u = rt.last_task(ru, TaskType.UNANSWERED_MESSAGE.value, closed=True)
             if last_u is None:
                 continue
@@ -90,10 +108,17 @@ class FollowUpMessageService(Service):
                           if r["type"] == TaskType.FOLLOW_UP_MESSAGE.value and r["source"] == "chain"
                           and r["created_at"] >= last_u["closed_at"]]
             marker_value = rt.marker(ru, MARKER)
+            contact = self.contact.get(ru)
+            # Golden with no contact record (a fresh machine): the chat history, read when the RU
+            # is online, draws the boundary; until then the chain waits in the pool unchecked
+            unsure = rt.project == "golden" and contact is None
             chain = ch.restore(rt.rng, rt.tu, ru, last_unanswered=last_u, follow_ups=follow_ups,
-                               marker_value=marker_value, now=step.now, last_tu_at=None)
+                               marker_value=marker_value, now=-math.inf if unsure else step.now,
+                               last_tu_at=contact.last_tu_at if contact else None)
             if chain is None:
                 continue
+            if unsure:
+                self.unsure.add(ru)
             if ch.parse_marker(marker_value) is None or ch.parse_marker(marker_value)[0] != chain.source:
                 self._write(step, ru, chain)  # same key as live: idempotent on Stack
             self._arm(step, ru, chain)
@@ -101,6 +126,7 @@ class FollowUpMessageService(Service):
     def on_logout(self, step: Step) -> None:
         self.pool.clear()
         self.contact.clear()
+        self.unsure.clear()
 
     # timers -----------------------------------------------------------------------------------
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
@@ -109,8 +135,10 @@ class FollowUpMessageService(Service):
             self._check(step, ru)
         elif what == "end":
             chain = self.pool.get(ru)
+            if ru in self.unsure:
+                return  # the boundary is not known yet: the chat history decides
             if chain is not None and step.now >= chain.boundary and not chain.waiting_task:
-                self._remove(step, ru, clear_marker=False)
+                self._remove(step, ru, clear_marker=False, ended=True)
                 self._plain_check(step, ru)
 
     # events -----------------------------------------------------------------------------------
@@ -146,14 +174,16 @@ class FollowUpMessageService(Service):
             if task.reason is CloseReason.ANSWERED:
                 self._contact(step, ru, "tu", task.closed_at)
             chain = self.pool.get(ru)
+            if task.reason is CloseReason.LOGOUT:
+                return  # never acted on: the attempt stays due for the next login (module rules)
             if chain is not None and chain.task_id == task.task_id:
                 # seed 004: the next step is planned only at the actual close, any reason
                 if task.reason is CloseReason.ANSWERED:
                     chain = ch.tu_wrote(chain, task.closed_at)
                 self._advance(step, ru, chain, task.closed_at)
                 return
-        if task.type in STRONGER_CHAT:
-            self._check(step, ru)  # a refused hit may be unblocked by this close
+        if task.type in STRONGER and task.reason is not CloseReason.LOGOUT:
+            self._check(step, ru)  # a refused attempt may be unblocked by this close
 
     def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
         blocked = after.get("blocked_by_tu") or after.get("blocked_by_ru")
@@ -161,7 +191,7 @@ class FollowUpMessageService(Service):
             # seed 003 scenario 10: a block removes the chain and its state
             self._remove(step, ru, clear_marker=True)
         elif not after.get("active", True) or after.get("is_white"):
-            self._remove(step, ru, clear_marker=False)
+            self._remove(step, ru, clear_marker=False, ended=True)
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
                   snapshots: dict, full_pass: bool) -> None:
@@ -173,7 +203,10 @@ class FollowUpMessageService(Service):
         unknown: list[str] = []
         for ru in sorted(candidates):
             if ru in self.pool:
-                self._check(step, ru)
+                if self.tu.project == "golden" and ru not in self.contact:
+                    unknown.append(ru)  # restored chain: learn the boundary before the check
+                else:
+                    self._check(step, ru)
             elif self.tu.project == "golden" and ru not in self.contact:
                 if self._plain_prefilter(ru):
                     unknown.append(ru)
@@ -190,14 +223,20 @@ class FollowUpMessageService(Service):
             return
         asked: list[str] = request.context
         self.history_wanted.difference_update(asked)
+        self.unsure.difference_update(asked)
         if error is not None:
             log.warning("%s chat_history failed: %s", self.tu.tu, error)
+            for ru in asked:  # a chain is not held hostage to a failed read
+                self._check(step, ru)
             return
         for ru, contact in parse_history(result, set(asked)).items():
             self._set_contact(step, ru, contact)
         for ru in asked:
             if ru in self.tu.online:
-                self._plain_check(step, ru)
+                if ru in self.pool:
+                    self._check(step, ru)
+                else:
+                    self._plain_check(step, ru)
 
     # chain ------------------------------------------------------------------------------------
     def _check(self, step: Step, ru: str) -> None:
@@ -209,27 +248,30 @@ class FollowUpMessageService(Service):
         if not rt.inbox_synced:
             return  # re-checked when the login's check chat answers
         if step.now >= chain.boundary:
-            self._remove(step, ru, clear_marker=False)
+            if ru in self.unsure:
+                return  # the chat history may still move the boundary
+            self._remove(step, ru, clear_marker=False, ended=True)
             self._plain_check(step, ru)
             return
         if ru not in rt.online:
             return  # seed 003 scenario 5: no change, no re-arming; online again → at once
+        chance = ch.CHANCES[chain.step]
+        reason = self._final_check(ru)  # first the conditions, then the chance (seed 004)
+        if reason is not None:
+            self._attempt(step, ru, chain, chance, False, f"refused:{reason}")
+            return
         chance, hit = ch.roll(rt.rng, rt.tu, ru, chain.source, chain.step)
         if not hit:
             self._attempt(step, ru, chain, chance, False, "miss")
             self._advance(step, ru, chain, step.now)
             return
-        reason = self._final_check(ru)
-        if reason is None:
-            made = rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "chain",
-                                                          meta={"step": chain.step}))
-            if isinstance(made, Refused):
-                reason = made.reason
-            else:
-                self._attempt(step, ru, chain, chance, True, "created")
-                self.pool[ru] = ch.with_task(chain, made.task_id)
-                return
-        self._attempt(step, ru, chain, chance, True, f"refused:{reason}")
+        made = rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "chain",
+                                                      meta={"step": chain.step}))
+        if isinstance(made, Refused):
+            self._attempt(step, ru, chain, chance, True, f"refused:{made.reason}")
+            return
+        self._attempt(step, ru, chain, chance, True, "created")
+        self.pool[ru] = ch.with_task(chain, made.task_id)
 
     def _advance(self, step: Step, ru: str, chain: ch.Chain, at: float) -> None:
         nxt = ch.advance(self.tu.rng, self.tu.tu, ru, chain, at)
@@ -253,10 +295,16 @@ class FollowUpMessageService(Service):
                 self.tu.schedule((self.name, "check", ru), step.now)
         self.tu.schedule((self.name, "end", ru), max(chain.boundary, step.now))
 
-    def _remove(self, step: Step, ru: str, *, clear_marker: bool) -> None:
-        self.pool.pop(ru, None)
+    def _remove(self, step: Step, ru: str, *, clear_marker: bool, ended: bool = False) -> None:
+        """Drop the pair's chain.  ``clear_marker``: a new Unanswered or a block (the marker is
+        cleared, a fact); ``ended``: the boundary or the favorite's attributes ended it (the
+        marker records the step it reached, :func:`~sidecar.services.chain.ended_marker`)."""
+        chain = self.pool.pop(ru, None)
         self.tu.cancel((self.name, "check", ru))
         self.tu.cancel((self.name, "end", ru))
+        if ended and chain is not None and not clear_marker:
+            self.tu.write_marker(step, ru, MARKER, ch.ended_marker(chain),
+                                 followup_chat_key(self.tu.tu, ru, chain.source, f"{chain.step}:end"))
         if clear_marker:
             parsed = ch.parse_marker(self.tu.marker(ru, MARKER))
             if parsed is not None:
@@ -288,7 +336,9 @@ class FollowUpMessageService(Service):
         """DESIGN §7 "Before the Task Factory"; None = pass, else the refusal reason."""
         rt = self.tu
         fav = rt.favorites.get(ru)
-        if fav is None or not fav.get("active", True):
+        if fav is None:
+            return "not_favorite"
+        if not fav.get("active", True):
             return "inactive"
         if fav.get("is_white"):
             return "white"
@@ -296,12 +346,14 @@ class FollowUpMessageService(Service):
             return "blocked"
         if ru not in rt.online:
             return "offline"
-        for type_ in STRONGER_CHAT:
+        for type_ in STRONGER:
             if rt.factory.open_for(rt.tu, ru, type_) is not None:
-                return f"stronger_task:{type_.value}"
+                return "stronger_task_open"
         if rt.client.has_limits:
-            limit = fav.get("chat_limit")
-            if limit is not None and limit <= 0:
+            limit = rt.limit(ru, "chat")
+            if limit is None:
+                return "limit_unknown"  # unknown counts as absent (DESIGN §6)
+            if limit <= 0:
                 return "no_chat_limit"
         return None
 
@@ -351,7 +403,11 @@ class FollowUpMessageService(Service):
         if self.contact.get(ru) == c:
             return
         self.contact[ru] = c
+        self.unsure.discard(ru)
         self.tu.put_state(step, CONTACT, ru, [c.last_from, c.last_at, c.last_tu_at])
+        chain = self.pool.get(ru)
+        if chain is not None and c.last_tu_at is not None and c.last_tu_at > chain.last_tu_at:
+            self._arm(step, ru, ch.tu_wrote(chain, c.last_tu_at))  # the boundary moves
 
 
 def parse_history(result: Any, asked: set[str]) -> dict[str, Contact]:

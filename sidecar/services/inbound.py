@@ -19,6 +19,9 @@ Rules / theory of operation
   system "limits opened" message / dialog created / criteria ``active`` scroll, gated by a **live**
   ``chat_restriction`` check (seed 003: the list's limits may be cached) and no block.
 * Open Limits (captcha): every chat request.
+* A limit the sidecar does not know counts as absent (DESIGN §6): a Chathouse Open Limits signal
+  with no known chat limit is refused (``limit_unknown``) and kept; it is re-checked when the
+  next dialog row or limits answer carries the limit.
 """
 from __future__ import annotations
 
@@ -37,6 +40,10 @@ EPS = 1e-6
 
 class InboundService(Service):
     name = "inbound"
+
+    def __init__(self, tu) -> None:
+        super().__init__(tu)
+        self.waiting_limit: dict[str, ev.OpenLimitsSignal] = {}  # ru -> signal refused limit_unknown
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
         match event:
@@ -80,13 +87,20 @@ class InboundService(Service):
             rt.request(step, self.name, "chat_restriction", {"ru": sig.ru}, tag="restriction",
                        context=sig)
             return
-        limit = rt.favorites.get(sig.ru, {}).get("chat_limit")
-        snap = rt.snapshots.get(sig.ru)
-        if snap is not None and snap.chat_limit is not None:
-            limit = snap.chat_limit
-        if limit is not None and limit <= 0:
+        limit = rt.limit(sig.ru, "chat")
+        if limit is None:
+            log.debug("%s Open Limits for %s: refused:limit_unknown", rt.tu, sig.ru)
+            self.waiting_limit[sig.ru] = sig
+            return
+        self.waiting_limit.pop(sig.ru, None)
+        if limit <= 0:
             return
         self._propose(step, TaskType.OPEN_LIMITS, sig.ru, sig.source, meta={"reason": sig.reason})
+
+    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+        sig = self.waiting_limit.get(ru)
+        if sig is not None and after.get("chat_limit") is not None:
+            self._open_limits(step, sig)  # the limit is known now: re-check (DESIGN §6)
 
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:
         if request.tag != "restriction":
@@ -108,8 +122,8 @@ class InboundService(Service):
         rt = self.tu
         meta = None
         if rt.client.has_limits:
-            fav = rt.favorites.get(ru, {})
-            if (fav.get("chat_limit") or 0) <= 0 and (fav.get("mail_limit") or 0) > 0:
+            # an unknown chat limit counts as absent (DESIGN §6)
+            if (rt.limit(ru, "chat") or 0) <= 0 and (rt.limit(ru, "mail") or 0) > 0:
                 meta = {"answer_by": "mail"}
         self._propose(step, TaskType.LIKE, ru, source, meta=meta)
 

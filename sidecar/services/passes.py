@@ -95,6 +95,7 @@ class PassService(Service):
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:
+                rt.note_row(step, snap)  # limits and blocks the row carries (DESIGN §6)
                 for event in dialog_events(rt.tu, snap, step.now, p.purpose):
                     rt.engine.dispatch(step, rt, event)
             if p.purpose == "check_chat":

@@ -102,12 +102,78 @@ def test_reannounced_task_is_not_new():
     assert created(rec, "a") is None and rec.redelivered == 1 and len(rec.tasks) == 1
 
 
+# issue 6 item 9: overdue and the revised semantics (DESIGN §6, §7, §9) ------------------------
+
+LONG = HEADER.replace('"duration_s":100,', '"duration_s":1000,')
+
+
+def updated(rec, tid, t):
+    return rec.task_updated({"seq": 3, "task_id": tid, "type": "unanswered_message", "tu": "g", "ru": "r",
+                             "overdue": True, "deadline": T0 + t, "at": T0 + t}, T0 + t)
+
+
+def test_task_overdue_needs_open_past_deadline_and_announced():
+    rec = Recorder(T0)
+    created(rec, "a", t=10, ttl=120)  # deadline at 130
+    base = dict(what="task_overdue", type="unanswered_message", tu="g", ru="r")
+    at = lambda t: sc.parse_lines([LONG, json.dumps({"t": t, "kind": "expect", **base})], "x").timeline[0]  # noqa: E731
+    assert not ex.evaluate(at(131), rec, no_marker).ok  # past the deadline, but not announced
+    assert updated(rec, "a", 130) is not None
+    assert updated(rec, "a", 130) is None and rec.redelivered == 1  # announced once
+    assert not ex.evaluate(at(120), rec, no_marker).ok  # not past the deadline yet
+    r = ex.evaluate(at(131), rec, no_marker)
+    assert r.ok and "announced overdue 1" in r.detail
+    closed(rec, "a", 500)
+    assert not ex.evaluate(at(600), rec, no_marker).ok
+    lines = [x for x in rec.sorted_lines() if x["event"] == "task.updated"]
+    assert lines == [{"at": 130.0, "event": "task.updated", "task_id": "a", "type": "unanswered_message",
+                      "tu": "g", "ru": "r", "overdue": True, "deadline": 130.0}]
+
+
+def test_task_overdue_line_parses_and_needs_its_keys():
+    import pytest
+    with pytest.raises(sc.ScenarioError, match="task_overdue needs"):
+        sc.parse_lines([HEADER, json.dumps({"t": 5, "kind": "expect", "what": "task_overdue", "tu": "g"})], "x")
+
+
+def scenario_with(*lines):
+    return sc.parse_lines([LONG] + [json.dumps(x) for x in lines], "x.jsonl")
+
+
+FAV = {"kind": "favorite", "project": "golden", "tu": "g", "ru": "f", "active": True, "is_white": False}
+
+
+def test_consistency_knows_the_revised_semantics():
+    s = scenario_with(FAV, {"t": 100, "kind": "online", "project": "golden", "ru": "f", "online": False},
+                      {"t": 150, "kind": "favorite", "project": "golden", "tu": "g", "ru": "late", "active": True})
+    rec = Recorder(T0)
+    created(rec, "exp", t=0, ttl=120, ru="r")
+    updated(rec, "exp", 120)
+    closed(rec, "exp", 200, "expired")  # answer-awaiting task expired
+    created(rec, "silent", type_="like", t=0, ttl=300, ru="s")  # open past its deadline, never announced
+    created(rec, "nf", type_="follow_up_message", t=10, ttl=300, ru="nobody")  # not a favorite
+    created(rec, "early", type_="follow_up_message", t=10, ttl=300, ru="late")  # listed only from 150
+    closed(rec, "early", 20, "answered")
+    created(rec, "ok", type_="follow_up_message", t=160, ttl=300, ru="late")
+    closed(rec, "ok", 170, "answered")
+    created(rec, "off", type_="follow_up_message", t=90, ttl=300, ru="f")  # RU offline at 100, open to 130
+    closed(rec, "off", 130, "expired")
+    created(rec, "off_ok", type_="follow_up_mail", t=95, ttl=900, ru="f")
+    closed(rec, "off_ok", 116, "expired")  # within the 15 s Golden pass + 1 s
+    conflicts = [{"key": "k", "first": "PUT /x {}", "then": "PUT /x {\"a\":1}", "at": None}]
+    v = ex.consistency(rec, lambda tu, ru: [], [], scenario=s, end=T0 + 400, stack_conflicts=conflicts)
+    kinds = sorted((x.kind, x.detail.split()[1]) for x in v if x.kind != "key_conflict")
+    assert kinds == [("answer_awaiting_expired", "exp"), ("follow_up_non_favorite", "early"),
+                     ("follow_up_non_favorite", "nf"), ("follow_up_offline_open", "off"),
+                     ("overdue_missing", "silent")], v
+    assert [x.kind for x in v].count("key_conflict") == 1
+
+
 def test_expectations_not_supported_yet_fail_and_name_their_issue():
     """An expectation the harness cannot evaluate yet never passes vacuously: it fails naming the
     issue that brings it (so its scenario is an honest expected failure)."""
     rec = Recorder(T0)
-    cases = {"task_overdue": dict(type="like", tu="g", ru="r"),
-             "delivery": dict(target="t", between=[0, 1], min=0, max=9),
+    cases = {"delivery": dict(target="t", between=[0, 1], min=0, max=9),
              "sender": dict(sender="t", state="active"),
              "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9),
              "decision": dict(tu="g", ru="r", outcome="miss", between=[0, 1])}

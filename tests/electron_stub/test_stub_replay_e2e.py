@@ -71,12 +71,8 @@ def test_lifecycle_crash_and_shift_change(tmp_path):
 
 
 @needs_sidecar
-@pytest.mark.parametrize("name", [
-    pytest.param("t01_unanswered_overdue_one_task_per_burst", marks=pytest.mark.xfail(
-        strict=True, reason="issue 6: answer-awaiting tasks go overdue (task_overdue)")),
-    "s01_chain_starts_at_close",
-    pytest.param("t02_like_prime", marks=pytest.mark.xfail(
-        strict=True, reason="issue 6: a like is answer-awaiting and goes overdue (task_overdue)"))])
+@pytest.mark.parametrize("name", ["t01_unanswered_overdue_one_task_per_burst", "s01_chain_starts_at_close",
+                                  "t02_like_prime"])
 def test_seed_scenarios(tmp_path, name):
     path = need_shared() / "scenarios" / "seed" / f"{name}.jsonl"
     rp, violations = run(sc.load(path), tmp_path)
@@ -118,3 +114,19 @@ def test_ready_but_no_bridge_fails_clearly(tmp_path):
     with pytest.raises(MachineError) as ei:
         run(s, tmp_path, binary=str(fake))
     assert "cannot connect" in str(ei.value) and "bridge failed to bind" in str(ei.value)
+
+
+@needs_sidecar
+def test_no_idempotency_key_is_reused_for_a_different_write_over_a_shift_like_replay(tmp_path):
+    """Issue 6 item 2: every Stack write of a shift-like run (chains, misses, blocks, a crash, a
+    shift change to a fresh machine, Stack faults with retries) — the reference Stack compares
+    each repeated key's write with the first and refuses a different one (422, ``key_conflict``)."""
+    from electron_stub.generate import generate
+    s = sc.parse_lines([json.dumps(x) for x in generate("demo")], "demo.jsonl")
+    rp, violations = run(s, tmp_path)
+    text = report.render(rp.rec, rp.results, violations, rp.stats)
+    assert rp.stack.counters["key_conflicts"] == 0 and rp.stack.conflicts == [], rp.stack.conflicts[:3]
+    assert rp.stack.counters["acked"] > 500 and len(rp.stack.idem_write) == rp.stack.counters["acked"]
+    markers = [a for a in rp.stack.acked if a["kind"] == "marker"]
+    assert any(a["value"] is None for a in markers) and len({a["key"] for a in markers}) == len(markers)
+    assert not violations, text

@@ -64,7 +64,7 @@ def test_marker_write_idempotency_and_clear(stack):
     assert put(stack, {"step": 1}, key=None).status_code == 400
     r1 = put(stack, {"step": 1}, key="a")
     assert r1.status_code == 200 and stack.marker("g", "r1", "followUpChat") == {"step": 1}
-    r2 = put(stack, {"step": 2}, key="a")  # same key: first answer, nothing changes
+    r2 = put(stack, {"step": 1}, key="a")  # same write again: first answer, nothing changes
     assert r2.status_code == 200 and r2.json() == r1.json() and stack.marker("g", "r1", "followUpChat") == {"step": 1}
     assert put(stack, None, key="b").status_code == 200 and stack.marker("g", "r1", "followUpChat") is None
     assert stack.counters["acked"] == 2 and stack.counters["duplicates"] == 1
@@ -133,3 +133,28 @@ def test_latency_is_capped(stack):
     assert time.monotonic() - t >= 0.2
     with pytest.raises(ValueError):
         stack.set_fault("explode")
+
+
+def test_a_key_reused_for_a_different_write_is_refused_and_recorded(stack):
+    assert put(stack, {"step": 1}, key="kx").status_code == 200
+    again = put(stack, {"step": 1}, key="kx")  # the same write: the first answer
+    assert again.status_code == 200 and stack.counters["duplicates"] == 1
+    other = put(stack, {"step": 2}, key="kx")  # the same key, another body: a client bug
+    assert other.status_code == 422 and stack.counters["key_conflicts"] == 1
+    assert stack.marker("g", "r1", "followUpChat") == {"step": 1}  # nothing changed
+    (c,) = stack.conflicts
+    assert c["key"] == "kx" and '"step":1' in c["first"] and '"step":2' in c["then"]
+
+
+def test_a_cleared_marker_is_served_as_null_not_dropped(stack):
+    assert put(stack, None, key="clear-1").status_code == 200
+    f = stack.http.get("/v1/tus/g/startup").json()["favorites"][0]
+    assert "followUpChat" in f["markers"] and f["markers"]["followUpChat"] is None
+    assert stack.marker("g", "r1", "followUpChat") is None
+
+
+def test_blocks_and_limits_do_not_make_a_favorite(stack):
+    stack.update_favorite("golden", "g", "nobody", {"blocked_by_ru": True}, listed_only=True)
+    assert [f["ru"] for f in stack.http.get("/v1/tus/g/startup").json()["favorites"]] == ["r1"]
+    stack.update_favorite("golden", "g", "r1", {"blocked_by_ru": True}, listed_only=True)
+    assert stack.http.get("/v1/tus/g/startup").json()["favorites"][0]["blocked_by_ru"] is True

@@ -125,8 +125,9 @@ def chain_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
 
 
 def crash_divergence(with_crash: list[dict], without: list[dict], crashes: list[float],
-                     window: float = 61.0) -> tuple[set, list[str], int]:
-    """Compare the two runs' Follow-up tasks (type, pair, source, created_at).
+                     window: float = 61.0, types: tuple[str, ...] | None = (FU,)) -> tuple[set, list[str], int]:
+    """Compare the two runs' tasks of ``types`` (None: every type) by (type, pair, source,
+    created_at).
 
     Returns (explained pairs, unexplained differences, follow-up tasks that differ).  A pair is
     explained when the first task of ANY type that differs between the runs lies within
@@ -144,7 +145,7 @@ def crash_divergence(with_crash: list[dict], without: list[dict], crashes: list[
     for k in a ^ b:
         pair = (k[1], k[2])
         first[pair] = min(first.get(pair, math.inf), k[4])
-    fu_diff = [k for k in a ^ b if k[0] == FU]
+    fu_diff = [k for k in a ^ b if types is None or k[0] in types]
     explained, bad = set(), []
     for k in fu_diff:
         pair = (k[1], k[2])

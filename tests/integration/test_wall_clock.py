@@ -16,7 +16,7 @@ def send_event(i: int, at: float) -> dict:
                      "at": at, "body": "hi"}}
 
 
-async def test_time_scale_expires_tasks_by_itself_and_reconnect_rechecks(tmp_path):
+async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(tmp_path):
     notes: list[tuple[str, dict]] = []
     asked: list[str] = []
 
@@ -38,10 +38,11 @@ async def test_time_scale_expires_tasks_by_itself_and_reconnect_rechecks(tmp_pat
         task = created[0]["task"]
         assert task["deadline"] - task["created_at"] == 120
         t0 = time.monotonic()
-        while not any(m == "task.closed" for m, _ in notes) and time.monotonic() - t0 < 10:
+        while not any(m == "task.updated" for m, _ in notes) and time.monotonic() - t0 < 10:
             await asyncio.sleep(0.05)
-        [closed] = [p for m, p in notes if m == "task.closed"]
-        assert closed["reason"] == "expired"
+        [updated] = [p for m, p in notes if m == "task.updated"]  # overdue, not expired (DESIGN §6)
+        assert updated["task_id"] == task["task_id"] and updated["overdue"] is True
+        assert not any(m == "task.closed" for m, _ in notes)
         assert time.monotonic() - t0 < 5  # 120 s of clock time at 100x is 1.2 s
         n = asked.count("scroll_new")
         await c.call("platform.reconnected", {"project": "chathouse", "tu": "c-tu-1"})

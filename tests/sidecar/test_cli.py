@@ -112,7 +112,7 @@ def test_serve_help_documents_every_exit_code():
     assert r.returncode == 0
     text = r.stdout
     assert "exit codes:" in text
-    for code in ("0", "1", "2", "3", "4", "5", "128+N"):
+    for code in ("0", "1", "2", "3", "4", "5", "6", "128+N"):
         assert any(line.strip().startswith(code + " ") for line in text.splitlines()), code
 
 

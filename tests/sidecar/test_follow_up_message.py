@@ -173,15 +173,17 @@ def test_scenario_10_block_mid_chain_clears_marker_and_closes_task():
 
 
 @pytest.mark.parametrize("change", [{"active": False}, {"is_white": True}])
-def test_inactive_or_white_removes_chain_but_keeps_marker(change):
+def test_inactive_or_white_removes_chain_and_the_marker_records_where_it_ended(change):
     w = World()
     w.login([fav(RU)])
-    answered_unanswered(w, 10, 20)
+    src = answered_unanswered(w, 10, 20)
     n = len(w.markers(RU))
     w.at(30).d.favorite(TU, RU, **change)
     w.at(5000)
     assert fu(w) == []
-    assert len(w.markers(RU)) == n  # not cleared: the record stays
+    # not cleared: the record stays, saying the chain ended at step 0 (no next check)
+    assert w.markers(RU)[n:] == [(f"followUpChat:{TU}:{RU}:{src}:0:end:set",
+                                  {"sourceUnansweredTaskId": src, "step": 0, "nextCheckAt": None})]
 
 
 def test_manual_send_does_not_advance_but_moves_boundary():
@@ -205,12 +207,12 @@ def test_refused_hit_stays_due_and_is_created_when_blocker_closes():
                                "sentAt": T0 + 20 + d0 - 5, "text": "🌹"})
     w.at_abs(ch.ms(T0 + 20 + d0))
     assert fu(w) == []
-    assert w.d.attempts()[-1].outcome == "refused:stronger_task:like"
+    assert w.d.attempts()[-1].outcome == "refused:stronger_task_open"
     like = w.open_task("like", RU)
     w.at_abs(ch.ms(T0 + 20 + d0) + 30).d.close(like.task_id, "dismissed")
     [task] = fu(w)
     assert task.created_at == ch.ms(T0 + 20 + d0) + 30
-    assert [a.outcome for a in w.d.attempts()] == ["refused:stronger_task:like", "created"]
+    assert [a.outcome for a in w.d.attempts()] == ["refused:stronger_task_open", "created"]
 
 
 # restore (seed 003 scenarios 3 and 6) ---------------------------------------------------------
@@ -370,3 +372,218 @@ def test_requests_chathouse_reads_no_history_golden_reads_online_ids_only():
     g.at(600)
     history = [p for _, m, p in g.d.requests if m == "chat_history"]
     assert history == [{"ru_ids": [RU, "ru-2"]}]  # online, chain-eligible, asked once
+
+
+# issue 6 item 2 -- the chain's edge cases (DESIGN §7) -----------------------------------------
+
+def chain_up(w: World, at_ru: float = 10, at_tu: float = 20) -> tuple[str, float]:
+    """RU online, writes, the TU answers; returns (source, the first attempt's instant)."""
+    w.online.add(RU)
+    src = answered_unanswered(w, at_ru, at_tu)
+    return src, ch.ms(T0 + at_tu + ch.delay(w.d.engine.rng, TU, RU, src, 0))
+
+
+def test_logout_close_keeps_the_attempt_and_the_next_login_reruns_it_with_the_same_roll():
+    w = World()
+    w.login([fav(RU)])
+    src, due = chain_up(w)
+    w.at_abs(due)
+    [first] = fu(w)
+    w.at_abs(due + 50).d.logout(TU)
+    assert [(c.type, c.reason) for c in w.d.closed("follow_up_message")] == [("follow_up_message", "logout")]
+    assert [v["step"] for _, v in w.markers(RU)] == [0]  # the logout spent nothing
+    # the next login on another machine: Stack holds the marker and the history rows
+    stack_fav = fav(RU, markers={"followUpChat": w.markers(RU)[-1][1]})
+    history = [dict(r) for r in w.d.engine.tus.get(TU, None).history[RU]] if TU in w.d.engine.tus else None
+    assert history is None  # logged out
+    rows = [{"task_id": t.task_id, "type": t.type, "ru": RU, "source": t.source,
+             "created_at": t.created_at, "closed_at": due + 50 if t.type == "follow_up_message" else T0 + 20,
+             "reason": "logout" if t.type == "follow_up_message" else "answered"}
+            for t in w.d.created()]
+    w2 = World(seed=w.d.engine.rng.seed)
+    w2.online.add(RU)
+    w2.at_abs(due + 100)
+    w2.login([stack_fav], rows)
+    [again] = fu(w2)
+    assert again.created_at == due + 100 and again.task_id != first.task_id
+    assert [(a.step, a.outcome) for a in w2.d.attempts()] == [(0, "created")]
+    assert w2.markers(RU) == []  # the marker was right already: nothing rewritten
+
+
+def test_logout_close_is_not_counted_when_restoring_from_history_without_a_marker():
+    rows = [hist("h-1", -130, -100),
+            {"task_id": "f-1", "type": "follow_up_message", "ru": RU, "source": "chain",
+             "created_at": T0 - 20, "closed_at": T0 - 10, "reason": "logout"}]
+    w = World()
+    w.online.add(RU)
+    w.login([fav(RU)], rows)
+    chain = w.d.engine.tus[TU].by_name["follow_up_message"].pool[RU]
+    assert chain.step == 0 and chain.next_check_at == ch.ms(T0 - 100 + ch.delay(w.d.engine.rng, TU, RU, "h-1", 0))
+    w.at(200)
+    assert [t.source for t in fu(w)] == ["chain"]
+    assert [(a.step, a.outcome) for a in w.d.attempts()] == [(0, "created")]
+
+
+def test_final_check_runs_before_the_roll_so_a_refused_attempt_spends_no_miss():
+    # a seed where step 1 (75 %) misses for this chain
+    for seed in range(400):
+        w = World(seed=seed)
+        w.login([fav(RU)])
+        src, due0 = chain_up(w)
+        if not ch.roll(w.d.engine.rng, TU, RU, src, 1)[1]:
+            break
+    else:
+        pytest.fail("no seed with a step-1 miss")
+    rng = w.d.engine.rng
+    w.at_abs(due0)
+    w.at_abs(due0 + 10).tu_writes(RU)  # the Follow-up answered: step 1 planned from here
+    due1 = ch.ms(due0 + 10 + ch.delay(rng, TU, RU, src, 1))
+    w.at_abs(due1 - 5).d.event(TU, "golden", "receivePrivateMessage",
+                               {"messageId": "l", "senderId": RU, "recipientId": TU,
+                                "sentAt": due1 - 5, "text": "🌹"})  # a Like stays open over the check
+    w.at_abs(due1)
+    assert w.d.attempts()[-1].outcome == "refused:stronger_task_open"
+    assert [v["step"] for _, v in w.markers(RU)] == [0, 1]  # nothing spent
+    like = w.open_task("like", RU)
+    w.at_abs(due1 + 40).d.close(like.task_id, "dismissed")  # now the conditions hold: roll → miss
+    assert w.d.attempts()[-1].outcome == "miss"
+    key, value = w.markers(RU)[-1]
+    assert key == f"followUpChat:{TU}:{RU}:{src}:2:set"
+    assert value["nextCheckAt"] == to_iso(ch.ms(due1 + 40 + ch.delay(rng, TU, RU, src, 2)))
+
+
+def test_offline_expiry_is_a_close_that_plans_the_next_step():
+    w = World()
+    w.login([fav(RU)])
+    src, due = chain_up(w)
+    w.at_abs(due)
+    [task] = fu(w)
+    w.online.discard(RU)
+    slot = w.d.engine.tus[TU].due_of(("passes", "online"))
+    w.at_abs(slot)
+    [c] = w.d.closed("follow_up_message")
+    assert (c.reason, c.closed_at) == ("expired", slot)
+    key, value = w.markers(RU)[-1]
+    assert key == f"followUpChat:{TU}:{RU}:{src}:1:set"
+    assert value["nextCheckAt"] == to_iso(ch.ms(slot + ch.delay(w.d.engine.rng, TU, RU, src, 1)))
+
+
+def test_restore_draws_the_60_min_boundary_from_the_durable_last_contact():
+    w = World()
+    w.login([fav(RU)])
+    src, due = chain_up(w)
+    w.online.discard(RU)  # the RU leaves before the first attempt: the chain waits
+    w.at(1000).tu_writes(RU)  # a manual send: the boundary moves to 1000 + 3600
+    w.at(3700)
+    live = w.d.engine.tus[TU].by_name["follow_up_message"].pool[RU]
+    assert live.boundary == T0 + 4600
+    w2 = w.restart()  # crash: restore from SQLite (contact) and the marker
+    restored = w2.d.engine.tus[TU].by_name["follow_up_message"].pool.get(RU)
+    assert restored is not None and restored.boundary == T0 + 4600
+    w2.online.add(RU)
+    w2.at(3800)
+    assert [t.source for t in fu(w2)] == ["chain"]
+
+
+def test_golden_restore_on_a_fresh_machine_reads_chat_history_before_checking():
+    """A fresh machine has no contact record: on Golden the chat history (manual sends included)
+    draws the boundary before the restored chain is checked."""
+    rows = [hist("h-1", -3000, -2900)]
+    w = World()
+    w.chat[RU] = [{"id": "a", "from": "ru", "at": T0 - 3000},
+                  {"id": "b", "from": "tu", "at": T0 - 2900},
+                  {"id": "c", "from": "tu", "at": T0 - 200}]  # manual send, no task
+    w.online.add(RU)
+    w.at(800)  # 3700 s after the close, 1000 s after the TU's last message
+    w.login([fav(RU)], rows)
+    assert ("tu-1", "chat_history", {"ru_ids": [RU]}) in w.d.requests
+    assert [t.source for t in fu(w)] == ["chain"]  # the chain lives: boundary at -200 + 3600
+
+
+def test_a_chain_cleared_by_a_block_is_never_rebuilt_from_history():
+    w = World()
+    w.login([fav(RU)])
+    src, due = chain_up(w)
+    w.at(40).d.favorite(TU, RU, blocked_by_ru=True)
+    assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:clear", None)
+    w.at(50).d.favorite(TU, RU, blocked_by_ru=False)
+    # another machine logs in: Stack holds the cleared marker (null) and the answered Unanswered
+    stack_fav = fav(RU, markers={"followUpChat": None})
+    rows = [{"task_id": src, "type": "unanswered_message", "ru": RU, "source": "socket",
+             "created_at": T0 + 10, "closed_at": T0 + 20, "reason": "answered"}]
+    w2 = World(seed=w.d.engine.rng.seed)
+    w2.online.add(RU)
+    w2.at(60)
+    w2.login([stack_fav], rows)
+    w2.at(3000)
+    assert fu(w2) == [] and w2.markers(RU) == []
+    # and the crashed-and-restarted same machine agrees (local pending clear)
+    w3 = w.restart()
+    w3.at(3000)
+    assert fu(w3) == [] and w3.markers(RU) == []
+
+
+def test_no_idempotency_key_is_ever_reused_for_a_different_body():
+    """Every Stack write a busy, shift-like run produces — chains, misses, refusals, blocks,
+    logouts and re-logins, crashes — maps one key to one body."""
+    import random
+
+    import msgspec
+    from sidecar.store.ops import Enqueue
+    rus = [f"ru-{i}" for i in range(6)]
+    seen: dict[str, bytes] = {}
+    total = 0
+    for seed in range(6):
+        pick = random.Random(seed)
+        w = World(seed=seed)
+        w.online.update(rus)
+        w.login([fav(ru) for ru in rus])
+        t = 0.0
+        for _ in range(220):
+            t += pick.uniform(5, 90)
+            ru = pick.choice(rus)
+            act = pick.random()
+            w.at(t)
+            if act < 0.3:
+                w.ru_writes(ru)
+            elif act < 0.6:
+                w.tu_writes(ru)
+            elif act < 0.68:
+                w.online.symmetric_difference_update({ru})
+            elif act < 0.72:
+                w.d.favorite(TU, ru, blocked_by_ru=True)
+            elif act < 0.76:
+                w.d.favorite(TU, ru, blocked_by_ru=False)
+            elif act < 0.79:
+                w.d.logout(TU)
+                w.d.login(TU, "golden", startup=w.startup, **w.local())
+            elif act < 0.82:
+                ops_before = list(w.d.ops)
+                w = w.restart()
+                w.d.ops[:0] = ops_before  # one history of writes across the crash
+        for op in w.d.ops:
+            if isinstance(op, Enqueue):
+                total += 1
+                body = msgspec.json.encode(msgspec.json.decode(op.body))
+                prev = seen.setdefault(f"{seed}|{op.idem_key}", body)
+                assert prev == body, (op.idem_key, prev, body)
+    assert total > 1000
+
+
+def test_a_chain_ended_by_the_60_min_boundary_is_not_revived_by_later_tu_messages_at_restore():
+    """Found by the shift's crash-equivalence check: the live chain ended at its boundary; later
+    TU messages (an over-60-min reminder answered, a manual send) move the durable last contact,
+    and a restore must not read them as a live chain's boundary."""
+    w = World()
+    w.login([fav(RU)])
+    src = answered_unanswered(w, 10, 20)
+    w.online.discard(RU)  # gone before the first attempt: the chain waits ...
+    w.at(3620)  # ... until its boundary (the TU's last message at 20 + 3600)
+    assert w.markers(RU)[-1] == (f"followUpChat:{TU}:{RU}:{src}:0:end:set",
+                                 {"sourceUnansweredTaskId": src, "step": 0, "nextCheckAt": None})
+    w.at(3700).tu_writes(RU)  # a manual send after the chain ended
+    w.online.add(RU)
+    w2 = w.restart()
+    w2.at(4500)
+    assert fu(w2, "chain") == [] and fu(w, "chain") == []
+    assert w2.d.engine.tus[TU].by_name["follow_up_message"].pool == {}

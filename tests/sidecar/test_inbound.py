@@ -13,7 +13,8 @@ def created(w: World, type_: str):
     return w.d.created(type_)
 
 
-def test_burst_is_one_task_with_deadline_from_first_message_then_expires():
+def test_burst_is_one_task_with_deadline_from_first_message_then_overdue_not_expired():
+    """DESIGN §6: an answer-awaiting task becomes overdue at its deadline and stays open."""
     w = World()
     w.login([fav(RU)])
     for t in (10, 12, 14):
@@ -21,22 +22,31 @@ def test_burst_is_one_task_with_deadline_from_first_message_then_expires():
     [task] = created(w, "unanswered_message")
     assert (task.created_at, task.deadline) == (T0 + 10, T0 + 130)
     w.at(129.999)
-    assert w.open_task("unanswered_message", RU) is not None
+    assert not w.open_task("unanswered_message", RU).overdue
+    assert [p for m, p in w.d.notes if m == "task.updated"] == []
     w.at(130)
+    [upd] = [p for m, p in w.d.notes if m == "task.updated"]
+    assert (upd.task_id, upd.overdue, upd.at, upd.deadline) == (task.task_id, True, T0 + 130, T0 + 130)
+    w.at(5000)
+    assert w.d.closed() == []
+    assert w.open_task("unanswered_message", RU).overdue
+    w.at(5000).ru_writes(RU)  # still one task for the burst: the deadline stays at the first message
+    assert len(created(w, "unanswered_message")) == 1
+    w.at(5001).tu_writes(RU)
     [closed] = w.d.closed("unanswered_message")
-    assert (closed.reason, closed.closed_at) == ("expired", T0 + 130)
+    assert (closed.reason, closed.closed_at) == ("answered", T0 + 5001)
 
 
-def test_tu_send_answers_every_chat_task_of_the_pair_only():
+def test_tu_send_answers_every_task_of_its_channel_for_the_pair_only():
     w = World()
     w.login([fav(RU), fav("ru-2")])
     w.at(5).ru_writes(RU)
     w.at(6).ru_writes("ru-2")
-    w.at(7).d.event(TU, "golden", "receivePrivateMessage",
-                    {"messageId": "x", "senderId": RU, "recipientId": TU, "sentAt": T0 + 7, "text": "🌹"})
+    w.at(7).d.event(TU, "golden", "statistics", {"type": "EmailSend", "userId": RU, "at": T0 + 7, "eventKey": "e1"})
     w.at(20).tu_writes(RU)
     reasons = sorted((c.type, c.ru, c.reason) for c in w.d.closed())
-    assert reasons == [("like", RU, "answered"), ("unanswered_message", RU, "answered")]
+    assert reasons == [("unanswered_message", RU, "answered")]
+    assert w.open_task("unanswered_mail", RU) is not None
     assert w.open_task("unanswered_message", "ru-2") is not None
 
 
@@ -92,6 +102,7 @@ def test_unanswered_email_deadline_counts_from_receipt():
 def test_unanswered_supersedes_open_follow_up():
     w = World(project="chathouse")
     w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+    w.online.add(RU)
     w.login([fav(RU, "chathouse")])
     w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
     assert created(w, "follow_up_message")
@@ -184,3 +195,50 @@ def test_block_by_tu_from_ui_closes_pair_tasks():
     assert [c.reason for c in w.d.closed()] == ["blocked"]
     w.at(30).ru_writes(RU)
     assert len(created(w, "unanswered_message")) == 1  # blocked pair: refused
+
+
+# issue 6 item 5 -- an unknown limit counts as absent (DESIGN §6) ------------------------------
+
+def test_open_limits_with_an_unknown_chat_limit_waits_for_a_row_that_carries_it():
+    other = "ru-9"
+    w = World(project="chathouse")
+    w.limits[other] = (None, None)
+    w.new_rows[other] = {"userId": other, "dialogId": None, "lastMessage": None, "chatLimit": None}
+    w.login([])
+    assert created(w, "open_limits") == []  # refused:limit_unknown at the login's check chat
+    slot = w.d.engine.tus[TU].due_of(("passes", "check_chat"))
+    w.new_rows[other]["chatLimit"] = 2
+    w.at_abs(slot - 0.001)
+    assert created(w, "open_limits") == []
+    w.at_abs(slot)
+    [task] = created(w, "open_limits")
+    assert (task.created_at, task.source, task.meta) == (slot, "scroll_new", {"reason": "empty_dialog"})
+
+
+def test_open_limits_with_a_known_zero_chat_limit_is_not_made():
+    other = "ru-9"
+    w = World(project="chathouse")
+    w.new_rows[other] = {"userId": other, "dialogId": None, "lastMessage": None, "chatLimit": 0}
+    w.login([])
+    w.at(4000)
+    assert created(w, "open_limits") == []
+
+
+def test_follow_up_with_an_unknown_chat_limit_is_refused_then_made_when_a_pass_carries_it():
+    from sidecar.services import chain as ch
+    w = World(project="chathouse")
+    w.limits[RU] = (None, None)
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse", chat_limit=None, mail_limit=None)])
+    w.at(10).ru_writes(RU)
+    src = w.open_task("unanswered_message", RU).task_id
+    w.at(20).tu_writes(RU)
+    due = ch.ms(T0 + 20 + ch.delay(w.d.engine.rng, TU, RU, src, 0))
+    w.at_abs(due)
+    assert created(w, "follow_up_message") == []
+    assert w.d.attempts()[-1].outcome == "refused:limit_unknown"
+    w.limits[RU] = (3, 1)
+    slot = w.d.engine.tus[TU].due_of(("passes", "online"))
+    w.at_abs(slot)
+    [task] = created(w, "follow_up_message")
+    assert (task.created_at, task.source) == (slot, "chain")

@@ -24,7 +24,9 @@ class World:
         self.tu = tu
         self.online: set[str] = set()
         self.chat: dict[str, list[dict]] = {}  # ru -> [{"id","from","at","kind"}]
-        self.limits: dict[str, tuple[int, int]] = {}
+        self.limits: dict[str, tuple[int | None, int | None]] = {}  # None: the row carries no limit
+        self.new_rows: dict[str, dict] = {}  # ru -> raw row of the unanswered column (check chat)
+        self.startup: dict | None = None  # what Stack served at the last login
         self.d = Driver(self.answer, seed=seed)
         self.d.advance_to(T0)
 
@@ -37,6 +39,8 @@ class World:
         if method in ("scroll_all_online", "dialogs") and (method == "scroll_all_online"
                                                            or params.get("criteria") == ["active", "online"]):
             return {"dialogs": [self.row(ru) for ru in sorted(self.online)]}
+        if method == "scroll_new" or (method == "dialogs" and params.get("criteria") == ["unanswered"]):
+            return {"dialogs": [dict(r) for _, r in sorted(self.new_rows.items())]}
         if method == "chat_restriction":
             c, m = self.limits.get(params["ru"], (3, 1))
             return {"chatLimit": c, "mailLimit": m}
@@ -68,7 +72,45 @@ class World:
         return self
 
     def login(self, favorites: list[dict], history: list[dict] = (), **kw) -> None:
-        self.d.login(self.tu, self.project, startup={"favorites": favorites, "history": list(history)}, **kw)
+        self.startup = {"favorites": favorites, "history": list(history)}
+        self.d.login(self.tu, self.project, startup=self.startup, **kw)
+
+    def local(self) -> dict:
+        """What this engine committed so far, as SQLite would hold it after a crash: favorites,
+        tasks, service state, and every marker write still unacknowledged (pending)."""
+        import msgspec
+        from sidecar.store import ops as o
+        favs: dict[str, dict] = {}
+        tasks: dict[str, object] = {}
+        state: dict[str, dict] = {}
+        pending: dict[tuple[str, str], object] = {}
+        for op in self.d.ops:
+            if isinstance(op, o.PutFavorite):
+                favs[op.ru] = msgspec.json.decode(msgspec.json.encode(op.data))
+            elif isinstance(op, o.DeleteFavorite):
+                favs.pop(op.ru, None)
+            elif isinstance(op, o.PutTask):
+                # a copy as SQLite holds it (overdue is derived again at restore)
+                tasks[op.task.task_id] = msgspec.convert(msgspec.to_builtins(op.task), type(op.task))
+            elif isinstance(op, o.PutState):
+                state.setdefault(op.scope, {})[op.key] = op.value
+            elif isinstance(op, o.DeleteState):
+                state.get(op.scope, {}).pop(op.key, None)
+            elif isinstance(op, o.Enqueue) and op.kind == "marker":
+                ru, name = op.path.split("/favorites/")[1].split("/markers/")
+                pending[(ru, name)] = msgspec.json.decode(op.body)["value"]
+        return {"local_favorites": favs, "local_tasks": list(tasks.values()), "local_state": state,
+                "pending_markers": pending}
+
+    def restart(self, startup: dict | None = None) -> "World":
+        """A crash and restart at the current instant: a new engine (same seed) logs the TU in
+        from :meth:`local` and Stack's ``startup`` (default: what it served at the last login)."""
+        w = World(self.project, self.tu, self.d.engine.rng.seed)
+        w.online, w.chat, w.limits, w.new_rows = set(self.online), self.chat, self.limits, self.new_rows
+        w.d.advance_to(self.d.now)
+        w.startup = self.startup if startup is None else startup
+        w.d.login(self.tu, self.project, startup=w.startup, **self.local())
+        return w
 
     def ru_writes(self, ru: str, text: str = "hi") -> None:
         now = self.d.now

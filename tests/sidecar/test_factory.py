@@ -1,0 +1,224 @@
+"""The Task Factory on the virtual clock (issue 6 items 1 and 4; DESIGN §6):
+overdue instead of expired for answer-awaiting tasks, prompts expiring at the deadline and when
+RU Online says the RU went offline, and one strength table per channel."""
+from __future__ import annotations
+
+import pytest
+
+from sidecar.domain.tasks import (SPECS, STRENGTH, Channel, TaskType, stronger_or_same,
+                                  weaker_than)
+from tests.sidecar.world import T0, World, fav
+
+TU, RU = "tu-1", "ru-1"
+
+
+def updates(w: World) -> list:
+    return [p for m, p in w.d.notes if m == "task.updated"]
+
+
+def golden_event(w: World, name: str, data: dict) -> None:
+    w.d.event(TU, "golden", name, data)
+
+
+# item 1 -- overdue, not expired ------------------------------------------------------------
+
+TRIGGERS = {
+    "unanswered_message": lambda w: w.ru_writes(RU),
+    "unanswered_mail": lambda w: golden_event(w, "statistics", {"type": "EmailSend", "userId": RU,
+                                                                "at": w.d.now, "eventKey": "e1"}),
+    "unanswered_email": lambda w: golden_event(w, "incomingEmail", {"emailId": "e", "fromId": RU,
+                                                                    "receivedAt": w.d.now, "at": w.d.now}),
+    "like": lambda w: golden_event(w, "receivePrivateMessage", {"messageId": "l", "senderId": RU,
+                                                                "recipientId": TU, "sentAt": w.d.now,
+                                                                "text": "🌹"}),
+}
+
+
+@pytest.mark.parametrize("type_", sorted(TRIGGERS))
+def test_answer_awaiting_task_becomes_overdue_at_its_deadline_and_stays_open(type_):
+    w = World()
+    w.login([fav(RU)])
+    w.at(10)
+    TRIGGERS[type_](w)
+    [task] = w.d.created(type_)
+    deadline = T0 + 10 + SPECS[TaskType(type_)].ttl_s
+    assert task.deadline == deadline
+    w.at_abs(deadline - 0.001)
+    assert updates(w) == [] and not w.open_task(type_, RU).overdue
+    w.at_abs(deadline)
+    [u] = updates(w)
+    assert (u.task_id, u.type, u.ru, u.overdue, u.at) == (task.task_id, type_, RU, True, deadline)
+    w.at_abs(deadline + 86400)
+    assert w.d.closed() == [] and len(updates(w)) == 1  # announced once, never expired
+    assert w.open_task(type_, RU).overdue
+
+
+@pytest.mark.parametrize("type_", ["open_limits_captcha"])
+def test_prompt_expires_at_its_deadline(type_):
+    w = World(project="chathouse")
+    w.login([fav(RU, "chathouse")])
+    w.at(10).d.event(TU, "chathouse", "chat_request", {"from": RU, "at": T0 + 10})
+    w.at(309.999)
+    assert w.d.closed() == []
+    w.at(310)
+    [c] = w.d.closed()
+    assert (c.type, c.reason, c.closed_at) == (type_, "expired", T0 + 310)
+    assert updates(w) == []
+
+
+def test_overdue_reply_at_any_delay_closes_answered_and_starts_the_chain():
+    from sidecar.services import chain as ch
+    w = World()
+    w.online.add(RU)
+    w.login([fav(RU)])
+    w.at(10).ru_writes(RU)
+    [task] = w.d.created("unanswered_message")
+    w.at(7200).tu_writes(RU)  # two hours late
+    [c] = w.d.closed("unanswered_message")
+    assert (c.reason, c.closed_at) == ("answered", T0 + 7200)
+    due = ch.ms(T0 + 7200 + ch.delay(w.d.engine.rng, TU, RU, task.task_id, 0))
+    w.at_abs(due)
+    [fu] = w.d.created("follow_up_message")
+    assert (fu.source, fu.created_at) == ("chain", due)
+
+
+def test_overdue_tasks_sort_first_and_are_listed_overdue():
+    w = World()
+    w.login([fav(RU), fav("ru-2")])
+    w.at(10).ru_writes(RU)
+    w.at(100).ru_writes("ru-2")
+    w.at(131)
+    listed = w.d.engine.open_tasks(TU)
+    assert [(t.ru, t.overdue) for t in listed] == [(RU, True), ("ru-2", False)]
+    from sidecar.factory import task_view
+    assert task_view(listed[0]).overdue is True
+
+
+def test_logout_closes_an_overdue_task_as_logout():
+    w = World()
+    w.login([fav(RU)])
+    w.at(10).ru_writes(RU)
+    w.at(500).d.logout(TU)
+    [c] = w.d.closed()
+    assert (c.type, c.reason, c.closed_at) == ("unanswered_message", "logout", T0 + 500)
+
+
+def test_restart_adopts_an_overdue_task_as_overdue_without_announcing_it_again():
+    w = World()
+    w.login([fav(RU)])
+    w.at(10).ru_writes(RU)
+    w.at(200)
+    w2 = w.restart()
+    t = w2.open_task("unanswered_message", RU)
+    assert t is not None and t.overdue
+    w2.at(5000)
+    assert updates(w2) == [] and w2.d.closed() == []
+
+
+def test_online_only_prompt_expires_at_the_pass_that_says_its_ru_went_offline():
+    w = World(project="chathouse")
+    w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse")])
+    w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
+    [task] = w.d.created("follow_up_message")
+    w.at(11)
+    w.online.discard(RU)
+    slot = w.d.engine.tus[TU].due_of(("passes", "online"))
+    assert slot is not None and slot < task.deadline
+    w.at_abs(slot - 0.001)
+    assert w.d.closed() == []
+    w.at_abs(slot)
+    [c] = w.d.closed()
+    assert (c.type, c.reason, c.closed_at) == ("follow_up_message", "expired", slot)
+
+
+def test_answer_awaiting_tasks_do_not_expire_when_the_ru_goes_offline():
+    w = World(project="chathouse")
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse")])
+    w.at(10).ru_writes(RU)
+    w.online.discard(RU)
+    w.at(400)
+    assert w.d.closed() == [] and w.open_task("unanswered_message", RU).overdue
+
+
+def test_check_chat_raises_no_second_task_for_a_pair_whose_overdue_task_is_open():
+    w = World(project="chathouse")
+    w.login([fav(RU, "chathouse")])
+    w.at(10).ru_writes(RU)
+    w.new_rows[RU] = {"userId": RU, "dialogId": "d-1", "isOnline": False,
+                      "lastMessage": {"from": "ru", "at": T0 + 10, "type": "message"}, "chatLimit": 3}
+    w.at(4 * 3600)  # eight check chats later
+    assert len(w.d.created("unanswered_message")) == 1
+    assert w.open_task("unanswered_message", RU).overdue
+
+
+# item 4 -- one strength table per channel ---------------------------------------------------
+
+def test_the_strength_table_holds_every_type_once_in_its_own_channel():
+    seen = [t for row in STRENGTH.values() for t in row]
+    assert sorted(seen) == sorted(TaskType) and len(seen) == len(set(seen))
+    for ch, row in STRENGTH.items():
+        assert all(SPECS[t].channel is ch for t in row)
+    assert STRENGTH[Channel.CHAT] == (TaskType.UNANSWERED_MESSAGE, TaskType.LIKE,
+                                      TaskType.OPEN_LIMITS_CAPTCHA, TaskType.OPEN_LIMITS,
+                                      TaskType.FOLLOW_UP_MESSAGE)
+    assert stronger_or_same(TaskType.LIKE) == (TaskType.UNANSWERED_MESSAGE, TaskType.LIKE)
+    assert weaker_than(TaskType.UNANSWERED_MAIL) == (TaskType.FOLLOW_UP_MAIL,)
+
+
+def test_unanswered_message_supersedes_every_weaker_chat_task():
+    w = World(project="chathouse")
+    w.login([fav(RU, "chathouse")])
+    w.at(10).d.event(TU, "chathouse", "chat_request", {"from": RU, "at": T0 + 10})
+    w.at(20).ru_writes(RU)
+    assert [(c.type, c.reason, c.closed_at) for c in w.d.closed()] == [
+        ("open_limits_captcha", "superseded", T0 + 20)]
+
+
+def test_a_weaker_candidate_is_refused_while_a_stronger_task_is_open():
+    from sidecar.factory import Candidate
+    w = World()
+    w.login([fav(RU)])
+    w.at(10).ru_writes(RU)
+    rt = w.d.engine.tus[TU]
+    made = w.d.run(lambda s: rt.factory.propose(s, rt, Candidate(TaskType.LIKE, RU, "socket")))
+    assert made.reason == "stronger_task_open"
+    made = w.d.run(lambda s: rt.factory.propose(s, rt, Candidate(TaskType.UNANSWERED_MESSAGE, RU, "socket")))
+    assert made.reason == "open"
+    assert w.d.created("like") == []
+
+
+def test_a_superseded_chain_follow_up_writes_one_marker_change():
+    from sidecar.services import chain as ch
+    w = World()
+    w.online.add(RU)
+    w.login([fav(RU)])
+    w.at(10).ru_writes(RU)
+    src = w.open_task("unanswered_message", RU).task_id
+    w.at(20).tu_writes(RU)
+    due = ch.ms(T0 + 20 + ch.delay(w.d.engine.rng, TU, RU, src, 0))
+    w.at_abs(due)
+    assert w.open_task("follow_up_message", RU) is not None
+    before = len(w.markers(RU))
+    w.at_abs(due + 5).ru_writes(RU)  # a new Unanswered supersedes the chain Follow-up
+    [c] = w.d.closed("follow_up_message")
+    assert c.reason == "superseded"
+    assert w.markers(RU)[before:] == [(f"followUpChat:{TU}:{RU}:{src}:0:clear", None)]
+
+
+def test_after_a_restart_the_login_pass_expires_a_follow_up_whose_ru_is_offline():
+    """The restarted sidecar's RU Online starts empty: "went offline" must be judged against the
+    open prompts, not against the previous pass (found by the harness on the demo shift)."""
+    w = World(project="chathouse")
+    w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+    w.online.add(RU)
+    w.login([fav(RU, "chathouse")])
+    w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
+    [task] = w.d.created("follow_up_message")
+    w.online.discard(RU)
+    w.at(11)
+    w2 = w.restart()  # crash before the next pass: the task is adopted open
+    [c] = w2.d.closed()
+    assert (c.task_id, c.reason, c.closed_at) == (task.task_id, "expired", T0 + 11)
