@@ -9,7 +9,8 @@ Rules / theory of operation
   releases the target (:class:`ReleaseTarget`).  Waiting rows keep their order (by
   ``next_attempt_at``, then ``seq``), and a parked row is not due, so nothing busy-loops.
 * A row whose TTL has passed is ``failed`` there and then, without an attempt (§10: checked
-  when sent).  Otherwise the attempt is **claimed** (:class:`~.storage.ClaimDelivery`: attempts
+  when sent); so is a row whose 5th attempt was claimed but never settled (a crash): five
+  attempts is the bound even across restarts.  Otherwise the attempt is **claimed** (:class:`~.storage.ClaimDelivery`: attempts
   + 1, retry time already on the ladder) and committed before any byte is sent (durability:
   ``sidecar.router.storage``).
 * After the attempt, :meth:`Attempts.finish` turns the channel's :class:`~.policy.Outcome` into
@@ -118,6 +119,12 @@ class Attempts:
     def begin(self, row: Delivery, now: float) -> Begin:
         if expired(row, now):
             nxt = expire(row, now)
+            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+        if row.channel != "stack" and row.attempts >= MAX_ATTEMPTS:
+            # the last attempt was claimed and the process died before its outcome was recorded:
+            # it counted (it may even have arrived), and there is no sixth
+            nxt = Next(status="failed", attempts=row.attempts, next_attempt_at=None, final=True,
+                       last_error=f"failed: attempt {row.attempts} of {MAX_ATTEMPTS} ended without an outcome")
             return Begin(action="expired", ops=(_settle(row, nxt, now),))
         adm = self.health.may_send(row.target, row.channel, now)
         if not adm.allowed:

@@ -183,3 +183,21 @@ async def test_health_plugs_into_the_one_gate_waiting_is_not_an_attempt(rstore):
     assert [(r.status, r.attempts) for r in await rstore.deliveries()] == [("delivered", 2), ("delivered", 1)]
     assert health.reports == [("crm-hook", "retryable", False), ("crm-hook", "delivered", False),
                               ("crm-hook", "delivered", False)]
+
+
+async def test_five_attempts_is_the_bound_across_a_crash(rstore):
+    """The 5th attempt claimed, the process gone before its outcome: no 6th attempt."""
+    st = make_state({"name": "r", "actions": [{"target": "crm-hook"}]})
+    hook = Scripted("crm-hook", lambda r, n: retryable("down"))
+    pump = DeliveryPump(rstore, {"crm-hook": hook})
+    await emit(rstore, st, [ALERT], T0)
+    await drive(pump, T0 + 750)  # attempts 1..4
+    (row,) = await rstore.deliveries()
+    begin = Attempts().begin(row, T0 + 2550)
+    await rstore.commit(list(begin.ops))  # the claim of attempt 5 is committed … then SIGKILL
+    (row,) = await rstore.deliveries()
+    assert (row.status, row.attempts, row.next_attempt_at) == ("pending", 5, T0 + 2550 + 1800)
+    await pump.run_due(T0 + 2550 + 1800)
+    (row,) = await rstore.deliveries()
+    assert (row.status, row.attempts) == ("failed", 5) and len(hook.calls) == 4
+    assert "without an outcome" in row.last_error
