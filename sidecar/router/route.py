@@ -10,8 +10,8 @@ Rules / theory of operation
 * Several events of one step are routed by ONE call, in order, each seeing the changes of the
   ones before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
   steps, which the runtime serialises) yield exactly one delivery.
-* Event ids are ``<prefix><seq>``: ``prefix`` names the data dir (given by the runtime, e.g. a
-  keyed draw made when the dir was created), ``seq`` is persisted (``meta`` key
+* Event ids are ``<prefix><seq>``: ``prefix`` names the data dir (:func:`make_prefix`, drawn
+  once when the dir is first used and stored by the runtime), ``seq`` is persisted (``meta`` key
   :data:`SEQ_KEY`), so ids never repeat across restarts or shift changes.  Delivery ids are
   ``<event_id>.<n>`` (n = position in the event's fan-out), the stable ``webhook-id``.
 * **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
@@ -33,10 +33,12 @@ Rules / theory of operation
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from msgspec.structs import replace
 
+from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
 from .match import matching, stack_route
@@ -59,6 +61,14 @@ class RouterState:
     seq: int = 1  # next event number
     match_mode: str = "all"
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+
+    @classmethod
+    def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
+                dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S) -> "RouterState":
+        """The state after a start: ``loaded`` is :func:`sidecar.router.storage.load`'s answer."""
+        return cls(prefix=prefix, rules=dict(loaded.rules), dedup=dict(loaded.dedup),
+                   last_real=dict(loaded.last_real), seq=loaded.next_seq, match_mode=match_mode,
+                   dedup_window_s=dedup_window_s)
 
     def apply(self, routing: "Routing") -> None:
         """Evolve after the routing's ops were committed."""
@@ -84,6 +94,8 @@ class Routing:
     next_seq: int
 
     def ops(self) -> list[Op]:
+        if not self.event_ids:
+            return []
         out: list[Op] = [PutDelivery(d) for d in self.deliveries]
         out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
         out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
@@ -93,6 +105,13 @@ class Routing:
     @property
     def pending(self) -> tuple[Delivery, ...]:
         return tuple(d for d in self.deliveries if d.status == Status.PENDING.value)
+
+
+def make_prefix(rng: KeyedRandom, created_at: float) -> str:
+    """The event-id prefix of a data dir: a keyed draw over (deployment seed, the instant the dir
+    was first used, unix seconds), made once and stored by the runtime — two data dirs (a shift
+    change on a fresh machine) never share ids, and a replay re-derives the same prefix."""
+    return f"ev-{int(rng.unit('router', 'prefix', repr(created_at)) * (1 << 32)):08x}-"
 
 
 def route(state: RouterState, events: Sequence[Event], now: float,

@@ -240,3 +240,12 @@ def test_ids_are_stable_and_sequence_survives_in_ops():
     assert st.seq == 3
     metas = [o for o in r.ops() if type(o).__name__ == "PutMeta"]
     assert [(m.key, m.value) for m in metas] == [("router.next_seq", "3")]
+
+
+def test_prefixes_are_keyed_and_an_empty_step_writes_nothing():
+    from sidecar.core.rng import KeyedRandom
+    from sidecar.router.route import make_prefix
+    a = make_prefix(KeyedRandom(7), T0)
+    assert a == make_prefix(KeyedRandom(7), T0) and a.startswith("ev-") and len(a) == 12
+    assert a != make_prefix(KeyedRandom(7), T0 + 1) and a != make_prefix(KeyedRandom(8), T0)
+    assert route(state(), [], T0, TARGETS).ops() == []

@@ -29,8 +29,7 @@ async def test_restart_keeps_rules_dedup_throttle_and_ids(rstore):
     await rstore.commit([PutRule(st.rules["t"], T0)])
     await emit(rstore, st, [alert(dedup_key="k")], T0)
     loaded = await rstore.load(T0 + 10, 86400)
-    again = RouterState(prefix="ev-", rules=loaded.rules, dedup=loaded.dedup, last_real=loaded.last_real,
-                        seq=loaded.next_seq)
+    again = RouterState.restore("ev-", loaded)
     assert again.rules == st.rules and again.seq == 2
     r = route(again, [alert(dedup_key="k"), alert()], T0 + 10, TARGETS)
     assert [d.status for d in r.deliveries] == ["duplicate", "skipped"]  # neither window was reset
