@@ -7,14 +7,14 @@ Rules / theory of operation
   and returns :class:`PumpResult` with ``next_due`` (when to call again).  It never reads a clock
   and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
 * A pass works in rounds.  Each round reads the due rows (:mod:`.storage`), asks the gate
-  (:class:`~.gate.Attempts`, the one place) about each, commits every claim / wait / expiry in
+  (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
   ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
   health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
   to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
   receiver (``tests/router/test_pump.py`` kills between claim and send).
 * Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
   decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
-  order: when Stack has batching (:class:`~.stack_channel.StackChannel`), each due pair's run of
+  order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
   due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
   ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
@@ -32,11 +32,9 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from .channels import Channel
-from .gate import Attempts, Begin
+from .attempt import Attempts, Begin, Next, Outcome, retryable, terminal
+from .channels import Channel, StackChannel
 from .model import Delivery, Event
-from .policy import Next, Outcome, retryable, terminal
-from .stack_channel import StackChannel
 from .storage import RouterStore
 
 log = logging.getLogger("sidecar.router.pump")

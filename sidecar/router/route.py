@@ -1,8 +1,22 @@
-"""Routing an event into delivery rows: dedup, rules, throttle (DESIGN §10; seed 002 ``ingest``,
-``_throttled``, ``DEDUP_WINDOW_SECONDS``).
+"""Routing an event into delivery rows: matching rules, dedup, throttle (DESIGN §10; seed 002
+``ingest``, ``_rule_matches``, ``_payload_matches``, ``_throttled``, ``DEDUP_WINDOW_SECONDS``,
+``ROUTING_MATCH_MODE``).
 
 Rules / theory of operation
 ---------------------------
+* A rule matches when it is enabled and every condition it sets holds:
+  ``source`` equal (None = any); ``subjects`` / ``actions`` contain the event's (empty = any);
+  the event's priority ranks at least ``priority_min`` (low < normal < high < critical);
+  ``payload``: for every key of the condition the event's payload HAS that key (a missing key
+  does not match, even against a ``null`` condition) and its value equals the condition's — or,
+  when the condition's value is a list, equals one of its items (any-of, "host melody or pilar").
+  Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
+* Order: by ``weight`` (smaller first), then by name, so the order never depends on when a rule
+  was created or loaded.
+* Match mode ``all`` (default): every matching rule adds its deliveries; ``first``: only the first
+  matching rule by that order (seed 002 ``routing_match_mode``).
+* The built-in Stack route is not a rule: :func:`stack_route` says whether an event goes to
+  ``stack`` regardless of rules, mode and throttles (Alertmanager's root route).
 * Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :class:`RouterState` and
   returns a :class:`Routing` (the new rows and the state changes) without changing anything.
   The step adds ``routing.ops()`` to its transaction; only after that commit does the runtime
@@ -20,7 +34,7 @@ Rules / theory of operation
   have made is recorded as ``duplicate`` and nothing is sent.
 * **Fan-out**: the built-in Stack route first (``markers``/``tasks``/``candidates`` with a
   Stack write; no rule, mode or throttle touches it), then every matching rule (mode
-  ``all``/``first``, :mod:`.match`) and each of its actions in order.
+  ``all``/``first``, above) and each of its actions in order.
 * **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last *real*
   delivery to that target (a row created ``pending``, whatever rule made it).  A delivery with
   ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
@@ -32,7 +46,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 
@@ -41,10 +55,68 @@ from msgspec.structs import replace
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
-from .match import matching, stack_route
-from .model import STACK_TARGET, Delivery, Event, Rule, Status
+from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
 from .render import TemplateFailure, message_for
 from .storage import PutDedup, PutDelivery, PutThrottle
+
+# ---- matching (seed 002 ``_rule_matches``, ``_payload_matches``, ``ROUTING_MATCH_MODE``) -------
+
+MATCH_MODES = ("all", "first")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: bools are not numbers, ints equal floats of the same value."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def payload_matches(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Top-level exact match; a list in ``wanted`` means any-of; a missing key never matches."""
+    for key, expected in wanted.items():
+        if key not in payload:
+            return False
+        allowed = expected if isinstance(expected, list) else [expected]
+        if not any(_same(payload[key], v) for v in allowed):
+            return False
+    return True
+
+
+def rule_matches(rule: Rule, event: Event) -> bool:
+    if not rule.enabled:
+        return False
+    c = rule.conditions
+    if c.source is not None and c.source != event.source:
+        return False
+    if c.subjects and event.subject not in c.subjects:
+        return False
+    if c.actions and event.action not in c.actions:
+        return False
+    if c.priority_min is not None and RANK.get(event.priority, 0) < RANK[c.priority_min]:
+        return False
+    return payload_matches(event.payload, c.payload)
+
+
+def ordered(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules in application order: weight, then name."""
+    return sorted(rules, key=lambda r: (r.weight, r.name))
+
+
+def matching(rules: Sequence[Rule], event: Event, mode: str = "all") -> list[Rule]:
+    """The rules that apply to ``event`` under match ``mode`` (``all`` | ``first``), in order.
+    Raises ``ValueError`` for an unknown mode."""
+    if mode not in MATCH_MODES:
+        raise ValueError(f"match mode must be 'all' or 'first', not {mode!r}")
+    hits = [r for r in ordered(rules) if rule_matches(r, event)]
+    return hits[:1] if mode == "first" else hits
+
+
+def stack_route(event: Event) -> bool:
+    """The built-in route: ``markers``/``tasks``/``candidates`` events that carry a Stack write."""
+    return event.source in STACK_SOURCES and event.write is not None
+
+
+# ---- routing ----------------------------------------------------------------------------------
 
 DEFAULT_DEDUP_WINDOW_S = 86400.0
 SEQ_KEY = "router.next_seq"

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from sidecar.router.channels import Channel
 from sidecar.router.model import Delivery, Event, parse_rule
-from sidecar.router.policy import DELIVERED, Outcome
+from sidecar.router.attempt import DELIVERED, Outcome
 from sidecar.router.route import RouterState, route
 from sidecar.router.storage import RouterStore
 

@@ -16,7 +16,7 @@ from sidecar.router.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import Event, StackWrite
 from sidecar.router.pump import DeliveryPump
-from sidecar.router.stack_channel import StackChannel
+from sidecar.router.channels import StackChannel
 from sidecar.stack.client import StackClient
 
 from routerhelp import T0, emit, make_state

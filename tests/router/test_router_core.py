@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.router.match import matching, payload_matches, rule_matches
+from sidecar.router.route import matching, payload_matches, rule_matches
 from sidecar.router.model import (Event, RouterInputError, StackWrite, parse_event, parse_rule)
 from sidecar.router.render import TemplateFailure, render
 from sidecar.router.route import RouterState, route

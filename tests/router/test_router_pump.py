@@ -2,12 +2,12 @@
 Stack never ``failed``, TTL at send time, claims before sends, health's plug (DESIGN §10)."""
 from __future__ import annotations
 
-from sidecar.router.gate import Admission, Attempts, Report, ReleaseTarget
+from sidecar.router.attempt import Admission, Attempts, Report, ReleaseTarget
 from sidecar.router.model import Event, StackWrite
-from sidecar.router.policy import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
+from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
 from sidecar.router.pump import DeliveryPump
-from sidecar.router.stack_channel import StackChannel
+from sidecar.router.channels import StackChannel
 
 from routerhelp import T0, Scripted, emit, make_state
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORE = ["sidecar.router.model", "sidecar.router.match", "sidecar.router.render", "sidecar.router.route",
-        "sidecar.router.policy", "sidecar.router.gate", "sidecar.router.storage"]
+CORE = ["sidecar.router.model", "sidecar.router.render", "sidecar.router.route",
+        "sidecar.router.attempt", "sidecar.router.storage"]
 IO_LIBRARIES = ("asyncio", "aiosqlite", "httpx", "websockets", "socket")
 
 
