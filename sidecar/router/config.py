@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -113,11 +113,14 @@ class RouterConfig(BaseSettings):
     dedup_window_s: float = Field(default=86400.0, gt=0, le=366 * 86400)
     targets: dict[str, Target] = {}
 
+    #: the config file this class reads (set on the per-call subclass made by :func:`load_config`)
+    config_file: ClassVar[Path | None] = None
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: Any,
                                    env_settings: Any, dotenv_settings: Any,
                                    file_secret_settings: Any) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _Toml(settings_cls, _FILE.get("path")))
+        return (init_settings, env_settings, _Toml(settings_cls, cls.config_file))
 
     @model_validator(mode="after")
     def _names(self) -> "RouterConfig":
@@ -133,18 +136,14 @@ class RouterConfig(BaseSettings):
         return {"stack": "stack", **{n: t.channel for n, t in self.targets.items()}}
 
 
-_FILE: dict[str, Path | None] = {}
-
-
 def load_config(data_dir: Path | None, **overrides: Any) -> RouterConfig:
     """Environment + ``<data_dir>/router.toml`` (+ ``overrides``, e.g. from tests).  Raises
     :class:`ConfigError` with one line naming the bad setting."""
-    _FILE["path"] = None if data_dir is None else Path(data_dir) / CONFIG_FILE
+    path = None if data_dir is None else Path(data_dir) / CONFIG_FILE
+    bound = type("RouterConfig", (RouterConfig,), {"config_file": path, "__module__": __name__})
     try:
-        return RouterConfig(**overrides)
+        return bound(**overrides)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err.get("loc", ())) or "router"
         raise ConfigError(f"router setting {where}: {err.get('msg')}") from None
-    finally:
-        _FILE.pop("path", None)
