@@ -159,6 +159,11 @@ class Store:
                 raise StoreError("store is closed") from exc
             raise
 
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a reader ``fn(sqlite3.Connection, *args)`` of a process-wide component (its own
+        tables, e.g. :mod:`sidecar.router.storage`) on the connection thread; errors as above."""
+        return await self._run(fn, *args)
+
     # ------------------------------------------------------------------ writes
     async def commit(self, ops: list[Op]) -> None:
         """Apply ``ops`` (see :mod:`.ops`) in one transaction; all or nothing.

@@ -24,11 +24,24 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
   pair is its lowest ``id``.
 * ``meta`` — free key/value text for the store itself.
 
-Schema v2
----------
+Schema v2: the decision log
+---------------------------
 * ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.decisions`): one row per candidate
   outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
   pruned by ``at`` after 7 days.
+
+Schema v3: the router (DESIGN §10, :mod:`sidecar.router.storage`)
+------------------------------------------------------------------
+* ``router_rules`` — one row per rule, by ``name``; conditions and actions as JSON.
+* ``deliveries`` — one row per delivery (the audit, ``deliveries.list``): ``seq`` orders rows
+  (and a Stack pair's writes), ``id`` = ``<event_id>.<n>`` is the stable webhook-id; status
+  ``pending|delivered|failed|skipped|duplicate`` (CHECK).  Indexes: due pending rows, per target
+  and event time, Stack pairs' pending rows, and one pending Stack row per idempotency key.
+* ``router_dedup`` — ``(source, dedup_key)`` → when it was last accepted (the dedup window).
+* ``router_throttle`` — ``(channel, target)`` → the last real delivery (throttle windows survive
+  restarts, config reloads and rule changes).
+* ``router_journal`` — the ``journal`` channel's table (its file is a rotating JSON-lines log).
+No secret is ever stored: targets live in the config (``sidecar.router.config``).
 """
 from __future__ import annotations
 
@@ -117,8 +130,74 @@ CREATE INDEX decisions_by_pair ON decisions (tu, ru, at, id);
 CREATE INDEX decisions_by_at ON decisions (at);
 """
 
+V3 = """
+CREATE TABLE router_rules (
+    name        TEXT PRIMARY KEY,
+    data        TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE deliveries (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id               TEXT NOT NULL UNIQUE,
+    event_id         TEXT NOT NULL,
+    event_at         REAL NOT NULL,
+    source           TEXT NOT NULL,
+    subject          TEXT NOT NULL,
+    action           TEXT NOT NULL,
+    priority         TEXT NOT NULL,
+    rule             TEXT,
+    channel          TEXT NOT NULL,
+    target           TEXT NOT NULL,
+    status           TEXT NOT NULL
+        CHECK (status IN ('pending','delivered','failed','skipped','duplicate')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  REAL,
+    expires_at       REAL,
+    last_error       TEXT,
+    note             TEXT,
+    message          BLOB NOT NULL,
+    delivered_at     REAL,
+    pair             TEXT,
+    idem_key         TEXT,
+    method           TEXT,
+    path             TEXT,
+    updated_at       REAL NOT NULL
+);
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at, seq) WHERE status = 'pending';
+CREATE INDEX deliveries_by_target ON deliveries (target, event_at);
+CREATE INDEX deliveries_by_event_at ON deliveries (event_at);
+CREATE INDEX deliveries_stack_pair ON deliveries (pair, seq) WHERE status = 'pending' AND channel = 'stack';
+CREATE UNIQUE INDEX deliveries_stack_key ON deliveries (idem_key)
+    WHERE status = 'pending' AND channel = 'stack';
+
+CREATE TABLE router_dedup (
+    source       TEXT NOT NULL,
+    dedup_key    TEXT NOT NULL,
+    accepted_at  REAL NOT NULL,
+    PRIMARY KEY (source, dedup_key)
+) WITHOUT ROWID;
+
+CREATE TABLE router_throttle (
+    channel  TEXT NOT NULL,
+    target   TEXT NOT NULL,
+    last_at  REAL NOT NULL,
+    PRIMARY KEY (channel, target)
+) WITHOUT ROWID;
+
+CREATE TABLE router_journal (
+    n            INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id  TEXT NOT NULL UNIQUE,
+    target       TEXT NOT NULL,
+    at           REAL NOT NULL,
+    body         TEXT NOT NULL
+);
+CREATE INDEX router_journal_by_at ON router_journal (target, at);
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

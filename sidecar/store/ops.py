@@ -230,6 +230,15 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
 }
 
 
+def register(op_type: type, sql: str, params: Callable[[Any], tuple]) -> None:
+    """Add the op of a process-wide component (DESIGN §13: the router's tables are its own,
+    ``sidecar.router.storage``): ``params(op)`` gives the row for ``sql``.  Registering the same
+    type again replaces its entry (a module reload)."""
+    if not (isinstance(op_type, type) and issubclass(op_type, Op)):
+        raise TypeError(f"{op_type!r} is not an Op subclass")
+    _COMPILERS[op_type] = (sql, params)
+
+
 def compile_ops(ops: list[Op]) -> list[tuple[str, list[tuple]]]:
     """``ops`` → ``[(sql, [params, ...]), ...]`` in op order; consecutive ops with the same
     statement share one entry (one ``executemany``).  Raises ``TypeError`` for an unknown op and
