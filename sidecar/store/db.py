@@ -158,6 +158,12 @@ class Store:
                 raise StoreError("store is closed") from exc
             raise
 
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a subsystem's reader ``fn(sqlite3_connection, *args)`` on the connection thread
+        (e.g. ``sidecar.senders.store.load_registry``): the subsystem owns its SQL, the store its
+        thread.  Errors as :meth:`commit`."""
+        return await self._run(fn, *args)
+
     # ------------------------------------------------------------------ writes
     async def commit(self, ops: list[Op]) -> None:
         """Apply ``ops`` (see :mod:`.ops`) in one transaction; all or nothing.

@@ -23,6 +23,15 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
 * ``outbox`` — Stack writes not yet acknowledged (DESIGN §9); ``idem_key`` UNIQUE; the head of a
   pair is its lowest ``id``.
 * ``meta`` — free key/value text for the store itself.
+
+Schema v2 (sender health, DESIGN §10 second half, seed 000; may be renumbered at merge)
+-------------------------------------------------------------------------------------------
+* ``sender_state`` — one row per sender: ``data`` = the whole ``senders.health.SenderState``
+  (the stored ``cooldown_end`` is what makes a restart never re-draw a cooldown); ``state`` and
+  ``cooldown_end`` are copies for queries.
+* ``sender_history`` — a row per transition (codes 100–109), per sender by time.
+* ``sender_groups`` — ``data`` = the ``senders.groups.Group``; ``priority`` UNIQUE (seed 000 §6).
+* ``sender_assignments`` — (sender, group_id) pairs.
 """
 from __future__ import annotations
 
@@ -95,8 +104,38 @@ CREATE TABLE meta (
 ) WITHOUT ROWID;
 """
 
+V2_SENDERS = """
+CREATE TABLE sender_state (
+    sender        TEXT PRIMARY KEY,
+    state         TEXT NOT NULL,
+    cooldown_end  REAL,
+    data          TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_history (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    sender  TEXT NOT NULL,
+    at      REAL NOT NULL,
+    code    INTEGER NOT NULL,
+    note    TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sender_history_by_sender ON sender_history (sender, at, id);
+
+CREATE TABLE sender_groups (
+    id        TEXT PRIMARY KEY,
+    priority  INTEGER NOT NULL UNIQUE,
+    data      TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_assignments (
+    sender    TEXT NOT NULL,
+    group_id  TEXT NOT NULL REFERENCES sender_groups (id) ON DELETE CASCADE,
+    PRIMARY KEY (sender, group_id)
+) WITHOUT ROWID;
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1,)
+MIGRATIONS: tuple[str, ...] = (V1, V2_SENDERS)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

@@ -14,7 +14,8 @@ from sidecar.store import DataDirLocked, MigrationError, PutMeta, SchemaTooNew, 
 from sidecar.store.migrations import MIGRATIONS, V1
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta"}
+TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta"}  # schema v1
+SENDER_TABLES = {"sender_state", "sender_history", "sender_groups", "sender_assignments"}  # v2
 
 
 def tables(path: Path) -> set[str]:
@@ -37,8 +38,8 @@ async def pragma(store: Store, name: str):
 async def test_open_empty_creates_folder_schema_and_pragmas(tmp_path):
     path = tmp_path / "a" / "b" / "sidecar.db"
     async with await Store.open(path) as s:
-        assert s.schema_version == len(MIGRATIONS) == 1
-        assert await pragma(s, "user_version") == 1
+        assert s.schema_version == len(MIGRATIONS) >= 1
+        assert await pragma(s, "user_version") == len(MIGRATIONS)
         assert await pragma(s, "journal_mode") == "wal"
         assert await pragma(s, "synchronous") == 1  # NORMAL
         assert await pragma(s, "foreign_keys") == 1
@@ -60,7 +61,7 @@ async def test_reopen_keeps_data_and_migrates_nothing(tmp_path):
     async with await Store.open(path) as s:
         await s.commit([PutMeta("owner", "op-1")])
     async with await Store.open(path) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == len(MIGRATIONS)
         assert await s.meta("owner") == "op-1"
 
 
@@ -70,7 +71,7 @@ async def test_schema_too_new_leaves_file_untouched_and_unlocked(tmp_path):
         c.execute("PRAGMA user_version = 7")
     with pytest.raises(SchemaTooNew) as ei:
         await Store.open(path)
-    assert (ei.value.found, ei.value.known) == (7, 1)
+    assert (ei.value.found, ei.value.known) == (7, len(MIGRATIONS))
     with sqlite3.connect(path) as c:
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert c.execute("PRAGMA user_version").fetchone()[0] == 7
@@ -90,8 +91,8 @@ async def test_migrations_run_one_transaction_each(tmp_path):
     async with await Store.open(path, migrations=(V1, "CREATE TABLE extra (x INTEGER);")) as s:
         assert s.schema_version == 2
     assert tables(path) == TABLES | {"extra"}
-    with pytest.raises(SchemaTooNew):  # the released code (v1) refuses the v2 file
-        await Store.open(path)
+    with pytest.raises(SchemaTooNew):  # code that knows only v1 refuses the v2 file
+        await Store.open(path, migrations=(V1,))
 
 
 async def test_second_store_in_same_process_is_refused(tmp_path):
@@ -142,4 +143,4 @@ async def test_lock_of_a_killed_process_is_released(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=20)
     async with await Store.open(path) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == len(MIGRATIONS)
