@@ -45,7 +45,7 @@ async def test_open_empty_creates_folder_schema_and_pragmas(tmp_path):
         assert await pragma(s, "foreign_keys") == 1
         assert await pragma(s, "busy_timeout") == 5000
         assert path.with_suffix(".lock").read_text() == f"pid={os.getpid()}\n"
-    assert tables(path) == TABLES
+    assert tables(path) == TABLES | SENDER_TABLES
 
 
 async def test_full_durability_and_bad_value(tmp_path):
