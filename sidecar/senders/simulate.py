@@ -64,13 +64,14 @@ class Stats:
     cycling_need_check: int = 0
     first_fail_to_need_check: list[float] = field(default_factory=list)
     cooldown_total: list[float] = field(default_factory=list)  # start → release, seconds
+    first_total: list[float] = field(default_factory=list)  # the same, ladder cooldowns #1 only
     senders: int = 0
     days: float = 0.0
     sends: int = 0
 
 
 class _Sender:
-    __slots__ = ("state", "group", "dead", "spell_end", "next_spell", "spells", "first_fail", "started")
+    __slots__ = ("state", "group", "dead", "spell_end", "next_spell", "spells", "first_fail", "started", "number")
 
     def __init__(self, name: str, group: Group | None, dead: bool) -> None:
         self.state = h.SenderState(sender=name)
@@ -78,6 +79,7 @@ class _Sender:
         self.spell_end, self.next_spell, self.spells = -1.0, 0.0, 0
         self.first_fail: float | None = None
         self.started: float | None = None
+        self.number = 0
 
 
 def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = None, seed: int = 0,
@@ -132,13 +134,15 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
                 st.planned.append(dur)
                 if n == 1:
                     st.planned_first.append(dur)
-                sd.started = t
+                sd.started, sd.number = t, n
                 if "cycling" in row.note:
                     st.cycling_need_check += 1
             elif row.code == h.FINISHED:
                 st.verdicts[row.note] += 1
                 if sd.started is not None:
                     st.cooldown_total.append(t - sd.started)
+                    if sd.number == 1 and (sd.group is None or not sd.group.has_delay()):
+                        st.first_total.append(t - sd.started)
             elif row.code == h.WARMUP_SENT:
                 st.warmup_sent += 1
             elif row.code == h.WARMUP_OK:
