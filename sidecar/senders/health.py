@@ -49,8 +49,10 @@ from .groups import Group
 
 MIN = 60.0
 HOUR = 3600.0
-ACTIVE, COOLDOWN, NEED_CHECK = "active", "cooldown", "need_check"
 StateName = Literal["active", "cooldown", "need_check"]
+ACTIVE: StateName = "active"
+COOLDOWN: StateName = "cooldown"
+NEED_CHECK: StateName = "need_check"
 
 DEFAULT_THRESHOLD = 2
 LADDER_SHORT = (60 * MIN, 120 * MIN)  # #1–#3
@@ -192,6 +194,16 @@ TRANSITIONS: dict[tuple[str, str, str], tuple[str, int | None]] = {
     (COOLDOWN, "Recover", "manual"): (ACTIVE, RECOVERED),
     (NEED_CHECK, "Recover", "manual"): (ACTIVE, RECOVERED),
     (ACTIVE, "Recover", "manual"): (ACTIVE, RECOVERED),
+    # events that change nothing where they arrive (stale timers and answers, held senders)
+    (ACTIVE, "Tick", "stale timer"): (ACTIVE, None),
+    (ACTIVE, "ProbeResult", "stale answer"): (ACTIVE, None),
+    (COOLDOWN, "Tick", "nothing due"): (COOLDOWN, None),
+    (COOLDOWN, "Sent", "paced"): (COOLDOWN, None),
+    (NEED_CHECK, "Failed", "held"): (NEED_CHECK, None),
+    (NEED_CHECK, "Delivered", "held"): (NEED_CHECK, None),
+    (NEED_CHECK, "Sent", "paced"): (NEED_CHECK, None),
+    (NEED_CHECK, "Tick", "stale timer"): (NEED_CHECK, None),
+    (NEED_CHECK, "ProbeResult", "stale answer"): (NEED_CHECK, None),
 }
 __doc__ = (__doc__ or "") + "\n".join(
     f"* {s} × {e} ({o}) → {t}" + (f" [{c}]" if c else "") for (s, e, o), (t, c) in TRANSITIONS.items())
@@ -287,9 +299,10 @@ class HealthMachine:
     def _probe_result(self, s: SenderState, ev: ProbeResult) -> Step:
         if s.state != COOLDOWN or not s.probe_in_flight:
             return Step(s)
-        assert s.probe_sent_at is not None
+        sent_at = s.probe_sent_at
+        assert sent_at is not None
         s = replace(s, probe_in_flight=False)
-        if ev.ok and ev.at - s.probe_sent_at <= CONFIRM_WINDOW:
+        if ev.ok and ev.at - sent_at <= CONFIRM_WINDOW:
             return Step(replace(s, probe_confirmed=True), [History(s.sender, ev.at, WARMUP_OK)])
         if not ev.ok and ev.terminal:
             s = replace(s, probe_failed_terminal=True)
