@@ -100,7 +100,7 @@ def render(st: Stats, group: Group | None, console: Console) -> None:
         t.add_row("worst cooldown #1, start → release", "≈ 2 h + ≈ 2 h extensions",
                   f"{_h(max(st.first_total))} (planned max {_h(max(st.planned_first))})")
     if st.first_fail_to_need_check:
-        t.add_row("first failure → Need Check (simulated)", "", f"median {_h(statistics.median(st.first_fail_to_need_check))}")
+        t.add_row("first failure → Need Check (simulated, extensions included)", "", f"median {_h(statistics.median(st.first_fail_to_need_check))}")
     console.print(t)
 
 
