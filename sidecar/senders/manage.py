@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from msgspec.structs import replace as replace_struct
+
 from .groups import STACK_GROUP, Group, GroupError, active_group, group_body, validate_group
 from .health import HealthMachine, History, Recover, SenderState
 
@@ -39,8 +41,12 @@ class Registry:
         return [STACK_GROUP, *gs] if sender == "stack" else gs
 
     def active_group(self, sender: str, now: float) -> Group | None:
-        """The group that applies to a failure of ``sender`` at ``now`` (seed 000 §6)."""
-        return active_group(self.groups_of(sender), now)
+        """The group that applies to a failure of ``sender`` at ``now`` (seed 000 §6).  The
+        ``stack`` sender never parks in Need Check (DESIGN §10), whichever group wins."""
+        g = active_group(self.groups_of(sender), now)
+        if sender == "stack" and g is not None and not g.never_need_check:
+            g = replace_struct(g, never_need_check=True)
+        return g
 
 
 def with_senders(reg: Registry, names: list[str]) -> Registry:

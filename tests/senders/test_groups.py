@@ -131,3 +131,12 @@ def test_recover_writes_106():
     assert m.sender_view(r2, "hook")["state"] == "active"
     with pytest.raises(m.ManageError):
         m.senders_recover(r, machine, "ghost", 0)
+
+
+def test_stack_never_parks_even_in_a_user_group():
+    r = m.groups_create(reg(), "g9", {"name": "top", "priority": 2_000_000, "failed_in_row": 1})
+    r = m.assignments(r, "add", [{"sender": "stack", "groups": ["g9"]}])
+    g = r.active_group("stack", at("12:00:00"))
+    assert g.id == "g9" and g.failed_in_row == 1 and g.never_need_check
+    assert r.active_group("hook", at("12:00:00")) is None
+    assert r.active_group("stack", at("23:00:00")).id == "g9"
