@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from sidecar.core.rng import KeyedRandom
 
 from . import health as h
-from .groups import Group
+from .groups import Group, active_group
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 FAST = Group(id="sim-fast", name="fast (10–15 min)", priority=2, cooldown_delay_from=10, cooldown_delay_to=15)
@@ -181,7 +181,7 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             if nxt is not None:
                 push(max(nxt, t + 1), i, "send")
             continue
-        g = sd.group
+        g = active_group([sd.group], t) if sd.group is not None else None  # its window, read now
         sd.state = machine.handle(sd.state, h.Sent(t, g)).state
         st.sends += 1
         n = sd.state.sent

@@ -232,3 +232,25 @@ def test_draws_are_keyed_not_order_dependent():
     assert a == b
     c = to_cooldown(h.SenderState(sender="other"), T0)
     assert c.cooldown_end != a.cooldown_end
+
+
+def test_20_waiting_deliveries_keep_order_and_are_not_attempts():
+    """A FIFO of 20 deliveries in front of a cooling sender: no attempt while it cools, one probe,
+    then the queue drains in order, paced, after the 10 min rest (DESIGN §10)."""
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    queue, sent, probes, t = list(range(20)), [], 0, T0 + 2
+    while queue and t < T0 + 8 * 3600:
+        nt = h.next_timer(s)
+        if nt is not None and nt <= t:
+            step = M.handle(s, h.Tick(t))
+            s, probes = step.state, probes + step.send_probe
+            if step.send_probe:
+                s = M.handle(s, h.ProbeResult(t + 1, ok=True)).state
+        ok, nxt = h.may_send(s, t)
+        if ok:
+            s = M.handle(s, h.Sent(t)).state
+            sent.append((queue.pop(0), t))
+            s = M.handle(s, h.Delivered(t + 1, t)).state
+        t += 30
+    assert [d for d, _ in sent] == list(range(20)) and probes == 1
+    assert s.sent == 20 and sent[0][1] >= s.last_cooldown_start + 3600 + 600

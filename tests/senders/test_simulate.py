@@ -56,3 +56,11 @@ def test_cli_prints_tables_and_rejects_bad_group(capsys):
 @pytest.mark.parametrize("bad", ["--senders=0", "--days=0"])
 def test_cli_rejects_empty_fleet(bad, capsys):
     assert main(["senders", "simulate", bad]) == 2
+
+
+def test_group_window_is_read_at_the_failure():
+    night = Group(id="n", name="n", priority=1, failed_in_row=1, cooldown_delay_from=1, cooldown_delay_to=2,
+                  from_time="22:00", to_time="06:00")
+    st = simulate(30, 3, group=night, seed=2)
+    short = sum(d < 180 for d in st.planned)
+    assert 0 < short < len(st.planned)  # group delays at night, the ladder by day
