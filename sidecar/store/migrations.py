@@ -42,6 +42,15 @@ Schema v3: the router (DESIGN §10, :mod:`sidecar.router.storage`)
   restarts, config reloads and rule changes).
 * ``router_journal`` — the ``journal`` channel's table (its file is a rotating JSON-lines log).
 No secret is ever stored: targets live in the config (``sidecar.router.config``).
+
+Schema v4: sender health (DESIGN §10 second half, seed 000)
+-----------------------------------------------------------
+* ``sender_state`` — one row per sender: ``data`` = the whole ``senders.health.SenderState``
+  (the stored ``cooldown_end`` is what makes a restart never re-draw a cooldown); ``state`` and
+  ``cooldown_end`` are copies for queries.
+* ``sender_history`` — a row per transition (codes 100–109), per sender by time.
+* ``sender_groups`` — ``data`` = the ``senders.groups.Group``; ``priority`` UNIQUE (seed 000 §6).
+* ``sender_assignments`` — (sender, group_id) pairs.
 """
 from __future__ import annotations
 
@@ -196,8 +205,39 @@ CREATE TABLE router_journal (
 CREATE INDEX router_journal_by_at ON router_journal (target, at);
 """
 
+
+V4 = """
+CREATE TABLE sender_state (
+    sender        TEXT PRIMARY KEY,
+    state         TEXT NOT NULL,
+    cooldown_end  REAL,
+    data          TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_history (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    sender  TEXT NOT NULL,
+    at      REAL NOT NULL,
+    code    INTEGER NOT NULL,
+    note    TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sender_history_by_sender ON sender_history (sender, at, id);
+
+CREATE TABLE sender_groups (
+    id        TEXT PRIMARY KEY,
+    priority  INTEGER NOT NULL UNIQUE,
+    data      TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_assignments (
+    sender    TEXT NOT NULL,
+    group_id  TEXT NOT NULL REFERENCES sender_groups (id) ON DELETE CASCADE,
+    PRIMARY KEY (sender, group_id)
+) WITHOUT ROWID;
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4)
 
 
 def user_version(conn: sqlite3.Connection) -> int:
