@@ -19,15 +19,42 @@ skipped and logged, like a bad dialog row.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
 
 from platform_clients.base import BadAnswer, RawId, Timestamp, list_field
 from platform_clients.prime import PrimeClient
-from sidecar.services.follow_up_mail.check import Letter, MailHistory
 
 log = logging.getLogger("platform_clients.mail")
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """One platform letter of the pair; ``side`` ``tu`` | ``ru``; ``at`` unix s."""
+
+    id: str
+    side: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class MailHistory:
+    """The pair's letters as one read returned them (decoded by :func:`decode`), and
+    the live mail limit when the read carried one (Prime ``chat_restriction``)."""
+
+    letters: tuple[Letter, ...] = ()
+    mail_limit: int | None = None
+
+    @property
+    def last_tu_at(self) -> float | None:
+        ats = [x.at for x in self.letters if x.side == "tu"]
+        return max(ats) if ats else None
+
+    def tu_mailed_after(self, t: float) -> bool:
+        return any(x.side == "tu" and x.at > t for x in self.letters)
+
 
 
 class RawLetter(msgspec.Struct, rename={"from_": "from"}):

@@ -27,38 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
+from platform_clients.mail import Letter, MailHistory
 from sidecar.core.rng import KeyedRandom
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 
 RETRY_S = 60.0  # a post-chat timer whose history read failed is tried again this much later
 MAIL_TYPES = frozenset({"unanswered_mail", "follow_up_mail"})  # DESIGN §6 mail strength row
-
-
-@dataclass(frozen=True, slots=True)
-class Letter:
-    """One platform letter of the pair; ``side`` ``tu`` | ``ru``; ``at`` unix s."""
-
-    id: str
-    side: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class MailHistory:
-    """The pair's letters as one read returned them (decoded by ``platform_clients.mail``), and
-    the live mail limit when the read carried one (Prime ``chat_restriction``)."""
-
-    letters: tuple[Letter, ...] = ()
-    mail_limit: int | None = None
-
-    @property
-    def last_tu_at(self) -> float | None:
-        ats = [x.at for x in self.letters if x.side == "tu"]
-        return max(ats) if ats else None
-
-    def tu_mailed_after(self, t: float) -> bool:
-        return any(x.side == "tu" and x.at > t for x in self.letters)
+__all__ = ["Letter", "MailHistory", "PairState", "MailCandidate", "Note", "PairDecision", "Plan",
+           "eligibility", "limit_refusal", "plan", "decide", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
