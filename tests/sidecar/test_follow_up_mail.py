@@ -10,6 +10,7 @@ from platform_clients.mail import Letter, MailHistory
 from sidecar.core.clock import from_iso
 from sidecar.core.rng import KeyedRandom
 from sidecar.services.follow_up_mail import check as ck
+from sidecar.services.follow_up_mail import lock as lk
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 
@@ -92,7 +93,7 @@ def test_post_chat_dropped_when_the_tu_mailed_after_the_source():
     t = src.post_chat_trigger(m, m.post_chat_due_at, T0 + 20)
     d = run(pair(marker=m), [t], MailHistory((Letter("ml-1", "tu", T0 + 300),)), m.post_chat_due_at)
     assert d.candidate is None and d.notes[-1].outcome == "refused:tu_mailed_since"
-    assert d.marker.post_chat_source is None
+    assert d.marker.post_chat_source is None and d.changes[0].reason == "tu_mailed_since"
     # the socket's MailOut drops it at once, before the due instant
     assert src.on_tu_mailed(TU, RU, m, T0 + 300, T0 + 20)[0].post_chat_source is None
     assert src.on_tu_mailed(TU, RU, m, T0 + 10, T0 + 20)[1] is None  # before the close: kept
@@ -190,15 +191,20 @@ def test_notification_only_chathouse_and_no_chat_limit():
                                            (None, "refused:limit_unknown")])
 def test_notification_needs_a_mail_limit(limit, outcome):
     p = pair(has_limits=True, mail_limit=limit)
-    d = run(p, [src.notification_trigger("chathouse", "RECENT_PURCHASE", 0, T0 + 10)],
-            MailHistory((Letter("ml-0", "tu", T0 - 3600),)), T0 + 10)
+    pl = ck.plan(TU, p, [src.notification_trigger("chathouse", "RECENT_PURCHASE", 0, T0 + 10)])
+    assert pl.read is (outcome == "candidate")  # Chathouse: the snapshot's limit, no read wasted
+    d = ck.decide(RNG, TU, p, pl, MailHistory((Letter("ml-0", "tu", T0 - 3600),)), T0 + 10)
     assert d.notes[-1].outcome == outcome
 
 
 def test_prime_live_limit_from_the_read_wins_over_the_snapshot():
-    p = pair(has_limits=True, mail_limit=None)
-    d = run(p, [src.Trigger("last_mail_6h", "", T0)], MailHistory((), mail_limit=2), T0)
-    assert d.candidate is not None
+    p = pair(has_limits=True, live_limits=True, mail_limit=0)  # the list value may be cached
+    pl = ck.plan(TU, p, [src.Trigger("last_mail_6h", "", T0)])
+    assert pl.read
+    assert ck.decide(RNG, TU, p, pl, MailHistory((), mail_limit=2), T0).candidate is not None
+    pl = ck.plan(TU, p, [src.Trigger("last_mail_6h", "", T0)])
+    d = ck.decide(RNG, TU, p, pl, MailHistory((), mail_limit=0), T0)
+    assert d.notes[-1].outcome == "refused:no_mail_limit"
 
 
 # ---- last TU mail older than 6 h ----------------------------------------------------------------
@@ -265,3 +271,64 @@ def test_sources_ready_together_share_one_read_and_make_one_candidate():
     assert [n.outcome for n in d.notes].count("candidate") == 1
     assert d.marker == mk.MailMarker(last_burst_source=hit, last_read_event_key="rd-1")
     assert [c.reason for c in d.changes] == ["post_chat_checked", "read_processed", "burst_processed"]
+
+
+# ---- restore -----------------------------------------------------------------------------------
+
+def _restore(value, **kw):
+    args = dict(last_unanswered={"task_id": "u-1", "closed_at": T0, "reason": "answered"},
+                unanswered_open=False, post_chat_mail_sources=(), marker_cleared=False)
+    args.update(kw)
+    return src.restore_post_chat(RNG, TU, RU, value, **args)
+
+
+def test_restore_marker_wins_and_overdue_is_checked_at_once():
+    live, _ = src.on_unanswered_answered(RNG, TU, RU, mk.MailMarker(), "u-1", T0)
+    r = _restore(live.to_value())
+    assert r.marker == live and r.change is None and r.closed_at == T0
+    assert src.post_chat_trigger(r.marker, T0 + 5000, r.closed_at).source == "post_chat"
+    # a marker of another source: its close is re-derived exactly from the keyed delay
+    r = _restore(live.to_value(), last_unanswered={"task_id": "u-0", "closed_at": T0 - 9, "reason": "answered"})
+    assert r.closed_at == pytest.approx(T0, abs=0.002)
+
+
+def test_restore_from_history_on_a_fresh_machine_uses_the_live_draw():
+    live, change = src.on_unanswered_answered(RNG, TU, RU, mk.MailMarker(), "u-1", T0)
+    r = _restore(None)
+    assert r.marker == live and r.change == change  # same key, same body: idempotent on Stack
+
+
+@pytest.mark.parametrize("kw", [
+    dict(marker_cleared=True),  # consumed or cancelled: a fact, never rebuilt
+    dict(post_chat_mail_sources=("u-1",)),  # its mail was made
+    dict(unanswered_open=True),  # the open Unanswered's close sets the timer
+    dict(last_unanswered={"task_id": "u-1", "closed_at": T0, "reason": "dismissed"}),
+    dict(last_unanswered=None),
+])
+def test_restore_never_revives_a_finished_timer(kw):
+    r = _restore(None, **kw)
+    assert not r.marker.post_chat_pending and r.change is None
+
+
+def test_restore_keeps_burst_and_read_state_without_re_rolling():
+    r = _restore({"lastBurstSourceTaskId": "u-9", "lastReadEventKey": "rd-3"})
+    assert r.marker == mk.MailMarker(last_burst_source="u-9", last_read_event_key="rd-3")
+    assert r.change is None  # the marker exists: the close's timer was consumed before
+
+
+# ---- the lock -----------------------------------------------------------------------------------
+
+def test_lock_batches_a_pair_and_holds_later_triggers_behind_the_read():
+    locks = lk.PairLocks()
+    a, b = src.Trigger("mail_read", "rd-1", T0), src.Trigger("burst", "u-6", T0)
+    assert locks.offer(RU, a) and locks.offer(RU, b) and not locks.offer(RU, a)
+    assert locks.offer("other", src.Trigger("last_mail_6h", "", T0))
+    assert locks.pending(RU, "burst") and not locks.pending(RU, "post_chat")
+    assert locks.flush() == {RU: (a, b), "other": (src.Trigger("last_mail_6h", "", T0),)}
+    assert not locks.offer(RU, a)  # in flight: the same check
+    c = src.Trigger("notification", "n-1", T0 + 1)
+    assert locks.offer(RU, c) and locks.flush() == {}  # waits for the read in flight
+    assert locks.release(RU) and locks.flush() == {RU: (c,)}
+    assert not locks.release(RU) and not locks.pending(RU)
+    locks.drop()
+    assert locks.flush() == {}

@@ -19,7 +19,8 @@ Rules / theory of operation
   ``is_freeloader``): favorite, active, not white, not freeloader, no block either way;
   online (except post_chat); no Unanswered mail and no open Follow-up mail
   (``stronger_task_open``); a mail limit on Chathouse/Prime (unknown counts as absent,
-  ``limit_unknown``; Golden needs none); the TU has not mailed since the source event
+  ``limit_unknown``; Golden needs none; Chathouse from the dialog snapshot before any read,
+  Prime from the live ``chat_restriction`` answer read with the history); the TU has not mailed since the source event
   (``tu_mailed_since``).  The Task Factory still applies its own table when the candidate arrives.
 """
 from __future__ import annotations
@@ -52,6 +53,7 @@ class PairState:
     online: bool
     open_types: frozenset[str] = frozenset()
     has_limits: bool = False
+    live_limits: bool = False  # Prime: the limit is read live with the history (list values may be cached)
     mail_limit: int | None = None
     marker: mk.MailMarker = field(default_factory=mk.MailMarker)
     last_follow_up_mail_closed_at: float | None = None
@@ -150,9 +152,8 @@ def plan(tu: str, pair: PairState, triggers: Iterable[src.Trigger]) -> Plan:
             continue  # the same trigger twice in one lock is one check
         seen.add((t.source, t.ref))
         reason = _pre(pair, t)
-        if reason is None and pair.has_limits and pair.mail_limit is not None and pair.mail_limit <= 0 \
-                and t.source != src.POST_CHAT:
-            reason = "no_mail_limit"  # the snapshot already says no (Prime re-reads live below)
+        if reason is None and not pair.live_limits:
+            reason = limit_refusal(pair, None)  # Chathouse: the snapshot's limit decides, no read
         if reason is None:
             live.append(t)
             continue
@@ -161,7 +162,7 @@ def plan(tu: str, pair: PairState, triggers: Iterable[src.Trigger]) -> Plan:
     return Plan(tuple(live), d, bool(live))
 
 
-def _record(tu: str, ru: str, d: PairDecision, t: src.Trigger) -> None:
+def _record(tu: str, ru: str, d: PairDecision, t: src.Trigger, why: str = "") -> None:
     """The marker effects of a successfully checked trigger."""
     change: mk.MarkerChange | None = None
     if t.source == src.MAIL_READ:
@@ -169,7 +170,7 @@ def _record(tu: str, ru: str, d: PairDecision, t: src.Trigger) -> None:
     elif t.source == src.BURST:
         d.marker, change = mk.set_burst(tu, ru, d.marker, t.ref)
     elif t.source == src.POST_CHAT and d.marker.post_chat_source == t.ref:
-        d.marker, change = mk.clear_post_chat(tu, ru, d.marker, "post_chat_checked")
+        d.marker, change = mk.clear_post_chat(tu, ru, d.marker, why or "post_chat_checked")
     if change is not None:
         d.changes.append(change)
 
@@ -190,7 +191,7 @@ def decide(rng: KeyedRandom, tu: str, pair: PairState, p: Plan, history: MailHis
                 reason = src.six_hour_refusal(history.last_tu_at, now)
             if reason is None and t.source != src.LAST_MAIL_6H and history.tu_mailed_after(t.at):
                 reason = "tu_mailed_since"
-        _record(tu, pair.ru, d, t)
+        _record(tu, pair.ru, d, t, "tu_mailed_since" if reason == "tu_mailed_since" else "")
         if reason is not None:
             d.notes.append(Note(pair.ru, t.source, t.ref, f"refused:{reason}"))
             continue

@@ -183,3 +183,47 @@ def six_hour_refusal(last_tu_mail_at: float | None, now: float) -> str | None:
     if last_tu_mail_at is not None and now - last_tu_mail_at <= SIX_HOURS_S:
         return "tu_mail_recent"
     return None
+
+
+# ---- restore (seed 001 "Ініціалізація") ----------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """A pair's post-chat timer after login: ``marker`` (maybe re-derived), the ``change`` to
+    write when it was re-derived from task history, and ``closed_at`` of its source task."""
+
+    marker: mk.MailMarker
+    change: mk.MarkerChange | None
+    closed_at: float | None
+
+
+def restore_post_chat(rng: KeyedRandom, tu: str, ru: str, value: object, *,
+                      last_unanswered: dict | None, unanswered_open: bool,
+                      post_chat_mail_sources: Iterable[str], marker_cleared: bool) -> Restored:
+    """Rebuild the post-chat timer at login.
+
+    ``value``: the effective marker (Stack startup data < unsent outbox < local row, DESIGN §9);
+    ``last_unanswered``: the pair's newest closed Unanswered message history row (``task_id``,
+    ``closed_at``, ``reason``); ``unanswered_open``: a newer Unanswered is open (its close sets the
+    timer); ``post_chat_mail_sources``: the refs of the pair's ``post_chat`` Follow-up mail tasks in
+    history; ``marker_cleared``: the runtime knows this marker was written and cleared (a cleared
+    timer is a fact: never rebuilt from history).
+
+    The marker wins.  Without one, a close that history shows answered and that no post-chat mail
+    followed re-derives the timer with the same keyed delay as live (another operator's fresh
+    machine after the close reached Stack and the marker did not).  The caller checks a timer
+    with ``postChatDueAt`` ≤ now at once (:func:`post_chat_trigger`).  Burst and read state is
+    only the marker's: never re-rolled, never re-processed."""
+    m = mk.decode(value).marker
+    if unanswered_open:
+        return Restored(m, None, None)  # the timer belongs to the open one's close
+    closed = last_unanswered.get("closed_at") if last_unanswered else None
+    if m.post_chat_pending:
+        same = last_unanswered is not None and last_unanswered.get("task_id") == m.post_chat_source
+        return Restored(m, None, post_chat_closed_at(rng, tu, ru, m, closed if same else None))
+    if (value is not None or marker_cleared or last_unanswered is None
+            or last_unanswered.get("reason") != "answered" or closed is None
+            or last_unanswered["task_id"] in set(post_chat_mail_sources)):
+        return Restored(m, None, None)
+    new, change = on_unanswered_answered(rng, tu, ru, m, last_unanswered["task_id"], float(closed))
+    return Restored(new, change, float(closed))
