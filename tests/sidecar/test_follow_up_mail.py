@@ -59,7 +59,8 @@ def test_keys_name_field_ref_and_operation_and_never_repeat():
     m, burst = mk.set_burst(TU, RU, m, "u-7")
     m, read = mk.set_read(TU, RU, m, "rd-1")
     assert burst is not None and burst.key.endswith(":burst:u-7:set")
-    assert read is not None and read.key.endswith(":read:rd-1:set")
+    assert read is not None and read.key == (
+        f"followUpMail:{TU}:{RU}:read:rd-1~{mk.body_digest(read.value)}:set")
     assert read.value == {"lastBurstSourceTaskId": "u-7", "lastReadEventKey": "rd-1"}  # whole marker
     assert mk.set_read(TU, RU, m, "rd-1")[1] is None  # unchanged: no write, no second body
     assert len({set_.key, clear.key, burst.key, read.key}) == 4
@@ -138,6 +139,13 @@ def test_read_four_new_event_conditions(marker, open_types, closed_at, history, 
     assert d.notes[-1].outcome == outcome
     # a successful check moves the key whether or not a task was made
     assert d.marker.last_read_event_key == "rd-1"
+
+
+def test_read_event_processed_in_this_run_is_not_processed_again():
+    p = pair(marker=mk.MailMarker(last_read_event_key="rd-1"), processed_reads=frozenset({"rd-0", "rd-1"}))
+    pl = ck.plan(TU, p, [src.Trigger("mail_read", "rd-0", T0)])
+    assert not pl.read and pl.settled.notes[0].outcome == "refused:read_already_processed"
+    assert pl.settled.changes == []
 
 
 def test_read_api_error_does_not_move_the_key():
@@ -332,3 +340,43 @@ def test_lock_batches_a_pair_and_holds_later_triggers_behind_the_read():
     assert not locks.release(RU) and not locks.pending(RU)
     locks.drop()
     assert locks.flush() == {}
+
+
+# ---- one key, one body ------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["close", "new_u", "read", "burst", "tu_mail", "check"]),
+                         st.integers(0, 3)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_no_idempotency_key_ever_carries_two_bodies(ops):
+    """Any order of closes, cancels, reads (keys may repeat), burst closes, TU mails and due
+    checks: every key maps to exactly one body (DESIGN §9), and a clear never reuses a set's key."""
+    m, seen, n_close, now = mk.MailMarker(), {}, 0, T0
+    for op, k in ops:
+        now += 100
+        change = None
+        if op == "close":
+            n_close += 1
+            m, change = src.on_unanswered_answered(RNG, TU, RU, m, f"u-{n_close}", now)
+        elif op == "new_u":
+            m, change = src.on_unanswered_created(TU, RU, m)
+        elif op == "read":
+            m, change = mk.set_read(TU, RU, m, f"rd-{k}")
+        elif op == "burst" and n_close:
+            m, change = mk.set_burst(TU, RU, m, f"u-{n_close}")
+        elif op == "tu_mail":
+            m, change = src.on_tu_mailed(TU, RU, m, now, src.post_chat_closed_at(RNG, TU, RU, m))
+        elif op == "check" and m.post_chat_pending:
+            t = src.post_chat_trigger(m, m.post_chat_due_at, None)
+            d = run(pair(marker=m), [t], MailHistory(), m.post_chat_due_at)
+            m = d.marker
+            for c in d.changes:
+                assert seen.setdefault(c.key, c.value) == c.value
+        if change is not None:
+            assert seen.setdefault(change.key, change.value) == change.value, change.key
+    assert all(k.endswith((":set", ":clear")) for k in seen)

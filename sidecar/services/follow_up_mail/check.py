@@ -57,6 +57,7 @@ class PairState:
     mail_limit: int | None = None
     marker: mk.MailMarker = field(default_factory=mk.MailMarker)
     last_follow_up_mail_closed_at: float | None = None
+    processed_reads: frozenset[str] = frozenset()  # read event keys already processed in this run
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,8 @@ def limit_refusal(pair: PairState, history: MailHistory | None) -> str | None:
 
 def _pre(pair: PairState, t: src.Trigger) -> str | None:
     if t.source == src.MAIL_READ:
+        if t.ref in pair.processed_reads:
+            return "read_already_processed"  # a re-sent statistics snapshot (marker.set_read)
         reason = src.read_refusal(pair.marker, t, "follow_up_mail" in pair.open_types,
                                   pair.last_follow_up_mail_closed_at)
         if reason is not None:
@@ -158,7 +161,8 @@ def plan(tu: str, pair: PairState, triggers: Iterable[src.Trigger]) -> Plan:
             live.append(t)
             continue
         d.notes.append(Note(pair.ru, t.source, t.ref, f"refused:{reason}"))
-        _record(tu, pair.ru, d, t)
+        if not reason.endswith("already_processed"):  # a repeat is not a new check: no marker move
+            _record(tu, pair.ru, d, t)
     return Plan(tuple(live), d, bool(live))
 
 

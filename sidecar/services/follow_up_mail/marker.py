@@ -11,7 +11,7 @@ Rules / theory of operation
 * Every change is one :class:`MarkerChange` — the **whole** new value plus the idempotency key of
   DESIGN §9: ``followUpMail:TU:RU:<field>:<ref>:<op>`` with ``field`` ``postChat`` (ref = the
   source Unanswered task id), ``burst`` (ref = the Unanswered close's task id) or ``read``
-  (ref = the statistics event key).  Each (field, ref, op) happens at most once per pair (a source
+  (ref = the statistics event key and a digest of the body, :func:`set_read`).  Each (field, ref, op) happens at most once per pair (a source
   task closes once, a close is rolled once, a read event is processed once), so one key never
   carries two bodies; a clear never reuses the key of its set.
 * Decoding is tolerant field by field: an unreadable field is dropped (and named in
@@ -20,6 +20,8 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 
 from sidecar.core.clock import from_iso, to_iso
@@ -143,9 +145,23 @@ def set_burst(tu: str, ru: str, m: MailMarker, close_task_id: str) -> tuple[Mail
     return new, _change(tu, ru, new, "burst", close_task_id, "set", "burst_processed")
 
 
+def body_digest(value: dict | None) -> str:
+    """12 hex digits of the canonical JSON of a marker value (sorted keys, no spaces)."""
+    raw = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.blake2b(raw, digest_size=6).hexdigest()
+
+
 def set_read(tu: str, ru: str, m: MailMarker, event_key: str) -> tuple[MailMarker, MarkerChange | None]:
-    """Record the statistics event ``event_key`` as processed."""
+    """Record the statistics event ``event_key`` as processed.
+
+    Unlike a source task, a statistics event key can come back after another one (a statistics
+    snapshot re-sent after a reconnect: ``rd-0``, ``rd-1``, then ``rd-0`` again is "new" by seed
+    001's rule ``key ≠ lastReadEventKey``), and the marker then carries other post-chat fields:
+    the key is ``read:<eventKey>~<digest of the body>:set`` so one key never names two bodies,
+    while a retry of the same write keeps its key.  The service also refuses an event key it has
+    already processed in this run (``PairState.processed_reads``)."""
     if m.last_read_event_key == event_key:
         return m, None
     new = replace(m, last_read_event_key=event_key)
-    return new, _change(tu, ru, new, "read", event_key, "set", "read_processed")
+    ref = f"{event_key}~{body_digest(new.to_value())}"
+    return new, _change(tu, ru, new, "read", ref, "set", "read_processed")
