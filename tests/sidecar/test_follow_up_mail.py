@@ -274,6 +274,7 @@ def test_sources_ready_together_share_one_read_and_make_one_candidate():
     pl = ck.plan(TU, p, triggers)
     assert pl.read and len(pl.live) == 4  # one read for all four (the duplicate is one)
     d = ck.decide(RNG, TU, p, pl, MailHistory(), now)
+    assert ck.decide(RNG, TU, p, pl, MailHistory(), now) == d  # pure: the plan is not consumed
     assert d.candidate is not None and d.candidate.source == "post_chat"
     assert set(d.candidate.merged) == {"mail_read", "burst", "last_mail_6h"}
     assert [n.outcome for n in d.notes].count("candidate") == 1

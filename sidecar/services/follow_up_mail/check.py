@@ -181,8 +181,9 @@ def _record(tu: str, ru: str, d: PairDecision, t: src.Trigger, why: str = "") ->
 
 def decide(rng: KeyedRandom, tu: str, pair: PairState, p: Plan, history: MailHistory,
            now: float) -> PairDecision:
-    """The joint check after the one history read; at most one candidate."""
-    d = p.settled
+    """The joint check after the one history read; at most one candidate.  Pure: the plan is not
+    changed, so the same plan and answer always give the same decision."""
+    d = _copy(p.settled)
     passing: list[src.Trigger] = []
     limit = limit_refusal(pair, history)
     for t in sorted(p.live, key=lambda t: src.PRIORITY.index(t.source)):
@@ -213,10 +214,14 @@ def decide(rng: KeyedRandom, tu: str, pair: PairState, p: Plan, history: MailHis
     return d
 
 
+def _copy(d: PairDecision) -> PairDecision:
+    return replace(d, notes=list(d.notes), changes=list(d.changes))
+
+
 def failed(pair: PairState, p: Plan, now: float) -> PairDecision:
     """The history read failed: every live trigger is refused ``history_error``; the marker
     does not move; a post-chat timer is retried after :data:`RETRY_S`."""
-    d = replace(p.settled, notes=list(p.settled.notes), changes=list(p.settled.changes))
+    d = _copy(p.settled)
     for t in p.live:
         d.notes.append(Note(pair.ru, t.source, t.ref, "refused:history_error"))
         if t.source == src.POST_CHAT:
