@@ -213,6 +213,14 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("diff", help="tasks that differ between two traces")
     f.add_argument("a")
     f.add_argument("b")
+    s = sub.add_parser("senders", help="sender health tools (seed 000)")
+    ss = s.add_subparsers(dest="senders_cmd", required=True)
+    sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet; print seed 000 §5's tables")
+    sim.add_argument("--senders", type=int, default=660)
+    sim.add_argument("--days", type=float, default=7.0)
+    sim.add_argument("--group", help='put every sender in this group: "failed_in_row=3,cooldown_delay_from=15,'
+                                     'cooldown_delay_to=45,send_from_message_interval=…,from_time=22:00,to_time=06:00"')
+    sim.add_argument("--seed", type=int, default=0)
     return ap
 
 
@@ -225,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             return _generate(a)
         if a.cmd == "diff":
             return _diff(a)
+        if a.cmd == "senders":
+            from .fleet import InputError as FleetInputError, run as simulate_fleet
+            try:
+                return simulate_fleet(a.senders, a.days, a.group, a.seed)
+            except FleetInputError as exc:
+                raise InputError(str(exc)) from None
         return _demo(a)
     except InputError as exc:
         print(f"sidecar-stub: error: {exc}", file=sys.stderr)

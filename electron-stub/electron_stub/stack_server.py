@@ -17,6 +17,14 @@ Rules / theory of operation
     ``outcome`` is ``created``, ``refused:<reason>`` or ``miss``) → ``{"ok": true}``; a body
     without those fields → 400.
   - ``GET /v1/health`` → ``{"ok": true}`` (not subject to faults).
+  - ``POST /v1/batch`` body ``{"writes": [{"key", "method", "path", "body"}, …]}`` (1..500) →
+    ``{"results": [{"key", "status", "body"}, …]}`` in order (DESIGN §9).  Each write is handled
+    exactly like its single call (same idempotency, same keyed ``error_rate`` draw per key); a
+    failed write fails the later writes of its pair (``tu/ru`` from the path, or the body's
+    ``ru`` / ``task.ru``) in the same batch, answered 424 and not applied.  ``down`` drops the
+    whole request, ``latency`` delays it once.  Startup data says ``"capabilities": ["batch"]``
+    unless the server was made with ``batch=False``.  Counters: ``batches``, ``batched_writes``
+    (and ``requests``: every HTTP request, so a report can compare single and batched sends).
 
 * Every write needs an ``Idempotency-Key`` header: without one → 400.  A key whose write was
   acknowledged returns the first answer again and changes nothing (counted as a duplicate) —
@@ -81,8 +89,10 @@ class StackServer:
     """The reference Stack.  ``seed`` keys the error-rate draws; ``now_fn`` gives the harness's
     virtual instant (unix seconds) for the record of acknowledged writes."""
 
-    def __init__(self, seed: int = 0, now_fn: Callable[[], float | None] = lambda: None) -> None:
+    def __init__(self, seed: int = 0, now_fn: Callable[[], float | None] = lambda: None, *,
+                 batch: bool = True) -> None:
         self.seed, self.now_fn = seed, now_fn
+        self.batch = batch  # advertise and serve POST /v1/batch
         self.lock = threading.Lock()
         self.favorites: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> ru -> favorite
         self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
@@ -93,7 +103,8 @@ class StackServer:
         self.attempts: dict[str, int] = {}
         self.acked: list[dict[str, Any]] = []  # {"at","kind","tu","ru"?,"name"?,"value"?,"key"}
         self.counters = {"acked": 0, "faulted": 0, "duplicates": 0, "bad_requests": 0, "reads": 0,
-                         "refused": 0, "key_conflicts": 0}
+                         "refused": 0, "key_conflicts": 0, "requests": 0, "batches": 0,
+                         "batched_writes": 0}
         self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -188,7 +199,10 @@ class StackServer:
         with self.lock:
             favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
             hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
-            return {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            out = {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            if self.batch:
+                out["capabilities"] = ["batch"]
+            return out
 
     def acked_markers(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -196,12 +210,21 @@ class StackServer:
 
     # ---- request handling (called from handler threads) -----------------------------------
 
-    def handle(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, bytes] | None:
-        """One request → (status, JSON body), or None to drop the connection (``down``)."""
+    def handle(self, method: str, path: str, headers: Any, body: bytes, *,
+               in_batch: bool = False) -> tuple[int, bytes] | None:
+        """One request → (status, JSON body), or None to drop the connection (``down``).
+        ``in_batch``: one write of a batch (the request-level faults were applied already)."""
+        if not in_batch:
+            with self.lock:
+                self.counters["requests"] += 1
         if method == "GET" and path == "/v1/health":
             return 200, b'{"ok":true}'
+        if method == "POST" and path == "/v1/batch" and self.batch and not in_batch:
+            return self._batch(body)
         with self.lock:
             down, latency, rate = self.mode["down"], self.mode["latency"], self.mode["error_rate"]
+        if in_batch:
+            down, latency = False, 0.0
         if latency > 0:
             time.sleep(latency)
         if down:
@@ -247,6 +270,46 @@ class StackServer:
             else:
                 self.counters["bad_requests"] += 1
             return answer
+
+    def _batch(self, body: bytes) -> tuple[int, bytes] | None:
+        """``POST /v1/batch`` (module rules)."""
+        with self.lock:
+            down, latency = self.mode["down"], self.mode["latency"]
+        if latency > 0:
+            time.sleep(latency)
+        if down:
+            with self.lock:
+                self.counters["refused"] += 1
+            return None
+        try:
+            writes = json.loads(body or b"null")["writes"]
+            if not isinstance(writes, list) or not 1 <= len(writes) <= 500:
+                raise ValueError("writes must be a list of 1..500")
+            for w in writes:
+                if not (isinstance(w, dict) and isinstance(w.get("key"), str) and w["key"]
+                        and isinstance(w.get("method"), str) and isinstance(w.get("path"), str)):
+                    raise ValueError("every write needs key, method, path, body")
+        except (ValueError, TypeError, KeyError) as exc:
+            return self._bad(400, f"bad batch: {exc}")
+        with self.lock:
+            self.counters["batches"] += 1
+            self.counters["batched_writes"] += len(writes)
+        results = []
+        failed_pairs: set[str] = set()
+        for w in writes:
+            wbody = json.dumps(w.get("body"), separators=(",", ":")).encode()
+            pair = _pair_of(w["path"], w.get("body"))
+            if pair in failed_pairs:
+                results.append({"key": w["key"], "status": 424,
+                                "body": {"error": "an earlier write of this pair failed in the batch"}})
+                continue
+            path = w["path"].split("?", 1)[0]
+            status, answer = self.handle(w["method"], path, {"Idempotency-Key": w["key"]}, wbody,
+                                         in_batch=True) or (502, b"null")
+            if not 200 <= status < 300:
+                failed_pairs.add(pair)
+            results.append({"key": w["key"], "status": status, "body": json.loads(answer or b"null")})
+        return 200, _dump({"results": results})
 
     def _repeat(self, key: str, write: str) -> tuple[int, bytes]:
         """A key seen before (lock held): the first answer, or 422 for a different write."""
@@ -301,6 +364,17 @@ class StackServer:
         self.candidates.setdefault(tu, []).append(data)
         self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
         return 200, _dump({"ok": True})
+
+
+def _pair_of(path: str, body: Any) -> str:
+    """The ``tu/ru`` lane of a write: from a marker path, else from the body's ``ru``/``task.ru``."""
+    m = re.match(r"^/v1/tus/([^/]+)/(?:favorites/([^/]+)/)?", path)
+    tu = unquote(m.group(1)) if m else ""
+    ru = unquote(m.group(2)) if m and m.group(2) else None
+    if ru is None and isinstance(body, dict):
+        task = body.get("task")
+        ru = body.get("ru") or (task.get("ru") if isinstance(task, dict) else None)
+    return f"{tu}/{ru}"
 
 
 def _dump(obj: Any) -> bytes:

@@ -8,6 +8,10 @@ Rules / theory of operation
 * Writes: :meth:`StackClient.send` sends ``body`` as is, with ``Content-Type: application/json``
   and ``Idempotency-Key: <idem_key>`` on every call (Stack answers a repeated key with its first
   answer and changes nothing, so a write resent after a crash or a lost reply is harmless).
+* Batches: :meth:`batch` → ``POST /v1/batch`` with ``{"writes": [{"key", "method", "path",
+  "body"}]}`` (≤ :data:`MAX_BATCH` writes, each with the semantics of its single call) →
+  ``[{"key", "status", "body"}]`` in order (DESIGN §9).  Only the request as a whole raises;
+  each write's own status is the caller's to classify.
 * Reads: :meth:`startup` → ``GET /v1/tus/{tu}/startup`` → the decoded JSON object.
 * Every failure is a :mod:`.errors` exception: transport errors, timeouts, 5xx and 429 →
   :class:`StackUnavailable`; other non-2xx → :class:`StackRejected`; both carry the status.
@@ -40,6 +44,24 @@ class StackReply(msgspec.Struct, frozen=True, kw_only=True):
     def json(self) -> Any:
         """The decoded body (``None`` for an empty one); raises ``msgspec.DecodeError``."""
         return _decode(self.body) if self.body else None
+
+
+MAX_BATCH = 500  # writes per POST /v1/batch (DESIGN §9)
+
+
+class BatchWrite(msgspec.Struct, frozen=True):
+    """One write of a batch: ``body`` is the JSON body bytes of the single call."""
+
+    key: str
+    method: str
+    path: str
+    body: bytes
+
+
+class BatchResult(msgspec.Struct, frozen=True):
+    key: str
+    status: int
+    body: Any = None
 
 
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
@@ -87,6 +109,34 @@ class StackClient:
         resp = await self._request(method, path, content=body, headers=headers)
         return StackReply(status=resp.status_code, body=resp.content,
                           replayed=resp.headers.get("Idempotent-Replayed", "") == "true")
+
+    async def batch(self, writes: list[BatchWrite]) -> list[BatchResult]:
+        """``POST /v1/batch``; returns one result per write, in order.  Raises ``ValueError`` for
+        an empty or oversized batch, the :mod:`.errors` tree when the request as a whole failed,
+        and :class:`StackUnavailable` for an answer that does not list every write in order."""
+        if not writes or len(writes) > MAX_BATCH:
+            raise ValueError(f"a batch holds 1..{MAX_BATCH} writes, not {len(writes)}")
+        if any(not w.key for w in writes):
+            raise ValueError("every Stack write needs an idempotency key")
+        items = [{"key": w.key, "method": w.method, "path": w.path,
+                  "body": _decode(w.body) if w.body else None} for w in writes]
+        resp = await self._request("POST", "/v1/batch", content=msgspec.json.encode({"writes": items}),
+                                   headers={"Content-Type": "application/json"})
+        try:
+            results = msgspec.json.decode(resp.content, type=dict[str, list[BatchResult]])["results"]
+        except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
+            raise StackUnavailable(f"POST /v1/batch: undecodable reply: {exc}", status=resp.status_code,
+                                   method="POST", path="/v1/batch", detail=_excerpt(resp)) from exc
+        if [r.key for r in results] != [w.key for w in writes]:
+            raise StackUnavailable("POST /v1/batch: the results do not match the writes",
+                                   status=resp.status_code, method="POST", path="/v1/batch",
+                                   detail=_excerpt(resp))
+        return results
+
+    async def health(self) -> None:
+        """``GET /v1/health`` (the Stack sender's probe, DESIGN §10); raises the :mod:`.errors`
+        tree when Stack does not answer 2xx."""
+        await self._request("GET", "/v1/health")
 
     async def startup(self, tu: str) -> dict:
         """``GET /v1/tus/{tu}/startup`` → Stack's startup data for ``tu`` (favorites with

@@ -160,6 +160,11 @@ class Store:
                 raise StoreError("store is closed") from exc
             raise
 
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a reader ``fn(sqlite3.Connection, *args)`` of a process-wide component (its own
+        tables, e.g. :mod:`sidecar.router.storage`) on the connection thread; errors as above."""
+        return await self._run(fn, *args)
+
     # ------------------------------------------------------------------ writes
     async def commit(self, ops: list[Op]) -> None:
         """Apply ``ops`` (see :mod:`.ops`) in one transaction; all or nothing.
@@ -278,7 +283,7 @@ class Store:
     async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
         """``tu``'s unacknowledged marker writes, newest per (ru, marker name) → value (``None``
         = cleared), read by the outbox's structured columns (DESIGN §9: they win over Stack's
-        startup data at login).  A row queued before schema v3 whose ids needed quoting has no
+        startup data at login).  A row queued before schema v5 whose ids needed quoting has no
         columns; it is read from its request path, the only place that knew them then."""
         sql = ("SELECT ru, marker, body, path FROM outbox WHERE kind = 'marker'"
                " AND (tu = ? OR tu IS NULL) ORDER BY id")
@@ -313,7 +318,7 @@ class Store:
 
 
 def _legacy_marker_path(path: str) -> tuple[str, str, str] | None:
-    """``(tu, ru, name)`` of a pre-v3 marker row's path ``/v1/tus/{tu}/favorites/{ru}/markers/{name}``."""
+    """``(tu, ru, name)`` of a pre-v5 marker row's path ``/v1/tus/{tu}/favorites/{ru}/markers/{name}``."""
     if not path.startswith("/v1/tus/"):
         return None
     tu, sep, rest = path[len("/v1/tus/"):].partition("/favorites/")

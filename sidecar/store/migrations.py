@@ -24,11 +24,39 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
   pair is its lowest ``id``.
 * ``meta`` — free key/value text for the store itself.
 
-Schema v2
----------
+Schema v2: the decision log
+---------------------------
 * ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.runtime.decisions`): one row per candidate
   outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
   pruned by ``at`` after 7 days.
+
+Schema v3: the router (DESIGN §10, :mod:`sidecar.router.storage`)
+------------------------------------------------------------------
+* ``router_rules`` — one row per rule, by ``name``; conditions and actions as JSON.
+* ``deliveries`` — one row per delivery (the audit, ``deliveries.list``): ``seq`` orders rows
+  (and a Stack pair's writes), ``id`` = ``<event_id>.<n>`` is the stable webhook-id; status
+  ``pending|delivered|failed|skipped|duplicate`` (CHECK).  Indexes: due pending rows, per target
+  and event time, Stack pairs' pending rows, and one pending Stack row per idempotency key.
+* ``router_dedup`` — ``(source, dedup_key)`` → when it was last accepted (the dedup window).
+* ``router_throttle`` — ``(channel, target)`` → the last real delivery (throttle windows survive
+  restarts, config reloads and rule changes).
+* ``router_journal`` — the ``journal`` channel's table (its file is a rotating JSON-lines log).
+No secret is ever stored: targets live in the config (``sidecar.router.config``).
+
+Schema v4: sender health (DESIGN §10 second half, seed 000)
+-----------------------------------------------------------
+* ``sender_state`` — one row per sender: ``data`` = the whole ``senders.health.SenderState``
+  (the stored ``cooldown_end`` is what makes a restart never re-draw a cooldown); ``state`` and
+  ``cooldown_end`` are copies for queries.
+* ``sender_history`` — a row per transition (codes 100–109), per sender by time.
+* ``sender_groups`` — ``data`` = the ``senders.groups.Group``; ``priority`` UNIQUE (seed 000 §6).
+* ``sender_assignments`` — (sender, group_id) pairs.
+
+Schema v5: structured outbox columns (issue 12)
+-----------------------------------------------
+* ``outbox.tu``, ``outbox.ru``, ``outbox.marker`` — the TU and RU a Stack write is about and a
+  marker write's name, so a login reads its unacknowledged markers by column; older marker rows
+  are filled from their path (unquoted ids) by the migration.
 """
 from __future__ import annotations
 
@@ -117,11 +145,108 @@ CREATE INDEX decisions_by_pair ON decisions (tu, ru, at, id);
 CREATE INDEX decisions_by_at ON decisions (at);
 """
 
+V3 = """
+CREATE TABLE router_rules (
+    name        TEXT PRIMARY KEY,
+    data        TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE deliveries (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id               TEXT NOT NULL UNIQUE,
+    event_id         TEXT NOT NULL,
+    event_at         REAL NOT NULL,
+    source           TEXT NOT NULL,
+    subject          TEXT NOT NULL,
+    action           TEXT NOT NULL,
+    priority         TEXT NOT NULL,
+    rule             TEXT,
+    channel          TEXT NOT NULL,
+    target           TEXT NOT NULL,
+    status           TEXT NOT NULL
+        CHECK (status IN ('pending','delivered','failed','skipped','duplicate')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  REAL,
+    expires_at       REAL,
+    last_error       TEXT,
+    note             TEXT,
+    message          BLOB NOT NULL,
+    delivered_at     REAL,
+    pair             TEXT,
+    idem_key         TEXT,
+    method           TEXT,
+    path             TEXT,
+    updated_at       REAL NOT NULL
+);
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at, seq) WHERE status = 'pending';
+CREATE INDEX deliveries_by_target ON deliveries (target, event_at);
+CREATE INDEX deliveries_by_event_at ON deliveries (event_at);
+CREATE INDEX deliveries_stack_pair ON deliveries (pair, seq) WHERE status = 'pending' AND channel = 'stack';
+CREATE UNIQUE INDEX deliveries_stack_key ON deliveries (idem_key)
+    WHERE status = 'pending' AND channel = 'stack';
+
+CREATE TABLE router_dedup (
+    source       TEXT NOT NULL,
+    dedup_key    TEXT NOT NULL,
+    accepted_at  REAL NOT NULL,
+    PRIMARY KEY (source, dedup_key)
+) WITHOUT ROWID;
+
+CREATE TABLE router_throttle (
+    channel  TEXT NOT NULL,
+    target   TEXT NOT NULL,
+    last_at  REAL NOT NULL,
+    PRIMARY KEY (channel, target)
+) WITHOUT ROWID;
+
+CREATE TABLE router_journal (
+    n            INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id  TEXT NOT NULL UNIQUE,
+    target       TEXT NOT NULL,
+    at           REAL NOT NULL,
+    body         TEXT NOT NULL
+);
+CREATE INDEX router_journal_by_at ON router_journal (target, at);
+"""
+
+
+V4 = """
+CREATE TABLE sender_state (
+    sender        TEXT PRIMARY KEY,
+    state         TEXT NOT NULL,
+    cooldown_end  REAL,
+    data          TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_history (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    sender  TEXT NOT NULL,
+    at      REAL NOT NULL,
+    code    INTEGER NOT NULL,
+    note    TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sender_history_by_sender ON sender_history (sender, at, id);
+
+CREATE TABLE sender_groups (
+    id        TEXT PRIMARY KEY,
+    priority  INTEGER NOT NULL UNIQUE,
+    data      TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sender_assignments (
+    sender    TEXT NOT NULL,
+    group_id  TEXT NOT NULL REFERENCES sender_groups (id) ON DELETE CASCADE,
+    PRIMARY KEY (sender, group_id)
+) WITHOUT ROWID;
+"""
+
 # Structured columns of an outbox row (issue 12): the TU and RU a write is about and, for a
 # marker write, the marker's name — so a login reads its unacknowledged markers by column, not by
 # splitting an HTTP path.  Rows queued before this version are filled from their path (ids made
 # of URL-safe characters; a quoted one keeps NULL and is read from its path, see Store).
-V3 = """
+V5 = """
 ALTER TABLE outbox ADD COLUMN tu TEXT;
 ALTER TABLE outbox ADD COLUMN ru TEXT;
 ALTER TABLE outbox ADD COLUMN marker TEXT;
@@ -135,7 +260,7 @@ CREATE INDEX outbox_markers_by_tu ON outbox (tu, kind, id);
 """
 
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

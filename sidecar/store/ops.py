@@ -153,9 +153,53 @@ class PruneDecisions(Op, frozen=True):
     before: float
 
 
+class PutSender(Op, frozen=True):
+    """Upsert a sender's health state; ``data`` = the whole state (DESIGN §10, seed 000)."""
+
+    sender: str
+    state: str
+    cooldown_end: float | None
+    data: Any
+
+
+class AddSenderHistory(Op, frozen=True):
+    """Append one sender history row (codes 100–109)."""
+
+    sender: str
+    at: float
+    code: int
+    note: str
+
+
+class PutGroup(Op, frozen=True):
+    """Upsert a sender group; ``priority`` is UNIQUE in the table (seed 000 §6)."""
+
+    id: str
+    priority: int
+    data: Any
+
+
+class DeleteGroup(Op, frozen=True):
+    """Delete a group and its assignments."""
+
+    id: str
+
+
+class DeleteAssignments(Op, frozen=True):
+    """Remove every group of ``sender`` (followed by ``PutAssignment`` ops to set them)."""
+
+    sender: str
+
+
+class PutAssignment(Op, frozen=True):
+    sender: str
+    group_id: str
+
+
 AnyOp = Union[PutTask, PutFavorite, DeleteFavorite, PutState, DeleteState, DeleteStateScope,
               PutSession, DeleteSession, Enqueue, Ack, Retry, PruneTasks, PutMeta, PutDecision,
-              PruneDecisions]
+              PruneDecisions, PutSender, AddSenderHistory, PutGroup, DeleteGroup, DeleteAssignments,
+              PutAssignment]
 
 _PUT_TASK = (
     "INSERT INTO tasks (task_id, tu, project, ru, type, source, created_at, deadline, closed_at,"
@@ -201,6 +245,19 @@ _PUT_META = (
     "INSERT INTO meta (key, value) VALUES (?,?)"
     " ON CONFLICT (key) DO UPDATE SET value=excluded.value"
 )
+_PUT_SENDER = (
+    "INSERT INTO sender_state (sender, state, cooldown_end, data) VALUES (?,?,?,?)"
+    " ON CONFLICT (sender) DO UPDATE SET state=excluded.state, cooldown_end=excluded.cooldown_end,"
+    " data=excluded.data"
+)
+_ADD_SENDER_HISTORY = "INSERT INTO sender_history (sender, at, code, note) VALUES (?,?,?,?)"
+_PUT_GROUP = (
+    "INSERT INTO sender_groups (id, priority, data) VALUES (?,?,?)"
+    " ON CONFLICT (id) DO UPDATE SET priority=excluded.priority, data=excluded.data"
+)
+_DELETE_GROUP = "DELETE FROM sender_groups WHERE id=?"
+_DELETE_ASSIGNMENTS = "DELETE FROM sender_assignments WHERE sender=?"
+_PUT_ASSIGNMENT = "INSERT OR IGNORE INTO sender_assignments (sender, group_id) VALUES (?,?)"
 
 
 def _val(x: Any) -> Any:
@@ -231,7 +288,22 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
     PutDecision: (_PUT_DECISION, lambda o: (o.tu, o.ru, o.at, o.task_type, o.source, o.outcome,
                                             o.task_id, to_json(o.detail))),
     PruneDecisions: (_PRUNE_DECISIONS, lambda o: (o.before,)),
+    PutSender: (_PUT_SENDER, lambda o: (o.sender, o.state, o.cooldown_end, to_json(o.data))),
+    AddSenderHistory: (_ADD_SENDER_HISTORY, lambda o: (o.sender, o.at, o.code, o.note)),
+    PutGroup: (_PUT_GROUP, lambda o: (o.id, o.priority, to_json(o.data))),
+    DeleteGroup: (_DELETE_GROUP, lambda o: (o.id,)),
+    DeleteAssignments: (_DELETE_ASSIGNMENTS, lambda o: (o.sender,)),
+    PutAssignment: (_PUT_ASSIGNMENT, lambda o: (o.sender, o.group_id)),
 }
+
+
+def register(op_type: type, sql: str, params: Callable[[Any], tuple]) -> None:
+    """Add the op of a process-wide component (DESIGN §13: the router's tables are its own,
+    ``sidecar.router.storage``): ``params(op)`` gives the row for ``sql``.  Registering the same
+    type again replaces its entry (a module reload)."""
+    if not (isinstance(op_type, type) and issubclass(op_type, Op)):
+        raise TypeError(f"{op_type!r} is not an Op subclass")
+    _COMPILERS[op_type] = (sql, params)
 
 
 def compile_ops(ops: list[Op]) -> list[tuple[str, list[tuple]]]:

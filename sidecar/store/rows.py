@@ -29,7 +29,7 @@ class OutboxRow(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int  # failed attempts so far
     next_at: float  # not sent before this instant
     last_error: str | None = None
-    tu: str | None = None  # the TU the write is about (schema v3)
+    tu: str | None = None  # the TU the write is about (schema v5)
     ru: str | None = None  # the RU the write is about
     marker: str | None = None  # a marker write: the marker's name
 

@@ -50,7 +50,8 @@ def test_startup_shape(stack):
     assert h == {"task_id": "h1", "type": "unanswered_message", "project": "golden", "tu": "g", "ru": "r1",
                  "source": "socket", "created_at": t0 - 150, "deadline": t0 - 30, "closed_at": t0 - 120,
                  "reason": "answered", "vip": "yellow"}
-    assert stack.http.get("/v1/tus/nobody/startup").json() == {"tu": "nobody", "favorites": [], "history": []}
+    assert stack.http.get("/v1/tus/nobody/startup").json() == {"tu": "nobody", "favorites": [], "history": [],
+                                                                "capabilities": ["batch"]}  # DESIGN §9
 
 
 def test_favorite_updates_are_served(stack):

@@ -1,4 +1,4 @@
-"""Outbox rows carry structured columns (schema v3, issue 12): a login reads its unacknowledged
+"""Outbox rows carry structured columns (schema v5, issue 12): a login reads its unacknowledged
 marker writes by (tu, ru, marker), never by splitting an HTTP path; rows queued by an older
 sidecar are filled by the migration (or, when their ids were quoted, read from their path)."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ async def test_a_marker_write_is_read_back_by_its_columns(tmp_path):
 async def test_the_migration_fills_the_columns_of_rows_queued_before_it(tmp_path):
     path = tmp_path / "sidecar.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, MIGRATIONS[:2])
+    migrate(conn, MIGRATIONS[:4])
     body = msgspec.json.encode({"value": "v"})
     for key, p in (("a", "/v1/tus/tu-1/favorites/ru-1/markers/followUpChat"),
                    ("b", "/v1/tus/tu-1/favorites/ru%2F2/markers/followUpChat")):

@@ -1,0 +1,6 @@
+"""The router (DESIGN §10 first half; seed 002): events → rules → durable deliveries on channels.
+
+Sans-I/O core: :mod:`.model` (values), :mod:`.render` (templates, messages), :mod:`.route`
+(matching, dedup, throttle), :mod:`.attempt` (the one gate every attempt goes through, outcomes,
+the retry ladder); storage: :mod:`.storage`; I/O: :mod:`.config`, :mod:`.channels`, :mod:`.pump`.
+How the runtime plugs it in: ``docs/router.md``."""

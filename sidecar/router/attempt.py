@@ -1,0 +1,267 @@
+"""One delivery attempt: the gate every attempt goes through, outcomes and what follows from
+them — classification, the retry ladder, TTL (DESIGN §10 "Retries", "Outcomes are classified",
+sender health's plug; seed 002 ``RETRY_DELAYS``, ``retry_due``; seed 000 §1).
+
+Rules / theory of operation
+---------------------------
+* An :class:`Outcome` is ``delivered``, ``retryable`` or ``terminal`` (plus ``held``: a batched
+  Stack write not tried because an earlier write of its pair failed in the same batch — not an
+  attempt of its own).  Channels classify with :func:`classify_status` / :func:`classify_exc`:
+  retryable = connection error, timeout, HTTP 5xx, 408, 429 (counts against the sender's
+  health); terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
+  never counts against the sender).  A 429's ``retry_after`` (seconds) is carried along.
+* **Ladder** (seed 002): after failed attempt k (1-based) the next try is at
+  ``now + LADDER[k-1]`` = +30 s, +2 min, +10 min, +30 min; attempt 5 failing makes the delivery
+  ``failed``.  A ``retry_after`` longer than the step wins.  ``stack`` deliveries never become
+  ``failed``: after the 5th they keep the last step (30 min) forever, and a terminal Stack
+  answer is retried at the last step too (DESIGN §9 "nothing is dropped").
+* **TTL**: a delivery whose ``expires_at`` has passed when it is about to be sent is ``failed``
+  ("expired") without an attempt — checked at send time (in :meth:`Attempts.begin`), not when
+  queued.
+* Before an attempt, :meth:`Attempts.begin` asks the :class:`SenderHealth` "may this sender
+  (target) send now?".  ``Admission.allowed`` False: the row waits — it is not an attempt and
+  never counted; ``not_before`` (unix seconds) re-arms it then, ``None`` parks it until health
+  releases the target (:class:`ReleaseTarget`).  Waiting rows keep their order (by
+  ``next_attempt_at``, then ``seq``), and a parked row is not due, so nothing busy-loops.
+* A row whose 5th attempt was claimed but never settled (a crash) is ``failed`` there too:
+  five attempts is the bound even across restarts.  Otherwise the attempt is **claimed**
+  (:class:`~.storage.ClaimDelivery`: attempts + 1, retry time already on the ladder) and
+  committed before any byte is sent (durability: :mod:`.storage`).
+* After the attempt, :meth:`Attempts.finish` turns the channel's :class:`Outcome` into the row's
+  next state (:func:`after`) and reports it to health — "delivered", "failed, retryable" or
+  "failed, terminal", with ``final`` set on a delivery's last attempt
+  (seed 000 §1: the final retry runs the check without incrementing).  ``held`` outcomes (a
+  batched Stack write not tried) are not attempts and are not reported.
+* Health answers with a :class:`Report`: store ops to commit with the outcome (its counters and
+  history) and router events to emit (``sidecar/sender/...``).  :class:`AlwaysOpen` is the
+  default until sender health exists: always yes, reports nothing.
+* Pure: no clock, no I/O; the pump (:mod:`.pump`) commits what these return.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+import msgspec
+
+from sidecar.store.ops import Op, register
+
+from .model import Delivery, Event, Status
+from .storage import ClaimDelivery, SettleDelivery
+
+#: Seconds before retry 1, 2, 3, 4 (seed 002 ``RETRY_DELAYS``).
+LADDER: tuple[float, ...] = (30.0, 120.0, 600.0, 1800.0)
+MAX_ATTEMPTS = len(LADDER) + 1  # 5 attempts in all
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+
+class Kind(str, enum.Enum):
+    DELIVERED = "delivered"
+    RETRYABLE = "retryable"
+    TERMINAL = "terminal"
+    HELD = "held"
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str  # Kind value
+    error: str | None = None  # one line, secrets already scrubbed
+    status: int | None = None  # HTTP status when there was one
+    retry_after: float | None = None  # seconds, from a 429
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == Kind.DELIVERED.value
+
+
+DELIVERED = Outcome(kind=Kind.DELIVERED.value)
+
+
+def retryable(error: str, status: int | None = None, retry_after: float | None = None) -> Outcome:
+    return Outcome(kind=Kind.RETRYABLE.value, error=error, status=status, retry_after=retry_after)
+
+
+def terminal(error: str, status: int | None = None) -> Outcome:
+    return Outcome(kind=Kind.TERMINAL.value, error=error, status=status)
+
+
+def held(error: str) -> Outcome:
+    return Outcome(kind=Kind.HELD.value, error=error)
+
+
+def classify_status(status: int, detail: str = "", retry_after: float | None = None) -> Outcome:
+    """An HTTP answer → outcome (2xx delivered; 5xx/408/429 retryable; other codes terminal)."""
+    if 200 <= status < 300:
+        return DELIVERED
+    text = f"HTTP {status}" + (f": {detail[:200]}" if detail else "")
+    if status >= 500 or status in RETRYABLE_STATUSES:
+        return retryable(text, status, retry_after if status == 429 else None)
+    return terminal(text, status)
+
+
+def classify_exc(exc: BaseException) -> Outcome:
+    """A transport failure (connection refused/reset, timeout, protocol error) → retryable."""
+    return retryable(f"{type(exc).__name__}: {exc}"[:300])
+
+
+class Next(msgspec.Struct, frozen=True, kw_only=True):
+    """The row's state after an outcome."""
+
+    status: str
+    attempts: int
+    next_attempt_at: float | None
+    last_error: str | None
+    delivered_at: float | None = None
+    final: bool = False  # this attempt was the delivery's last one (sender health: seed 000 §1)
+
+
+def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None = None) -> Next:
+    """The row's next state after attempt number ``attempts`` (default ``row.attempts + 1``)
+    ended with ``outcome`` at ``now`` (unix seconds)."""
+    k = row.attempts + 1 if attempts is None else attempts
+    if outcome.kind == Kind.DELIVERED.value:
+        return Next(status=Status.DELIVERED.value, attempts=k, next_attempt_at=None,
+                    last_error=None, delivered_at=now)
+    stack = row.channel == "stack"
+    if outcome.kind == Kind.HELD.value:  # not an attempt: back to where it was, due with the head
+        return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + LADDER[0],
+                    last_error=outcome.error)
+    error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
+    if outcome.kind == Kind.TERMINAL.value and not stack:
+        return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
+                    final=True)
+    if not stack and k >= MAX_ATTEMPTS:
+        return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
+                    final=True)
+    step = LADDER[-1] if outcome.kind == Kind.TERMINAL.value else LADDER[min(k, len(LADDER)) - 1]
+    if outcome.retry_after is not None and outcome.retry_after > step:
+        step = outcome.retry_after
+    return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,
+                last_error=error)
+
+
+def expired(row: Delivery, now: float) -> bool:
+    """The row's TTL has passed at ``now`` (checked at send time)."""
+    return row.expires_at is not None and now >= row.expires_at
+
+
+def expire(row: Delivery, now: float) -> Next:
+    return Next(status=Status.FAILED.value, attempts=row.attempts, next_attempt_at=None,
+                last_error=f"expired: ttl passed at {row.expires_at:.3f}, not sent", final=True)
+
+
+# ---- the gate: the one place every attempt goes through ---------------------------------------
+
+class Admission(msgspec.Struct, frozen=True, kw_only=True):
+    allowed: bool
+    not_before: float | None = None  # when to ask again; None = wait for ReleaseTarget
+    reason: str | None = None  # e.g. "cooldown until …" (shown in the row's last_error)
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    ops: tuple[Op, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+YES = Admission(allowed=True)
+NOTHING = Report()
+
+
+class SenderHealth(Protocol):
+    """What the router needs from sender health (seed 000); a sender is one target."""
+
+    def may_send(self, target: str, channel: str, now: float) -> Admission: ...
+
+    def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
+               final: bool) -> Report: ...
+
+
+class AlwaysOpen:
+    """Sender health before it exists: every sender may always send; nothing is recorded."""
+
+    def may_send(self, target: str, channel: str, now: float) -> Admission:
+        return YES
+
+    def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
+               final: bool) -> Report:
+        return NOTHING
+
+
+class DeferDelivery(Op, frozen=True):
+    """Not an attempt: try ``delivery_id`` again at ``next_attempt_at`` (None = parked)."""
+
+    delivery_id: str
+    next_attempt_at: float | None
+    reason: str
+    at: float
+
+
+class ReleaseTarget(Op, frozen=True):
+    """Health released ``target``: its parked rows become due at ``at``."""
+
+    target: str
+    at: float
+
+
+register(DeferDelivery,
+         "UPDATE deliveries SET next_attempt_at=?, last_error=?, updated_at=? WHERE id=? AND status='pending'",
+         lambda o: (o.next_attempt_at, f"waiting: {o.reason}", o.at, o.delivery_id))
+register(ReleaseTarget,
+         "UPDATE deliveries SET next_attempt_at=?, updated_at=? WHERE status='pending' AND target=?"
+         " AND next_attempt_at IS NULL",
+         lambda o: (o.at, o.at, o.target))
+
+
+class Begin(msgspec.Struct, frozen=True, kw_only=True):
+    """What to do with a due row: ``send`` (commit ``ops`` first), ``wait`` or ``expired``."""
+
+    action: str  # "send" | "wait" | "expired"
+    ops: tuple[Op, ...]
+    attempt: int = 0  # the attempt number being made (send)
+
+
+class Finish(msgspec.Struct, frozen=True, kw_only=True):
+    next: Next
+    ops: tuple[Op, ...]
+    events: tuple[Event, ...] = ()
+
+
+class Attempts:
+    """The gate (see module rules).  ``health`` defaults to :class:`AlwaysOpen`."""
+
+    def __init__(self, health: SenderHealth | None = None) -> None:
+        self.health: SenderHealth = health if health is not None else AlwaysOpen()
+
+    def begin(self, row: Delivery, now: float) -> Begin:
+        if expired(row, now):
+            nxt = expire(row, now)
+            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+        if row.channel != "stack" and row.attempts >= MAX_ATTEMPTS:
+            # the last attempt was claimed and the process died before its outcome was recorded:
+            # it counted (it may even have arrived), and there is no sixth
+            nxt = Next(status="failed", attempts=row.attempts, next_attempt_at=None, final=True,
+                       last_error=f"failed: attempt {row.attempts} of {MAX_ATTEMPTS} ended without an outcome")
+            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+        adm = self.health.may_send(row.target, row.channel, now)
+        if not adm.allowed:
+            return Begin(action="wait", ops=(DeferDelivery(row.id, adm.not_before,
+                                                           adm.reason or "sender unavailable", now),))
+        k = row.attempts + 1
+        step = LADDER[min(k, len(LADDER)) - 1]
+        return Begin(action="send", attempt=k, ops=(ClaimDelivery(row.id, k, now + step, now),))
+
+    def finish(self, row: Delivery, outcome: Outcome, now: float, *, attempt: int) -> Finish:
+        """``attempt`` is the number :meth:`begin` claimed."""
+        nxt = after(row, outcome, now, attempts=attempt)
+        ops: list[Op] = [_settle(row, nxt, now)]
+        events: tuple[Event, ...] = ()
+        if outcome.kind != Kind.HELD.value:
+            final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
+            rep = self.health.report(row.target, row.channel, outcome, now, final=final)
+            ops.extend(rep.ops)
+            events = rep.events
+        return Finish(next=nxt, ops=tuple(ops), events=events)
+
+
+def _settle(row: Delivery, nxt: Next, now: float) -> SettleDelivery:
+    return SettleDelivery(row.id, nxt.status, nxt.attempts, nxt.next_attempt_at, nxt.last_error,
+                          nxt.delivered_at, now)

@@ -1,0 +1,247 @@
+"""Router values: events, rules, deliveries (DESIGN §10; seed 002_a0d232b71a36404f.txt).
+
+Rules / theory of operation
+---------------------------
+* Every value here is a frozen msgspec Struct: a step can encode, log or replay it, and nothing
+  routed can be changed behind the router's back.  Times are unix seconds UTC floats.
+* An :class:`Event` is ``{source, subject, action, priority, payload, dedup_key?, ttl_s?}``
+  (DESIGN §10).  ``write`` is internal: the Stack write a ``markers``/``tasks``/``candidates``
+  event stands for (the built-in Stack route delivers exactly that write); Electron's
+  ``events.emit`` can never set it (:func:`parse_event` refuses it).
+* A :class:`Rule` (seed 002 ``app/models/rules.py``): conditions ``source`` (None = any),
+  ``subjects`` / ``actions`` (empty = any), ``priority_min``, ``payload`` (top-level exact match;
+  a list value = any-of; a missing key does not match); ``weight`` (smaller first); ``enabled``;
+  ``throttle_seconds``; actions ``[{target, template?}]``.  Rules are named; the name is the key.
+* A :class:`Delivery` is one row of the audit (``deliveries``): status ``pending``,
+  ``delivered``, ``failed``, ``skipped`` or ``duplicate``; ``attempts``, ``next_attempt_at``,
+  ``last_error``, the rendered ``message`` (exactly the bytes a channel sends: the text for
+  telegram, the JSON body for webhook/journal, the Stack write's body for stack).
+* :func:`parse_event` and :func:`parse_rule` turn untrusted dicts (bridge, CLI, scenario) into
+  values or raise :class:`RouterInputError` naming the field — nothing is changed on a refusal.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+#: Priorities in order (seed 002 ``PRIORITY_ORDER``).
+PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "critical")
+RANK = {p: i for i, p in enumerate(PRIORITIES)}
+#: Sources the sidecar itself emits; ``events.emit`` may not impersonate them.
+OWN_SOURCES = ("markers", "tasks", "candidates", "sidecar")
+#: Sources whose events the built-in route delivers to ``stack`` (DESIGN §10).
+STACK_SOURCES = ("markers", "tasks", "candidates")
+STACK_TARGET = "stack"
+CHANNELS = ("stack", "journal", "webhook", "telegram")
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DUPLICATE = "duplicate"
+
+
+class RouterInputError(ValueError):
+    """Bad input for the router; ``field`` names the offending field (JSON-RPC -32602 data)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """The Stack write a built-in-route event stands for (same fields as
+    :class:`sidecar.stack.writes.StackWrite`, which the integration converts)."""
+
+    pair: str  # ordering lane "tu/ru"
+    idem_key: str  # Idempotency-Key
+    method: str  # "PUT" | "POST"
+    path: str  # request path
+    body: bytes  # JSON body
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """A routing event (DESIGN §10)."""
+
+    source: str
+    subject: str
+    action: str
+    priority: str = "normal"  # low | normal | high | critical
+    payload: dict[str, Any] = {}
+    dedup_key: str | None = None
+    ttl_s: float | None = None  # a delivery not sent within ttl_s of the event is failed at send time
+    write: StackWrite | None = None  # internal: the Stack write (STACK_SOURCES only)
+
+
+class Action(msgspec.Struct, frozen=True, kw_only=True):
+    target: str
+    template: str | None = None
+
+
+class Conditions(msgspec.Struct, frozen=True, kw_only=True):
+    source: str | None = None
+    subjects: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    priority_min: str | None = None
+    payload: dict[str, Any] = {}
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    conditions: Conditions = Conditions()
+    actions: tuple[Action, ...] = ()
+    throttle_seconds: float | None = None
+    weight: int = 0
+    enabled: bool = True
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True):
+    """One delivery row (see module rules)."""
+
+    id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
+    event_id: str
+    event_at: float  # when the router accepted the event
+    source: str
+    subject: str
+    action: str
+    priority: str
+    rule: str | None  # the rule that made it; None = the built-in Stack route
+    channel: str
+    target: str
+    status: str  # Status value
+    message: bytes  # exactly what the channel sends
+    attempts: int = 0
+    next_attempt_at: float | None = None  # pending only
+    expires_at: float | None = None  # event_at + ttl_s
+    last_error: str | None = None
+    note: str | None = None  # why skipped / duplicate / critical bypass
+    delivered_at: float | None = None
+    pair: str | None = None  # stack only: ordering lane
+    idem_key: str | None = None  # stack only
+    method: str | None = None  # stack only
+    path: str | None = None  # stack only
+    seq: int = 0  # insertion order (the store's rowid); 0 before it is stored
+
+
+def _name(v: Any, field: str) -> str:
+    if not isinstance(v, str) or not v.strip() or len(v) > 200:
+        raise RouterInputError(field, "must be a non-empty string of at most 200 characters")
+    return v
+
+
+def _priority(v: Any, field: str) -> str:
+    if v not in RANK:
+        raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)}, not {v!r}")
+    return str(v)
+
+
+def _names(v: Any, field: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, (list, tuple)):
+        raise RouterInputError(field, "must be a list of strings")
+    return tuple(_name(x, f"{field}[{i}]") for i, x in enumerate(v))
+
+
+def parse_event(data: Any, *, external: bool = True) -> Event:
+    """An :class:`Event` from a dict; ``external`` (``events.emit``): the sidecar's own sources
+    and ``write`` are refused.  Raises :class:`RouterInputError`."""
+    if not isinstance(data, dict):
+        raise RouterInputError("event", "must be an object")
+    unknown = set(data) - {"source", "subject", "action", "priority", "payload", "dedup_key", "ttl_s"}
+    if unknown:
+        raise RouterInputError(sorted(unknown)[0], "unknown field")
+    source = _name(data.get("source"), "source")
+    if external and source in OWN_SOURCES:
+        raise RouterInputError("source", f"{source!r} is the sidecar's own source")
+    payload = data.get("payload", {})
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise RouterInputError("payload", "must be an object")
+    try:
+        msgspec.json.encode(payload)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise RouterInputError("payload", f"not JSON: {exc}") from None
+    dedup = data.get("dedup_key")
+    if dedup is not None:
+        dedup = _name(dedup, "dedup_key")
+    ttl = data.get("ttl_s")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0
+                            or ttl != ttl or ttl == float("inf")):
+        raise RouterInputError("ttl_s", "must be a positive finite number of seconds")
+    return Event(source=source, subject=_name(data.get("subject"), "subject"),
+                 action=_name(data.get("action"), "action"),
+                 priority=_priority(data.get("priority", "normal"), "priority"),
+                 payload=payload, dedup_key=dedup, ttl_s=None if ttl is None else float(ttl))
+
+
+RULE_FIELDS = ("name", "conditions", "actions", "throttle_seconds", "weight", "enabled")
+
+
+def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
+    """A :class:`Rule` from a dict (``targets``: known target name → channel; None = not
+    checked).  Raises :class:`RouterInputError` naming the field."""
+    if not isinstance(data, dict):
+        raise RouterInputError("rule", "must be an object")
+    unknown = set(data) - set(RULE_FIELDS)
+    if unknown:
+        raise RouterInputError(sorted(unknown)[0], "unknown field")
+    cond = data.get("conditions") or {}
+    if not isinstance(cond, dict):
+        raise RouterInputError("conditions", "must be an object")
+    bad = set(cond) - {"source", "subjects", "actions", "priority_min", "payload"}
+    if bad:
+        raise RouterInputError(f"conditions.{sorted(bad)[0]}", "unknown condition")
+    source = cond.get("source")
+    pmin = cond.get("priority_min")
+    payload = cond.get("payload") or {}
+    if not isinstance(payload, dict):
+        raise RouterInputError("conditions.payload", "must be an object")
+    conditions = Conditions(
+        source=None if source is None else _name(source, "conditions.source"),
+        subjects=_names(cond.get("subjects"), "conditions.subjects"),
+        actions=_names(cond.get("actions"), "conditions.actions"),
+        priority_min=None if pmin is None else _priority(pmin, "conditions.priority_min"),
+        payload=payload)
+    raw_actions = data.get("actions")
+    if not isinstance(raw_actions, list) or not raw_actions:
+        raise RouterInputError("actions", "must be a non-empty list of {target, template?}")
+    actions = []
+    for i, a in enumerate(raw_actions):
+        if not isinstance(a, dict) or set(a) - {"target", "template"}:
+            raise RouterInputError(f"actions[{i}]", "must be {target, template?}")
+        target = _name(a.get("target"), f"actions[{i}].target")
+        if target == STACK_TARGET:
+            raise RouterInputError(f"actions[{i}].target",
+                                   "stack is reached only through the built-in route")
+        if targets is not None and target not in targets:
+            raise RouterInputError(f"actions[{i}].target", f"unknown target {target!r}")
+        tpl = a.get("template")
+        if tpl is not None and not isinstance(tpl, str):
+            raise RouterInputError(f"actions[{i}].template", "must be a string")
+        actions.append(Action(target=target, template=tpl))
+    throttle = data.get("throttle_seconds")
+    if throttle is not None and (isinstance(throttle, bool) or not isinstance(throttle, (int, float))
+                                 or throttle < 0 or throttle != throttle or throttle == float("inf")):
+        raise RouterInputError("throttle_seconds", "must be a finite number of seconds >= 0")
+    weight = data.get("weight", 0)
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise RouterInputError("weight", "must be an integer")
+    enabled = data.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise RouterInputError("enabled", "must be true or false")
+    return Rule(name=_name(data.get("name"), "name"), conditions=conditions, actions=tuple(actions),
+                throttle_seconds=None if not throttle else float(throttle), weight=weight,
+                enabled=enabled)
+
+
+def rule_dict(rule: Rule) -> dict[str, Any]:
+    """A rule as plain JSON-able data (the ``rules.list`` shape and :func:`parse_rule`'s input)."""
+    out: dict[str, Any] = msgspec.to_builtins(rule)
+    out.setdefault("throttle_seconds", None)
+    return out

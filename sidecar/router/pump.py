@@ -1,0 +1,173 @@
+"""The delivery pump: sends due delivery rows through their channels (DESIGN §9, §10).
+
+Rules / theory of operation
+---------------------------
+* :meth:`DeliveryPump.run_due` is called by the runtime with ``now`` (unix seconds from the one
+  clock) — on the virtual clock at the end of each advance, on the wall clock from its own task —
+  and returns :class:`PumpResult` with ``next_due`` (when to call again).  It never reads a clock
+  and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
+* A pass works in rounds.  Each round reads the due rows (:mod:`.storage`), asks the gate
+  (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
+  ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
+  health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
+  to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
+  receiver (``tests/router/test_pump.py`` kills between claim and send).
+* Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
+  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
+  order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
+  due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
+  requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
+  ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
+  so follow-up writes go out in the same pass.
+* Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
+  Stack writes (it does not walk the whole queue into timeouts).
+* Rows of a target with no channel (removed from the config) fail terminally ("bad target").
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sidecar.store.ops import Op
+
+from .attempt import Attempts, Begin, Next, Outcome, retryable, terminal
+from .channels import Channel, StackChannel
+from .model import Delivery, Event
+from .storage import RouterStore
+
+log = logging.getLogger("sidecar.router.pump")
+MAX_BATCH = 500
+
+
+@dataclass(slots=True)
+class PumpResult:
+    settled: list[tuple[Delivery, Next]] = field(default_factory=list)  # every outcome, in order
+    events: list[Event] = field(default_factory=list)  # from sender health: route them
+    next_due: float | None = None  # unix seconds; None = nothing pending
+    stack_requests: int = 0  # HTTP requests made to Stack in this pass
+
+
+class DeliveryPump:
+    def __init__(self, store: RouterStore, channels: Mapping[str, Channel], *,
+                 stack: StackChannel | None = None, attempts: Attempts | None = None,
+                 concurrency: int = 8) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.store = store
+        self.channels = dict(channels)  # target name -> channel (without stack)
+        self.stack = stack
+        self.gate = attempts or Attempts()
+        self.concurrency = concurrency
+        self._lock = asyncio.Lock()
+
+    async def run_due(self, now: float) -> PumpResult:
+        """One pass at ``now`` (see module rules).  Raises ``StoreError`` if the store fails."""
+        async with self._lock:
+            res = PumpResult()
+            tried: set[str] = set()
+            stack_open = self.stack is not None
+            while True:
+                other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
+                                        if r.id not in tried)[:self.concurrency]
+                runs: list[list[Delivery]] = []
+                if stack_open:
+                    runs = [[r for r in run if r.id not in tried]
+                            for run in await self.store.due_stack(now, MAX_BATCH)]
+                    runs = [run for run in runs if run]
+                    if self.stack is not None and not self.stack.batch:
+                        runs = [run[:1] for run in runs[:self.concurrency]]
+                if not other and not runs:
+                    break
+                stack_rows = [r for run in runs for r in run]
+                tried.update(r.id for r in other + stack_rows)
+                sendable, claims = self._begin(other + stack_rows, now)
+                await self.store.commit(claims)
+                go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
+                go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
+                outcomes = await self._send_other(go_other, now)
+                stack_out, requests = await self._send_stack(go_stack, now)
+                res.stack_requests += requests
+                outcomes += stack_out
+                if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
+                    stack_open = False  # no answer at all: Stack is unreachable
+                ops: list[Op] = []
+                for row, b, outcome in outcomes:
+                    fin = self.gate.finish(row, outcome, now, attempt=b.attempt)
+                    ops.extend(fin.ops)
+                    ch = self.channels.get(row.target)
+                    if ch is not None:
+                        ops.extend(ch.ops_after(row, outcome, now))
+                    res.events.extend(fin.events)
+                    res.settled.append((row, fin.next))
+                await self.store.commit(ops)
+            res.next_due = await self.store.next_due()
+            return res
+
+    def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+        ops: list[Op] = []
+        go: list[tuple[Delivery, Begin]] = []
+        for row in rows:
+            b = self.gate.begin(row, now)
+            ops.extend(b.ops)
+            if b.action == "send":
+                go.append((row, b))
+        return go, ops
+
+    async def _send_other(self, items: list[tuple[Delivery, Begin]],
+                          now: float) -> list[tuple[Delivery, Begin, Outcome]]:
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
+            ch = self.channels.get(row.target)
+            if ch is None:
+                return row, b, terminal(f"bad target {row.target!r}: not configured")
+            async with sem:
+                try:
+                    return row, b, await ch.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
+                    log.exception("channel %s raised for delivery %s", row.target, row.id)
+                    return row, b, retryable(f"channel error: {type(exc).__name__}")
+
+        return list(await asyncio.gather(*(one(r, b) for r, b in items)))
+
+    async def _send_stack(self, items: list[tuple[Delivery, Begin]],
+                          now: float) -> tuple[list[tuple[Delivery, Begin, Outcome]], int]:
+        if not items:
+            return [], 0
+        stack = self.stack
+        if stack is None:
+            return [(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items], 0
+        if stack.batch:
+            out: list[tuple[Delivery, Begin, Outcome]] = []
+            requests = 0
+            for i in range(0, len(items), MAX_BATCH):
+                chunk = items[i:i + MAX_BATCH]
+                results = await stack.send_batch([r for r, _ in chunk], now)
+                requests += 1
+                out.extend((r, b, o) for (r, b), o in zip(chunk, results))
+            return out, requests
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
+            async with sem:
+                return row, b, await stack.send(row, now)
+
+        return list(await asyncio.gather(*(one(r, b) for r, b in items))), len(items)
+
+    async def close(self) -> None:
+        for ch in self.channels.values():
+            await ch.close()
+
+
+def _one_per_target(rows) -> list[Delivery]:
+    """The oldest due row of each target: a sender sends one delivery at a time, so sender health
+    answers "may it send?" knowing the outcome of the one before (seed 000)."""
+    seen: set[str] = set()
+    out = []
+    for r in rows:
+        if r.target not in seen:
+            seen.add(r.target)
+            out.append(r)
+    return out

@@ -1,0 +1,101 @@
+"""What a delivery sends: sandboxed Jinja2 templates and the per-channel message (DESIGN §10;
+seed 002 "Шаблон обязан быть устойчив к отсутствию полей payload").
+
+Rules / theory of operation
+---------------------------
+* Templates are Jinja2 in a :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment` (no attribute
+  tricks, no mutation of the context) over ``payload``, ``source``, ``subject``, ``action``,
+  ``priority``.  Undefined values are :class:`~jinja2.ChainableUndefined`: ``{{ payload.a.b }}``
+  of a missing ``a`` renders empty and never raises — a missing field never fails a delivery.
+* A template that does not compile, or fails while rendering for any other reason (a sandbox
+  violation, a type error), raises :class:`TemplateFailure`; the router records that delivery
+  as ``failed`` at once (a terminal outcome, DESIGN §10: it does not count against the sender).
+* Rendered text is capped at :data:`MAX_TEXT` characters (Telegram's ``sendMessage`` limit is 4096).
+* Messages (the exact bytes a channel sends, stored in the delivery row):
+  - ``telegram``: the rendered text, or a default line ``"[priority] source/subject action"``
+    followed by the payload as JSON when the action has no template;
+  - ``webhook`` / ``journal``: the event as JSON ``{"type": "source.subject.action",
+    "timestamp", "data": {source, subject, action, priority, payload, dedup_key, event_id},
+    "message"?}`` (Standard Webhooks' recommended payload shape); ``message`` is the rendered
+    template when the action has one;
+  - ``stack``: the Stack write's own body.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jinja2
+import msgspec
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from sidecar.core.clock import to_iso
+
+from .model import Event
+
+MAX_TEXT = 4096
+_encode = msgspec.json.Encoder(order="sorted").encode
+
+
+class TemplateFailure(Exception):
+    """A template could not be compiled or rendered (terminal for the delivery)."""
+
+
+_ENV = ImmutableSandboxedEnvironment(undefined=jinja2.ChainableUndefined, autoescape=False,
+                                     keep_trailing_newline=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(source: str) -> jinja2.Template:
+    try:
+        return _ENV.from_string(source)
+    except jinja2.TemplateError as exc:
+        raise TemplateFailure(f"template does not compile: {exc}") from None
+
+
+def context(event: Event) -> dict[str, Any]:
+    return {"payload": event.payload, "source": event.source, "subject": event.subject,
+            "action": event.action, "priority": event.priority}
+
+
+def render(template: str, event: Event) -> str:
+    """Render ``template`` for ``event``; missing fields are empty.  Raises :class:`TemplateFailure`."""
+    tpl = _compile(template)
+    try:
+        text = tpl.render(context(event))
+    except Exception as exc:  # noqa: BLE001 - any failure of a user's template is the template's
+        raise TemplateFailure(f"template failed: {type(exc).__name__}: {exc}") from None
+    return text[:MAX_TEXT]
+
+
+def default_text(event: Event) -> str:
+    text = f"[{event.priority}] {event.source}/{event.subject} {event.action}"
+    if event.payload:
+        text += " " + _encode(event.payload).decode()
+    return text[:MAX_TEXT]
+
+
+def event_json(event: Event, event_id: str, at: float, message: str | None) -> bytes:
+    """The webhook / journal body (see module rules)."""
+    body: dict[str, Any] = {
+        "type": f"{event.source}.{event.subject}.{event.action}",
+        "timestamp": to_iso(at),
+        "data": {"event_id": event_id, "source": event.source, "subject": event.subject,
+                 "action": event.action, "priority": event.priority, "payload": event.payload,
+                 "dedup_key": event.dedup_key},
+    }
+    if message is not None:
+        body["message"] = message
+    return _encode(body)
+
+
+def message_for(channel: str, event: Event, event_id: str, at: float, template: str | None) -> bytes:
+    """The bytes a delivery of ``event`` on ``channel`` sends.  Raises :class:`TemplateFailure`."""
+    if channel == "stack":
+        if event.write is None:
+            raise ValueError("a stack delivery needs the event's Stack write")
+        return event.write.body
+    text = None if template is None else render(template, event)
+    if channel == "telegram":
+        return (text if text is not None else default_text(event)).encode()
+    return event_json(event, event_id, at, text)

@@ -1,0 +1,259 @@
+"""Routing an event into delivery rows: matching rules, dedup, throttle (DESIGN §10; seed 002
+``ingest``, ``_rule_matches``, ``_payload_matches``, ``_throttled``, ``DEDUP_WINDOW_SECONDS``,
+``ROUTING_MATCH_MODE``).
+
+Rules / theory of operation
+---------------------------
+* A rule matches when it is enabled and every condition it sets holds:
+  ``source`` equal (None = any); ``subjects`` / ``actions`` contain the event's (empty = any);
+  the event's priority ranks at least ``priority_min`` (low < normal < high < critical);
+  ``payload``: for every key of the condition the event's payload HAS that key (a missing key
+  does not match, even against a ``null`` condition) and its value equals the condition's — or,
+  when the condition's value is a list, equals one of its items (any-of, "host melody or pilar").
+  Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
+* Order: by ``weight`` (smaller first), then by name, so the order never depends on when a rule
+  was created or loaded.
+* Match mode ``all`` (default): every matching rule adds its deliveries; ``first``: only the first
+  matching rule by that order (seed 002 ``routing_match_mode``).
+* The built-in Stack route is not a rule: :func:`stack_route` says whether an event goes to
+  ``stack`` regardless of rules, mode and throttles (Alertmanager's root route).
+* Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :class:`RouterState` and
+  returns a :class:`Routing` (the new rows and the state changes) without changing anything.
+  The step adds ``routing.ops()`` to its transaction; only after that commit does the runtime
+  call ``state.apply(routing)``.  A failed commit therefore leaves memory as it was.
+* Several events of one step are routed by ONE call, in order, each seeing the changes of the
+  ones before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
+  steps, which the runtime serialises) yield exactly one delivery.
+* Event ids are ``<prefix><seq>``: ``prefix`` names the data dir (:func:`make_prefix`, drawn
+  once when the dir is first used and stored by the runtime), ``seq`` is persisted (``meta`` key
+  :data:`SEQ_KEY`), so ids never repeat across restarts or shift changes.  Delivery ids are
+  ``<event_id>.<n>`` (n = position in the event's fan-out), the stable ``webhook-id``.
+* **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
+  ago (default 24 h; the window runs from the accepted event, duplicates do not extend it; at
+  exactly the window's end the key is accepted again) is a duplicate: each delivery it would
+  have made is recorded as ``duplicate`` and nothing is sent.
+* **Fan-out**: the built-in Stack route first (``markers``/``tasks``/``candidates`` with a
+  Stack write; no rule, mode or throttle touches it), then every matching rule (mode
+  ``all``/``first``, above) and each of its actions in order.
+* **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last *real*
+  delivery to that target (a row created ``pending``, whatever rule made it).  A delivery with
+  ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
+  not move the window; at exactly ``last + throttle`` it passes.  ``critical`` always passes and
+  the row's ``note`` says it bypassed the throttle.
+* A template that fails, or a target that is not configured, makes a ``failed`` row at once
+  (terminal: DESIGN §10 "a broken template must not park a healthy sender").
+* Pending rows are due at once (``next_attempt_at = now``); ``expires_at = now + ttl_s``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from dataclasses import dataclass, field
+
+from msgspec.structs import replace
+
+from sidecar.core.rng import KeyedRandom
+from sidecar.store.ops import Op, PutMeta
+
+from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
+from .render import TemplateFailure, message_for
+from .storage import PutDedup, PutDelivery, PutThrottle
+
+# ---- matching (seed 002 ``_rule_matches``, ``_payload_matches``, ``ROUTING_MATCH_MODE``) -------
+
+MATCH_MODES = ("all", "first")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: bools are not numbers, ints equal floats of the same value."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def payload_matches(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Top-level exact match; a list in ``wanted`` means any-of; a missing key never matches."""
+    for key, expected in wanted.items():
+        if key not in payload:
+            return False
+        allowed = expected if isinstance(expected, list) else [expected]
+        if not any(_same(payload[key], v) for v in allowed):
+            return False
+    return True
+
+
+def rule_matches(rule: Rule, event: Event) -> bool:
+    if not rule.enabled:
+        return False
+    c = rule.conditions
+    if c.source is not None and c.source != event.source:
+        return False
+    if c.subjects and event.subject not in c.subjects:
+        return False
+    if c.actions and event.action not in c.actions:
+        return False
+    if c.priority_min is not None and RANK.get(event.priority, 0) < RANK[c.priority_min]:
+        return False
+    return payload_matches(event.payload, c.payload)
+
+
+def ordered(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules in application order: weight, then name."""
+    return sorted(rules, key=lambda r: (r.weight, r.name))
+
+
+def matching(rules: Sequence[Rule], event: Event, mode: str = "all") -> list[Rule]:
+    """The rules that apply to ``event`` under match ``mode`` (``all`` | ``first``), in order.
+    Raises ``ValueError`` for an unknown mode."""
+    if mode not in MATCH_MODES:
+        raise ValueError(f"match mode must be 'all' or 'first', not {mode!r}")
+    hits = [r for r in ordered(rules) if rule_matches(r, event)]
+    return hits[:1] if mode == "first" else hits
+
+
+def stack_route(event: Event) -> bool:
+    """The built-in route: ``markers``/``tasks``/``candidates`` events that carry a Stack write."""
+    return event.source in STACK_SOURCES and event.write is not None
+
+
+# ---- routing ----------------------------------------------------------------------------------
+
+DEFAULT_DEDUP_WINDOW_S = 86400.0
+SEQ_KEY = "router.next_seq"
+
+
+@dataclass(slots=True)
+class RouterState:
+    """The router's in-memory state (loaded at start from :mod:`.storage`)."""
+
+    prefix: str  # event id prefix of this data dir, e.g. "ev-3f9a-"
+    rules: dict[str, Rule] = field(default_factory=dict)  # name -> rule
+    dedup: dict[tuple[str, str], float] = field(default_factory=dict)  # (source, key) -> accepted at
+    last_real: dict[tuple[str, str], float] = field(default_factory=dict)  # (channel, target) -> at
+    seq: int = 1  # next event number
+    match_mode: str = "all"
+    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+
+    @classmethod
+    def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
+                dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S) -> "RouterState":
+        """The state after a start: ``loaded`` is :func:`sidecar.router.storage.load`'s answer."""
+        return cls(prefix=prefix, rules=dict(loaded.rules), dedup=dict(loaded.dedup),
+                   last_real=dict(loaded.last_real), seq=loaded.next_seq, match_mode=match_mode,
+                   dedup_window_s=dedup_window_s)
+
+    def apply(self, routing: "Routing") -> None:
+        """Evolve after the routing's ops were committed."""
+        self.dedup.update(routing.dedup)
+        self.last_real.update(routing.last_real)
+        self.seq = max(self.seq, routing.next_seq)
+
+    def prune(self, now: float) -> None:
+        """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
+        for k in [k for k, at in self.dedup.items() if now >= at + self.dedup_window_s]:
+            del self.dedup[k]
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """What :func:`route` decided: new rows and state changes (apply after commit)."""
+
+    now: float
+    deliveries: tuple[Delivery, ...]
+    event_ids: tuple[str, ...]  # one per routed event, in order
+    dedup: dict[tuple[str, str], float]
+    last_real: dict[tuple[str, str], float]
+    next_seq: int
+
+    def ops(self) -> list[Op]:
+        if not self.event_ids:
+            return []
+        out: list[Op] = [PutDelivery(d) for d in self.deliveries]
+        out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
+        out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
+        out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
+        return out
+
+    @property
+    def pending(self) -> tuple[Delivery, ...]:
+        return tuple(d for d in self.deliveries if d.status == Status.PENDING.value)
+
+
+def make_prefix(rng: KeyedRandom, created_at: float) -> str:
+    """The event-id prefix of a data dir: a keyed draw over (deployment seed, the instant the dir
+    was first used, unix seconds), made once and stored by the runtime — two data dirs (a shift
+    change on a fresh machine) never share ids, and a replay re-derives the same prefix."""
+    return f"ev-{int(rng.unit('router', 'prefix', repr(created_at)) * (1 << 32)):08x}-"
+
+
+def route(state: RouterState, events: Sequence[Event], now: float,
+          targets: Mapping[str, str]) -> Routing:
+    """Route ``events`` at ``now`` (unix seconds).  ``targets``: configured target name →
+    channel (``stack`` is always there).  Pure: see module rules."""
+    dedup: dict[tuple[str, str], float] = {}
+    last_real: dict[tuple[str, str], float] = {}
+    rows: list[Delivery] = []
+    ids: list[str] = []
+    seq = state.seq
+    rules = list(state.rules.values())
+    for event in events:
+        event_id = f"{state.prefix}{seq}"
+        seq += 1
+        ids.append(event_id)
+        duplicate_of: float | None = None
+        if event.dedup_key is not None:
+            k = (event.source, event.dedup_key)
+            seen = dedup.get(k, state.dedup.get(k))
+            if seen is not None and now < seen + state.dedup_window_s:
+                duplicate_of = seen
+            else:
+                dedup[k] = now
+        fan: list[tuple[Rule | None, str, str | None]] = []
+        if stack_route(event):
+            fan.append((None, STACK_TARGET, None))
+        for hit in matching(rules, event, state.match_mode):
+            fan.extend((hit, a.target, a.template) for a in hit.actions)
+        for n, (by, target, template) in enumerate(fan):
+            channel = "stack" if target == STACK_TARGET else targets.get(target)
+            rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
+                             state, last_real))
+    return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
+                   last_real=last_real, next_seq=seq)
+
+
+def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, target: str,
+         channel: str | None, template: str | None, duplicate_of: float | None,
+         state: RouterState, last_real: dict[tuple[str, str], float]) -> Delivery:
+    w = event.write if target == STACK_TARGET else None
+    base = Delivery(id=f"{event_id}.{n}", event_id=event_id, event_at=now, source=event.source,
+                    subject=event.subject, action=event.action, priority=event.priority,
+                    rule=None if rule is None else rule.name, target=target,
+                    channel=channel or "unknown", status=Status.PENDING.value, message=b"",
+                    pair=None if w is None else w.pair, idem_key=None if w is None else w.idem_key,
+                    method=None if w is None else w.method, path=None if w is None else w.path)
+    if channel is None:
+        return replace(base, status=Status.FAILED.value,
+                       last_error=f"terminal: bad target {target!r} (not configured)")
+    try:
+        message = message_for(channel, event, event_id, now, template)
+        error = None
+    except TemplateFailure as exc:
+        message, error = b"", f"terminal: {exc}"
+    if duplicate_of is not None:
+        return replace(base, status=Status.DUPLICATE.value, message=message,
+                       note=f"duplicate: dedup_key {event.dedup_key!r} accepted at {duplicate_of:.3f}")
+    note = None
+    key = (channel, target)
+    if rule is not None and rule.throttle_seconds:
+        last = last_real.get(key, state.last_real.get(key))
+        if last is not None and now < last + rule.throttle_seconds:
+            if event.priority != "critical":
+                return replace(base, status=Status.SKIPPED.value, message=message,
+                               note=f"throttled: last delivery to {target} at {last:.3f}, "
+                                    f"window {rule.throttle_seconds:g} s")
+            note = f"critical: bypassed the {rule.throttle_seconds:g} s throttle"
+    if error is not None:
+        return replace(base, status=Status.FAILED.value, message=message, last_error=error)
+    last_real[key] = now
+    return replace(base, message=message, next_attempt_at=now, note=note,
+                   expires_at=None if event.ttl_s is None else now + event.ttl_s)

@@ -1,0 +1,283 @@
+"""The router's tables: store ops a step adds to its transaction, and readers (DESIGN §9, §10,
+§13 "their state has tables of its own"; schema v2 in :mod:`sidecar.store.migrations`).
+
+Rules / theory of operation
+---------------------------
+* Ops are frozen msgspec Structs registered with :func:`sidecar.store.ops.register`, so
+  :meth:`Store.commit` applies them in the same ONE transaction as the step's other ops: an
+  event's delivery rows are written together with the marker change that caused it.
+* :class:`PutDelivery` inserts a row; a ``stack`` row whose idempotency key already has a pending
+  row is ignored (a re-run step cannot queue a Stack write twice — the outbox's rule).
+  :class:`ClaimDelivery` records an attempt *before* it is made (attempts + 1, next try already
+  on the ladder), :class:`SettleDelivery` records its outcome: a SIGKILL between them leaves a
+  pending row that is tried again at its ladder time with the same delivery id (the webhook-id /
+  idempotency key), so a receiver that dedups sees it once.  Both touch only ``pending`` rows.
+* Readers are plain functions over a ``sqlite3.Connection``, run on the store's thread through
+  :meth:`Store.read` (:class:`RouterStore` wraps them); they never write.
+* Stack per-pair order: :func:`due_stack` returns, per pair whose oldest pending row (its head)
+  is due, the run of that pair's pending rows from the head while each is due — a batch may
+  carry a whole run, because Stack fails the later writes of a pair whose earlier write failed.
+* No secret is ever written here: rows hold target *names*; URLs and secrets stay in the config.
+"""
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import msgspec
+
+from sidecar.store.ops import Op, register, to_json
+from sidecar.store.rows import decode_json
+
+from .model import Delivery, Rule, rule_dict
+
+_COLS = ("seq, id, event_id, event_at, source, subject, action, priority, rule, channel, target,"
+         " status, attempts, next_attempt_at, expires_at, last_error, note, message, delivered_at,"
+         " pair, idem_key, method, path")
+
+
+class PutDelivery(Op, frozen=True):
+    delivery: Delivery
+
+
+class ClaimDelivery(Op, frozen=True):
+    """Attempt ``attempts`` of ``delivery_id`` starts at ``at``; if it never settles, retry at
+    ``next_attempt_at``."""
+
+    delivery_id: str
+    attempts: int
+    next_attempt_at: float
+    at: float
+
+
+class SettleDelivery(Op, frozen=True):
+    delivery_id: str
+    status: str
+    attempts: int
+    next_attempt_at: float | None
+    last_error: str | None
+    delivered_at: float | None
+    at: float
+
+
+class PutDedup(Op, frozen=True):
+    source: str
+    dedup_key: str
+    accepted_at: float
+
+
+class PutThrottle(Op, frozen=True):
+    channel: str
+    target: str
+    last_at: float
+
+
+class PutRule(Op, frozen=True):
+    rule: Rule
+    at: float
+
+
+class DeleteRule(Op, frozen=True):
+    name: str
+
+
+class PutJournal(Op, frozen=True):
+    delivery_id: str
+    target: str
+    at: float
+    body: str
+
+
+class PruneRouter(Op, frozen=True):
+    """Forget settled deliveries of events before ``before`` (unix seconds)."""
+
+    before: float
+
+
+def _delivery_params(op: PutDelivery) -> tuple:
+    d = op.delivery
+    return (d.id, d.event_id, d.event_at, d.source, d.subject, d.action, d.priority, d.rule,
+            d.channel, d.target, d.status, d.attempts, d.next_attempt_at, d.expires_at,
+            d.last_error, d.note, bytes(d.message), d.delivered_at, d.pair, d.idem_key, d.method,
+            d.path, d.event_at, d.channel, d.idem_key)
+
+
+register(PutDelivery,
+         "INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule,"
+         " channel, target, status, attempts, next_attempt_at, expires_at, last_error, note, message,"
+         " delivered_at, pair, idem_key, method, path, updated_at)"
+         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
+         " (SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?))",
+         _delivery_params)
+register(ClaimDelivery,
+         "UPDATE deliveries SET attempts=?, next_attempt_at=?, last_error=?, updated_at=?"
+         " WHERE id=? AND status='pending'",
+         lambda o: (o.attempts, o.next_attempt_at, f"in flight: attempt {o.attempts}", o.at,
+                    o.delivery_id))
+register(SettleDelivery,
+         "UPDATE deliveries SET status=?, attempts=?, next_attempt_at=?, last_error=?, delivered_at=?,"
+         " updated_at=? WHERE id=? AND status='pending'",
+         lambda o: (o.status, o.attempts, o.next_attempt_at, o.last_error, o.delivered_at, o.at,
+                    o.delivery_id))
+register(PutDedup,
+         "INSERT INTO router_dedup (source, dedup_key, accepted_at) VALUES (?,?,?)"
+         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at",
+         lambda o: (o.source, o.dedup_key, o.accepted_at))
+register(PutThrottle,
+         "INSERT INTO router_throttle (channel, target, last_at) VALUES (?,?,?)"
+         " ON CONFLICT (channel, target) DO UPDATE SET last_at=max(last_at, excluded.last_at)",
+         lambda o: (o.channel, o.target, o.last_at))
+register(PutRule,
+         "INSERT INTO router_rules (name, data, created_at, updated_at) VALUES (?,?,?,?)"
+         " ON CONFLICT (name) DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
+         lambda o: (o.rule.name, to_json(rule_dict(o.rule)), o.at, o.at))
+register(DeleteRule, "DELETE FROM router_rules WHERE name=?", lambda o: (o.name,))
+register(PutJournal,
+         "INSERT OR IGNORE INTO router_journal (delivery_id, target, at, body) VALUES (?,?,?,?)",
+         lambda o: (o.delivery_id, o.target, o.at, o.body))
+register(PruneRouter, "DELETE FROM deliveries WHERE status != 'pending' AND event_at < ?",
+         lambda o: (o.before,))
+
+
+class PruneDedup(Op, frozen=True):
+    before: float
+
+
+class PruneJournal(Op, frozen=True):
+    before: float
+
+
+register(PruneDedup, "DELETE FROM router_dedup WHERE accepted_at < ?", lambda o: (o.before,))
+register(PruneJournal, "DELETE FROM router_journal WHERE at < ?", lambda o: (o.before,))
+
+
+def prune_ops(now: float, keep_s: float, dedup_window_s: float) -> list[Op]:
+    """Ops that forget settled deliveries and journal rows older than ``keep_s`` and dedup keys
+    whose window has passed."""
+    return [PruneRouter(now - keep_s), PruneDedup(now - dedup_window_s),
+            PruneJournal(now - keep_s)]
+
+
+# ---------------------------------------------------------------------------------- readers
+
+def delivery_from_row(r: tuple) -> Delivery:
+    return Delivery(seq=r[0], id=r[1], event_id=r[2], event_at=r[3], source=r[4], subject=r[5],
+                    action=r[6], priority=r[7], rule=r[8], channel=r[9], target=r[10], status=r[11],
+                    attempts=r[12], next_attempt_at=r[13], expires_at=r[14], last_error=r[15],
+                    note=r[16], message=bytes(r[17]), delivered_at=r[18], pair=r[19], idem_key=r[20],
+                    method=r[21], path=r[22])
+
+
+class Loaded(msgspec.Struct, frozen=True):
+    rules: dict[str, Rule]
+    dedup: dict[tuple[str, str], float]
+    last_real: dict[tuple[str, str], float]
+    next_seq: int
+
+
+def load(conn: sqlite3.Connection, now: float, dedup_window_s: float) -> Loaded:
+    """Everything :class:`~sidecar.router.route.RouterState` keeps in memory."""
+    rules = {}
+    for name, data in conn.execute("SELECT name, data FROM router_rules ORDER BY name"):
+        rules[name] = msgspec.convert(decode_json(data), Rule)
+    dedup = {(s, k): at for s, k, at in conn.execute(
+        "SELECT source, dedup_key, accepted_at FROM router_dedup WHERE accepted_at > ?",
+        (now - dedup_window_s,))}
+    last = {(c, t): at for c, t, at in conn.execute("SELECT channel, target, last_at FROM router_throttle")}
+    row = conn.execute("SELECT value FROM meta WHERE key = 'router.next_seq'").fetchone()
+    return Loaded(rules, dedup, last, int(row[0]) if row else 1)
+
+
+def due_other(conn: sqlite3.Connection, now: float, limit: int) -> list[Delivery]:
+    """Pending non-Stack rows due at ``now``, oldest first."""
+    sql = (f"SELECT {_COLS} FROM deliveries WHERE status = 'pending' AND channel != 'stack'"
+           " AND next_attempt_at <= ? ORDER BY next_attempt_at, seq LIMIT ?")
+    return [delivery_from_row(r) for r in conn.execute(sql, (now, limit))]
+
+
+_STACK_PENDING = "status = 'pending' AND channel = 'stack'"
+
+
+def due_stack(conn: sqlite3.Connection, now: float, limit: int) -> list[list[Delivery]]:
+    """Runs of due Stack rows per pair (see module rules), pairs by their head's seq; at most
+    ``limit`` rows in all (a run may be cut, never reordered)."""
+    sql = (f"SELECT {_COLS} FROM deliveries d WHERE d.{_STACK_PENDING.replace(' AND ', ' AND d.')}"
+           f" AND d.pair IN (SELECT h.pair FROM deliveries h WHERE h.{_STACK_PENDING.replace(' AND ', ' AND h.')}"
+           " AND h.next_attempt_at <= ? AND NOT EXISTS (SELECT 1 FROM deliveries p"
+           f" WHERE p.{_STACK_PENDING.replace(' AND ', ' AND p.')} AND p.pair = h.pair AND p.seq < h.seq))"
+           " ORDER BY d.seq")
+    runs: dict[str, list[Delivery]] = {}
+    closed: set[str] = set()
+    total = 0
+    for r in conn.execute(sql, (now,)):
+        d = delivery_from_row(r)
+        key = d.pair or ""
+        if key in closed or total >= limit:
+            continue
+        if d.next_attempt_at is not None and d.next_attempt_at > now:
+            closed.add(key)  # a later row not yet due ends the run
+            continue
+        runs.setdefault(key, []).append(d)
+        total += 1
+    return list(runs.values())
+
+
+def next_due(conn: sqlite3.Connection) -> float | None:
+    """The earliest instant a pending row may be tried (Stack: pairs' heads only)."""
+    a = conn.execute("SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'pending'"
+                     " AND channel != 'stack'").fetchone()[0]
+    b = conn.execute(f"SELECT MIN(h.next_attempt_at) FROM deliveries h WHERE h.{_STACK_PENDING.replace(' AND ', ' AND h.')}"
+                     " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE"
+                     f" p.{_STACK_PENDING.replace(' AND ', ' AND p.')} AND p.pair = h.pair AND p.seq < h.seq)"
+                     ).fetchone()[0]
+    dues = [x for x in (a, b) if x is not None]
+    return min(dues) if dues else None
+
+
+def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
+                    since: float | None = None, limit: int = 1000) -> list[Delivery]:
+    """The audit (``deliveries.list``): rows by seq, filtered by status, target and event time
+    (``event_at >= since``)."""
+    sql = f"SELECT {_COLS} FROM deliveries WHERE 1"
+    args: list[Any] = []
+    for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">=")):
+        if val is not None:
+            sql += f" AND {col} {op} ?"
+            args.append(val)
+    sql += " ORDER BY seq LIMIT ?"
+    args.append(limit)
+    return [delivery_from_row(r) for r in conn.execute(sql, args)]
+
+
+def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
+    return [{"delivery_id": d, "at": at, "body": decode_json(b)} for d, at, b in conn.execute(
+        "SELECT delivery_id, at, body FROM router_journal WHERE target = ? ORDER BY n",
+        (target,))]
+
+
+class RouterStore:
+    """Async access to the router's tables through an open :class:`~sidecar.store.db.Store`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    async def load(self, now: float, dedup_window_s: float) -> Loaded:
+        return await self.store.read(load, now, dedup_window_s)
+
+    async def due_other(self, now: float, limit: int = 100) -> list[Delivery]:
+        return await self.store.read(due_other, now, limit)
+
+    async def due_stack(self, now: float, limit: int = 500) -> list[list[Delivery]]:
+        return await self.store.read(due_stack, now, limit)
+
+    async def next_due(self) -> float | None:
+        return await self.store.read(next_due)
+
+    async def deliveries(self, **kw: Any) -> list[Delivery]:
+        return await self.store.read(lambda c: list_deliveries(c, **kw))
+
+    async def journal(self, target: str) -> list[dict]:
+        return await self.store.read(journal_rows, target)
+
+    async def commit(self, ops: list[Op]) -> None:
+        await self.store.commit(ops)

@@ -1,0 +1,152 @@
+"""Sender groups (seed 000 §6 "Керування cooldown через групи"; DESIGN §10 "Groups").
+
+Rules / theory of operation
+---------------------------
+* A group is a set of parameters with a UTC time window: ``failed_in_row`` (threshold; 0 = the
+  default 2, 1 = every failure), ``cooldown_delay_from/to`` (minutes; both > 0 replace the whole
+  ladder, else the ladder applies), ``send_from/to_message_interval`` (seconds here, pacing),
+  ``from_time``/``to_time`` (``HH:MM[:SS]`` UTC, may cross midnight, start inclusive, end
+  exclusive; ``None`` = always) and ``priority`` (unique; larger wins).
+* At a failure the group whose window covers *now* with the highest priority applies
+  (:func:`active_group`); it is read at that moment only, so a group change never touches a
+  running cooldown (seed 000 §6: "уже запущений cooldown свою cooldown_end_date не перераховує").
+* Windows are evaluated on UTC seconds-of-day computed arithmetically from unix seconds, never
+  through the local zone, so ``TZ`` cannot move a boundary.
+* The built-in ``stack`` group (:data:`STACK_GROUP`): ``failed_in_row`` 3, delay 1–2 min and
+  ``never_need_check`` — after the fifth cooldown the sender keeps cycling its last step and the
+  machine raises a ``sidecar/sender/need_check`` fact instead of parking (DESIGN §10).
+"""
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+DAY = 86_400
+_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
+
+
+class GroupError(ValueError):
+    """Invalid group input; ``field`` names the offending field (for a JSON-RPC error)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class Group(msgspec.Struct, frozen=True, kw_only=True):
+    """One group (seed 000 §6 field list).  Minutes for delays, seconds for intervals, UTC text
+    windows.  Build through :func:`validate_group` to get checked values."""
+
+    id: str
+    name: str
+    priority: int
+    failed_in_row: int = 0
+    cooldown_delay_from: float = 0.0
+    cooldown_delay_to: float = 0.0
+    send_from_message_interval: float = 0.0
+    send_to_message_interval: float = 0.0
+    from_time: str | None = None
+    to_time: str | None = None
+    never_need_check: bool = False
+    builtin: bool = False
+
+    def threshold(self) -> int:
+        """Failures in a row that start a cooldown: ``failed_in_row`` when > 0, else 2."""
+        return self.failed_in_row if self.failed_in_row > 0 else 2
+
+    def has_delay(self) -> bool:
+        """Both delay bounds > 0: the group's delay replaces the ladder (seed 000 §6)."""
+        return self.cooldown_delay_from > 0 and self.cooldown_delay_to > 0
+
+
+#: The built-in group of the ``stack`` sender (DESIGN §10): minutes, never Need Check.
+STACK_GROUP = Group(id="builtin-stack", name="Stack", priority=1_000_000, failed_in_row=3,
+                    cooldown_delay_from=1, cooldown_delay_to=2, never_need_check=True, builtin=True)
+
+
+def parse_time(text: str, field: str) -> int:
+    """``HH:MM[:SS]`` → seconds of the day.  Raises :class:`GroupError` naming ``field``."""
+    m = _TIME.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise GroupError(field, f"{text!r} is not HH:MM[:SS] (UTC)")
+    return int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3] or 0)
+
+
+def covers(group: Group, now: float) -> bool:
+    """Does ``group``'s UTC window cover unix second ``now``?  Start inclusive, end exclusive; a
+    window with start > end crosses midnight; start == end or no window = always."""
+    if group.from_time is None or group.to_time is None:
+        return True
+    start = parse_time(group.from_time, "from_time")
+    end = parse_time(group.to_time, "to_time")
+    sod = now % DAY  # UTC second of day: unix time has no leap seconds and no zone
+    if start == end:
+        return True
+    if start < end:
+        return start <= sod < end
+    return sod >= start or sod < end
+
+
+def active_group(groups: list[Group], now: float) -> Group | None:
+    """The covering group with the highest priority among ``groups`` (a sender's groups), or
+    ``None`` (then the defaults of seed 000 §2 apply)."""
+    live = [g for g in groups if covers(g, now)]
+    return max(live, key=lambda g: g.priority) if live else None
+
+
+_NUM_FIELDS = ("failed_in_row", "cooldown_delay_from", "cooldown_delay_to",
+               "send_from_message_interval", "send_to_message_interval")
+FIELDS = ("name", "priority", *_NUM_FIELDS, "from_time", "to_time")
+
+
+def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
+    """Check a create/patch body and build the :class:`Group`.
+
+    ``others`` are the other existing groups (priority must be unique among them).  Raises
+    :class:`GroupError` naming the first bad field: unknown field, missing/empty name, priority
+    not an int or already used, a negative number, ``from > to`` of a range, a window that does
+    not parse or only one end of a window.
+    """
+    for key in data:
+        if key not in FIELDS:
+            raise GroupError(key, "unknown field")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise GroupError("name", "required, a non-empty string")
+    prio = data.get("priority")
+    if not isinstance(prio, int) or isinstance(prio, bool):
+        raise GroupError("priority", "required, an integer")
+    if any(g.priority == prio for g in others):
+        raise GroupError("priority", f"{prio} is already used by another group (must be unique)")
+    nums: dict[str, float] = {}
+    for f in _NUM_FIELDS:
+        v = data.get(f, 0)
+        if v is None:
+            v = 0
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+            raise GroupError(f, "a number ≥ 0")
+        nums[f] = v
+    if not float(nums["failed_in_row"]).is_integer():
+        raise GroupError("failed_in_row", "an integer ≥ 0")
+    for lo, hi in (("cooldown_delay_from", "cooldown_delay_to"),
+                   ("send_from_message_interval", "send_to_message_interval")):
+        if nums[lo] > nums[hi] and nums[hi] > 0:
+            raise GroupError(hi, f"must be ≥ {lo}")
+    ft, tt = data.get("from_time"), data.get("to_time")
+    if ft is not None:
+        parse_time(ft, "from_time")
+    if tt is not None:
+        parse_time(tt, "to_time")
+    if (ft is None) != (tt is None):
+        raise GroupError("to_time" if tt is None else "from_time", "a window needs both ends (or neither)")
+    return Group(id=id, name=name.strip(), priority=prio, failed_in_row=int(nums["failed_in_row"]),
+                 cooldown_delay_from=nums["cooldown_delay_from"], cooldown_delay_to=nums["cooldown_delay_to"],
+                 send_from_message_interval=nums["send_from_message_interval"],
+                 send_to_message_interval=nums["send_to_message_interval"], from_time=ft, to_time=tt)
+
+
+def group_body(g: Group) -> dict:
+    """The editable fields of ``g`` as a create/patch body (for merging a patch)."""
+    return {f: getattr(g, f) for f in FIELDS}

@@ -1,0 +1,256 @@
+"""The health machine on a virtual clock, each rule at its edges (seed 000 §1–§4, DESIGN §10)."""
+from __future__ import annotations
+
+import pytest
+from msgspec.structs import replace
+
+from sidecar.core.rng import KeyedRandom
+from sidecar.senders import health as h
+from sidecar.senders.groups import STACK_GROUP, Group
+
+T0 = 1_780_000_000.0
+M = h.HealthMachine(KeyedRandom(7))
+
+
+def run(s, *events):
+    rows = []
+    for ev in events:
+        step = M.handle(s, ev)
+        for r in step.history:  # every emitted code is a row of the table for this from-state
+            assert any(k[0] == s.state and v[1] == r.code for k, v in h.TRANSITIONS.items()), (s.state, r)
+        s = step.state
+        rows += step.history
+    return s, rows
+
+
+def fail(at, **kw):
+    return h.Failed(at=at, started_at=kw.pop("started_at", at - 1), **kw)
+
+
+def to_cooldown(s, at, group=None):
+    s, _ = run(s, fail(at, group=group), fail(at + 1, group=group))
+    assert s.state == h.COOLDOWN
+    return s
+
+
+def drive(s, until, probe_ok=True, terminal=False):
+    """Fire the sender's timers up to ``until``; answer every probe at once."""
+    rows = []
+    while (t := h.next_timer(s)) is not None and t <= until:
+        step = M.handle(s, h.Tick(t))
+        s, rows = step.state, rows + step.history
+        if step.send_probe:
+            step = M.handle(s, h.ProbeResult(t + 5, ok=probe_ok, terminal=terminal))
+            s, rows = step.state, rows + step.history
+    return s, rows
+
+
+def test_threshold_two_and_rows():
+    s, rows = run(h.SenderState(sender="w"), fail(T0))
+    assert s.state == h.ACTIVE and s.failed_in_row == 1 and [r.code for r in rows] == [109]
+    s, rows = run(s, fail(T0 + 1))
+    assert s.state == h.COOLDOWN and [r.code for r in rows] == [109, 101] and s.cooldown_times == 1
+    assert 60 * 60 <= s.cooldown_end - (T0 + 1) <= 120 * 60
+
+
+def test_delivery_resets_failed_in_row():
+    s, _ = run(h.SenderState(sender="w"), fail(T0), h.Delivered(T0 + 1, T0), fail(T0 + 2))
+    assert s.state == h.ACTIVE and s.failed_in_row == 1
+
+
+def test_terminal_failures_never_count():
+    s, rows = run(h.SenderState(sender="w"), *[fail(T0 + i, retryable=False) for i in range(10)])
+    assert s.state == h.ACTIVE and s.failed_in_row == 0 and rows == []
+
+
+def test_final_retry_does_not_increment_but_checks():
+    s, rows = run(h.SenderState(sender="w"), fail(T0), fail(T0 + 1, final=True))
+    assert s.failed_in_row == 1 and s.state == h.ACTIVE and [r.code for r in rows] == [109]
+    # at the threshold already (group threshold 1 reached by the earlier failure), the check runs
+    g1 = Group(id="g", name="g", priority=1, failed_in_row=1)
+    s, rows = run(h.SenderState(sender="w", failed_in_row=1), fail(T0, final=True, group=g1))
+    assert s.state == h.COOLDOWN and [r.code for r in rows] == [101]
+
+
+@pytest.mark.parametrize("fir,expect", [(0, 2), (1, 1), (3, 3)])
+def test_group_threshold(fir, expect):
+    g = Group(id="g", name="g", priority=1, failed_in_row=fir)
+    s = h.SenderState(sender="w")
+    for i in range(expect):
+        assert s.state == h.ACTIVE
+        s, _ = run(s, fail(T0 + i, group=g))
+    assert s.state == h.COOLDOWN
+
+
+def test_ladder_then_need_check_path_a():
+    s, t = h.SenderState(sender="w"), T0
+    durations = []
+    for n in range(1, 6):
+        s = to_cooldown(s, t)
+        durations.append(s.cooldown_end - s.cooldown_start)
+        s, rows = drive(s, t + 30 * 3600)
+        assert s.state == h.ACTIVE and rows[-1].note == "proven"
+        t = s.next_send_at + 1
+    assert all(3600 <= d <= 7200 for d in durations[:3]) and all(12 * 3600 <= d <= 14 * 3600 for d in durations[3:])
+    s, rows = run(s, fail(t), fail(t + 1))
+    assert s.state == h.NEED_CHECK and s.need_check_path == "A" and rows[-1].code == 103
+    assert h.may_send(s, t + 10 ** 6) == (False, None)
+    s, rows = run(s, h.Recover(t + 5))
+    assert s.state == h.ACTIVE and s.cooldown_times == 0 and rows[-1].code == 106
+
+
+def test_group_delay_replaces_ladder_and_zero_is_ignored():
+    g = Group(id="g", name="g", priority=1, cooldown_delay_from=15, cooldown_delay_to=45)
+    s = to_cooldown(h.SenderState(sender="w"), T0, g)
+    assert 15 * 60 <= s.cooldown_end - s.cooldown_start <= 45 * 60
+    half = Group(id="h", name="h", priority=2, cooldown_delay_from=0, cooldown_delay_to=45)
+    s = to_cooldown(h.SenderState(sender="w"), T0, half)
+    assert 3600 <= s.cooldown_end - s.cooldown_start <= 7200
+
+
+def _with_deliveries(times):
+    s = h.SenderState(sender="w", cooldown_times=3)
+    for t in times:
+        s, _ = run(s, h.Delivered(t, t - 1))
+    return s
+
+
+@pytest.mark.parametrize("count,reset", [(10, False), (11, True)])
+def test_reset_after_11_deliveries_in_14h(count, reset):
+    s = _with_deliveries([T0 + i * 60 for i in range(count)])
+    s, _ = run(s, fail(T0 + 13 * 3600))
+    assert (s.cooldown_times == 0) is reset
+
+
+def test_11_spread_over_15h_do_not_reset():
+    s = _with_deliveries([T0 + i * 1.5 * 3600 for i in range(11)])  # first at 0, last at 15 h
+    s, _ = run(s, fail(T0 + 15 * 3600 + 1))
+    assert s.cooldown_times == 3
+
+
+def test_reset_checked_only_at_a_failure_below_threshold():
+    s = _with_deliveries([T0 + i * 60 for i in range(20)])
+    assert s.cooldown_times == 3  # deliveries alone never reset (seed 000 §2)
+    s, _ = run(replace(s, failed_in_row=1), fail(T0 + 3600))  # reaches the threshold: cooldown #4, no reset
+    assert s.state == h.COOLDOWN and s.cooldown_times == 4
+
+
+def test_warm_up_slot_and_verdicts():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    start, end = s.cooldown_start, s.cooldown_end
+    assert s.probe_at >= start + 20 * 60 and s.probe_at >= end - 75 * 60
+    s, rows = drive(s, end + 3600)
+    codes = [r.code for r in rows]
+    assert codes == [104, 105, 100] and rows[-1].note == "proven"
+    assert 0 <= rows[-1].at - end <= 7 * 60  # the scheduler's step lag
+    ok, nxt = h.may_send(s, rows[-1].at + 599)
+    assert not ok and nxt == rows[-1].at + 600
+
+
+def test_unconfirmed_extends_twice_then_fail_open():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    s, rows = drive(s, T0 + 10 * 3600, probe_ok=False)
+    codes = [r.code for r in rows]
+    assert codes == [104, 102, 104, 102, 104, 100] and rows[-1].note == "fail-open"
+    assert rows[-1].at - T0 <= 2 * 3600 + 2 * 70 * 60 + 3 * 7 * 60 + 2
+
+
+def test_no_slot_is_neutral_and_stack_never_parks():
+    s = h.SenderState(sender="stack")
+    t = T0
+    for n in range(8):
+        s, _ = run(s, *[fail(t + i, group=STACK_GROUP) for i in range(3)])
+        assert s.state == h.COOLDOWN and s.probe_at is None and s.cooldown_end - s.cooldown_start <= 120
+        step = M.handle(s, h.Tick(s.exit_at))
+        assert step.history[-1].note == "neutral"
+        s, t = step.state, step.state.next_send_at
+    assert s.cooldown_times == 5 and s.cooldown_no == 8
+
+
+def test_stack_raises_need_check_fact_after_fifth():
+    s = h.SenderState(sender="stack", cooldown_times=5)
+    facts = []
+    for i in range(3):
+        step = M.handle(s, fail(T0 + i, group=STACK_GROUP))
+        s = step.state
+        facts += step.facts
+    assert s.state == h.COOLDOWN
+    assert [(f.action, f.priority) for f in facts] == [("cooldown", "high"), ("need_check", "critical")]
+
+
+def test_probe_failed_terminally_is_path_b():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    s, rows = drive(s, T0 + 5 * 3600, probe_ok=False, terminal=True)
+    assert s.state == h.NEED_CHECK and s.need_check_path == "B" and rows[-1].code == 103
+
+
+def test_late_results_change_nothing():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    before = s
+    s, rows = run(s, h.Delivered(T0 + 10, started_at=T0 - 5), fail(T0 + 11, started_at=T0 - 5))
+    assert s == before and rows == []
+    s, _ = drive(s, T0 + 5 * 3600)
+    s2, rows = run(s, fail(s.next_send_at + 1, started_at=T0 - 5))  # late even after release
+    assert s2 == s and rows == []
+
+
+def test_20_queued_deliveries_one_probe():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    ok, nxt = h.may_send(s, T0 + 60)
+    assert not ok and nxt == s.exit_at + 600
+    probes = 0
+    t = s.probe_at
+    for i in range(20):  # 20 waiting deliveries ask again and again; ticks fire repeatedly
+        assert h.may_send(s, t + i)[0] is False
+        step = M.handle(s, h.Tick(t + i))
+        probes += step.send_probe
+        s = step.state
+    assert probes == 1 and s.probe_in_flight
+
+
+def test_confirmation_window_three_hours():
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    step = M.handle(s, h.Tick(s.probe_at))
+    late = M.handle(step.state, h.ProbeResult(s.probe_at + 3 * 3600 + 1, ok=True))
+    assert not late.state.probe_confirmed
+    ok = M.handle(step.state, h.ProbeResult(s.probe_at + 3 * 3600, ok=True))
+    assert ok.state.probe_confirmed
+
+
+def test_pacing_by_group_interval():
+    g = Group(id="g", name="g", priority=1, send_from_message_interval=30, send_to_message_interval=60)
+    s, _ = run(h.SenderState(sender="w"), h.Sent(T0, g))
+    ok, nxt = h.may_send(s, T0 + 1)
+    assert not ok and T0 + 30 <= nxt <= T0 + 60
+    assert h.may_send(s, nxt) == (True, None)
+
+
+def test_draws_are_keyed_not_order_dependent():
+    a = to_cooldown(h.SenderState(sender="w"), T0)
+    M2 = h.HealthMachine(KeyedRandom(7))
+    b = M2.handle(M2.handle(h.SenderState(sender="w"), fail(T0)).state, fail(T0 + 1)).state
+    assert a == b
+    c = to_cooldown(h.SenderState(sender="other"), T0)
+    assert c.cooldown_end != a.cooldown_end
+
+
+def test_20_waiting_deliveries_keep_order_and_are_not_attempts():
+    """A FIFO of 20 deliveries in front of a cooling sender: no attempt while it cools, one probe,
+    then the queue drains in order, paced, after the 10 min rest (DESIGN §10)."""
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    queue, sent, probes, t = list(range(20)), [], 0, T0 + 2
+    while queue and t < T0 + 8 * 3600:
+        nt = h.next_timer(s)
+        if nt is not None and nt <= t:
+            step = M.handle(s, h.Tick(t))
+            s, probes = step.state, probes + step.send_probe
+            if step.send_probe:
+                s = M.handle(s, h.ProbeResult(t + 1, ok=True)).state
+        ok, nxt = h.may_send(s, t)
+        if ok:
+            s = M.handle(s, h.Sent(t)).state
+            sent.append((queue.pop(0), t))
+            s = M.handle(s, h.Delivered(t + 1, t)).state
+        t += 30
+    assert [d for d, _ in sent] == list(range(20)) and probes == 1
+    assert s.sent == 20 and sent[0][1] >= s.last_cooldown_start + 3600 + 600

@@ -1,0 +1,66 @@
+"""The fleet simulator reproduces seed 000 §5's shape and claims (small fleets: fast)."""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from electron_stub.cli import main
+from sidecar.senders.groups import STACK_GROUP, Group
+from sidecar.senders.simulate import planned_five, simulate
+
+RECIPE = Group(id="r", name="r", priority=1, cooldown_delay_from=15, cooldown_delay_to=45)
+
+
+def test_shape_of_section_5():
+    st = simulate(200, 7)
+    exits = sum(st.verdicts.values())
+    assert 0.80 <= st.verdicts["proven"] / exits <= 0.90
+    assert 0.06 <= st.verdicts["fail-open"] / exits <= 0.14
+    assert 0.02 <= st.verdicts["neutral"] / exits <= 0.08
+    assert st.starts[1] > 5 * st.starts[2]  # most senders reset before cooldown #2
+    assert st.warmup_sent >= st.warmup_confirmed > 0
+
+
+def test_same_seed_same_numbers():
+    a, b = simulate(30, 2, seed=3), simulate(30, 2, seed=3)
+    assert (a.starts, a.verdicts, a.warmup_sent) == (b.starts, b.verdicts, b.warmup_sent)
+
+
+def test_five_cooldowns_recipe_vs_ladder():
+    ladder, recipe = planned_five(None), planned_five(RECIPE)
+    assert 28 * 3600 <= statistics.median(ladder) <= 36 * 3600  # "~34 h"
+    assert all(2 * 3600 <= x <= 5 * 3600 for x in recipe)  # "3–5 h"
+
+
+def test_worst_first_cooldown_is_about_two_plus_two_hours():
+    st = simulate(200, 7)
+    assert max(st.planned_first) <= 2 * 3600
+    assert 3.5 * 3600 <= max(st.first_total) <= 2 * 3600 + 2 * 70 * 60 + 3 * 7 * 60
+
+
+def test_stack_group_never_parks():
+    st = simulate(20, 3, group=STACK_GROUP, seed=1)
+    assert not st.need_check and st.verdicts["neutral"] > 0
+
+
+def test_cli_prints_tables_and_rejects_bad_group(capsys):
+    assert main(["senders", "simulate", "--senders", "20", "--days", "1",
+                 "--group", "cooldown_delay_from=15,cooldown_delay_to=45"]) == 0
+    out = capsys.readouterr().out
+    assert "Verdicts at exit" in out and "five cooldowns" in out
+    assert main(["senders", "simulate", "--senders", "5", "--days", "1", "--group", "from_time=25:00,to_time=01:00"]) == 2
+    assert "from_time" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["--senders=0", "--days=0"])
+def test_cli_rejects_empty_fleet(bad, capsys):
+    assert main(["senders", "simulate", bad]) == 2
+
+
+def test_group_window_is_read_at_the_failure():
+    night = Group(id="n", name="n", priority=1, failed_in_row=1, cooldown_delay_from=1, cooldown_delay_to=2,
+                  from_time="22:00", to_time="06:00")
+    st = simulate(30, 3, group=night, seed=2)
+    short = sum(d < 180 for d in st.planned)
+    assert 0 < short < len(st.planned)  # group delays at night, the ladder by day
