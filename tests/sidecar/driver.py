@@ -17,6 +17,7 @@ to completion by :func:`run_sync` without an event loop.
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from functools import partial
 from typing import Any, Callable
 
 from sidecar.core.clock import VirtualClock
@@ -95,22 +96,23 @@ class Driver:
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
               local_tasks=(), pending_markers=None, local_favorites=None, local_state=None):
-        return self.run(lambda s: self.engine.login(
-            s, tu, project, operator, startup=startup, local_favorites=local_favorites or {},
-            local_tasks=list(local_tasks), pending_markers=pending_markers or {},
-            local_state=local_state))
+        return self.run(partial(
+            self.engine.login, tu=tu, project=project, operator=operator, startup=startup,
+            local_favorites=local_favorites or {}, local_tasks=list(local_tasks),
+            pending_markers=pending_markers or {}, local_state=local_state))
 
     def logout(self, tu: str) -> None:
-        self.run(lambda s: self.engine.logout(s, tu))
+        self.run(partial(self.engine.logout, tu=tu))
 
     def event(self, tu: str, project: str, name: str, data: dict) -> int:
-        return self.run(lambda s: self.engine.platform_event(s, tu, project, name, data))
+        return self.run(partial(self.engine.platform_event, tu=tu, project=project, name=name,
+                                data=data))
 
     def favorite(self, tu: str, ru: str, **changes) -> None:
-        self.run(lambda s: self.engine.favorite_update(s, tu, ru, changes))
+        self.run(partial(self.engine.favorite_update, tu=tu, ru=ru, changes=changes))
 
     def close(self, task_id: str, reason: str = "answered") -> bool:
-        return self.run(lambda s: self.engine.task_close(s, task_id, reason))
+        return self.run(partial(self.engine.task_close, task_id=task_id, reason=reason))
 
     # views ------------------------------------------------------------------------------------
     def created(self, type_: str | None = None, ru: str | None = None) -> list:
