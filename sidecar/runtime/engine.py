@@ -22,7 +22,7 @@ from typing import Any
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.domain.tasks import CloseReason, Task, TaskType
+from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
 from sidecar.runtime import decisions
 from sidecar.runtime.dispatch import dispatch
 from sidecar.runtime.factory import TaskFactory
@@ -59,7 +59,8 @@ class Engine:
               pending_markers: dict[tuple[str, str], Any],
               local_state: dict[str, dict] | None = None) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
-        local open tasks; then every service's ``on_login``.  ``startup`` None: Stack unreachable
+        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [dict],
+        "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
         — the local cache is used and the login still succeeds."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
@@ -75,7 +76,7 @@ class Engine:
                        factory=self.factory, rng=self.rng, decisions=self.decisions,
                        epoch=self._epochs)
         self.tus[tu] = rt
-        history: dict[str, dict[str, dict]] = {}
+        history: dict[str, dict[str, HistoryRow]] = {}
         dropped: list[str] = []
         if startup is not None:
             favorites: dict[str, dict] = {}
@@ -87,7 +88,7 @@ class Engine:
                 favorites[ru] = merged
             dropped = sorted(set(local_favorites) - set(favorites))
             for row in startup.get("history", ()):
-                history.setdefault(row["ru"], {})[row["task_id"]] = dict(row)
+                history.setdefault(row.ru, {})[row.task_id] = row
         else:
             favorites = {ru: dict(f) for ru, f in local_favorites.items()}
         for (ru, name), value in pending_markers.items():  # unacked local writes win
@@ -98,13 +99,10 @@ class Engine:
             markers[name] = value  # None: cleared (a fact, see TuRuntime)
             fav["markers"] = markers
         for task in local_tasks:
-            history.setdefault(task.ru, {})[task.task_id] = {
-                "task_id": task.task_id, "type": task.type.value, "source": task.source,
-                "created_at": task.created_at, "closed_at": task.closed_at,
-                "reason": task.reason.value if task.reason else None}
+            history.setdefault(task.ru, {})[task.task_id] = HistoryRow.of(task)
         rt.favorites = favorites
         rt.local_state = local_state or {}
-        rt.history = {ru: sorted(rows.values(), key=lambda r: r["created_at"])
+        rt.history = {ru: sorted(rows.values(), key=lambda r: r.created_at)
                       for ru, rows in history.items()}
         rt.add_services(self._services(rt))
         rt.logged_in = True
