@@ -40,6 +40,7 @@ class EngineError(Exception):
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
+OUTBOX_TIMER = (None, "outbox")  # the Stack outbox's next attempt (process-wide namespace)
 
 
 class Engine:
@@ -168,6 +169,25 @@ class Engine:
             raise EngineError(f"unknown close reason {reason!r}") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
+    def outbox_at(self, at: float | None) -> None:
+        """Arm the outbox timer at ``at`` (unix seconds) unless it is armed sooner; None: no
+        change.  The outbox's next attempt lives in the one scheduler like every other timer
+        (DESIGN §5, §12.6), so the virtual clock's ``next_due`` comes from the scheduler alone."""
+        if at is None:
+            return
+        armed = self.scheduler.due_of(OUTBOX_TIMER)
+        if armed is None or at < armed:
+            self.scheduler.schedule(OUTBOX_TIMER, at)
+
+    def next_due(self, now: float | None) -> float | None:
+        """The earliest instant the process acts by itself (a timer or an outbox attempt), or
+        None.  An outbox attempt at or before ``now`` does not count: the next input — a step
+        or an advance, whenever it comes — makes it."""
+        out = self.scheduler.due_of(OUTBOX_TIMER)
+        if out is not None and now is not None and out <= now:
+            return self.scheduler.next_due_besides(OUTBOX_TIMER)
+        return self.scheduler.next_due()
+
     def fire(self, step: Step) -> bool:
         """Run the earliest timer due at ``step.now``; False when none is due."""
         item = self.scheduler.pop_due(step.now)
@@ -175,6 +195,9 @@ class Engine:
             return False
         key, _due, payload = item
         assert isinstance(key, tuple), key  # every key is (tu | None, kind, ...)
+        if key == OUTBOX_TIMER:  # the Stack outbox's next attempt: the executor tells the pump
+            step.outbox_due = True
+            return True
         if key[0] is None:  # the process-wide namespace (DESIGN §13), not a TU's
             self._housekeeping(step)
             return True

@@ -74,6 +74,9 @@ class Driver:
     def outbox_queued(self, at: float) -> None:
         pass  # the ops list holds the rows
 
+    def outbox_due(self, at: float) -> None:
+        pass  # no Stack here: the app's pump sends the rows
+
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         self.requests.append((req.tu, req.method, req.params))
         try:
