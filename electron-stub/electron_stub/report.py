@@ -192,8 +192,9 @@ def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
         row["answered" if reason == "answered" else "still_open" if reason is None else "other_closes"] += 1
         row["overdue"] += tid in overdue
         if typ in ANSWER_AWAITING and reason != "answered":
-            never["overdue, still open" if reason is None and tid in overdue
-                  else "open, not yet overdue" if reason is None else f"closed by {reason}"] += 1
+            never["overdue and still open at the end" if reason is None and tid in overdue
+                  else "still open, not yet overdue" if reason is None
+                  else "closed at logout" if reason == "logout" else f"closed as {reason}"] += 1
     return {
         "created": len(created),
         "closed": sum(1 for tid in created if tid in closed),

@@ -85,7 +85,7 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     na = tk["never_answered"]
     if na["tasks"]:
         parts.append(Text(f"Never answered: {na['tasks']} answer-awaiting task(s) — "
-                          + ", ".join(f"{fate} {n}" for fate, n in na["by_fate"].items()), style="yellow"))
+                          + ", ".join(f"{n} {fate}" for fate, n in na["by_fate"].items()), style="yellow"))
 
     od = tk["overdue"]
     line = f"Overdue: {od['tasks']} task(s)"

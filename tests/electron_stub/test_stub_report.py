@@ -147,11 +147,11 @@ def test_totals_per_type_come_first_and_never_answered_tasks_are_counted():
     assert tot["unanswered_message"] == {"type": "unanswered_message", "created": 5, "answered": 3, "overdue": 1,
                                          "still_open": 1, "other_closes": 1}
     assert tot["follow_up_message"]["other_closes"] == 1 and tot["unanswered_mail"]["overdue"] == 1
-    assert s["tasks"]["never_answered"] == {"tasks": 2, "by_fate": {"overdue, still open": 1,
-                                                                    "closed by logout": 1}}
+    assert s["tasks"]["never_answered"] == {"tasks": 2, "by_fate": {"overdue and still open at the end": 1,
+                                                                    "closed at logout": 1}}
     text = to_text(s)
     order = ["Tasks: 7 created", "other closes", "Tasks by source and close reason", "Answer delay",
-             "Never answered: 2 answer-awaiting task(s) — overdue, still open 1, closed by logout 1"]
+             "Never answered: 2 answer-awaiting task(s) — 1 overdue and still open at the end, 1 closed at logout"]
     pos = [text.index(w) for w in order]
     assert pos == sorted(pos), text
 
