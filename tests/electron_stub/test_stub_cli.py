@@ -101,12 +101,13 @@ def test_keep_on_an_earlier_demo_folder_is_reused(tmp_path, capsys, monkeypatch)
     (keep / "demo.jsonl").write_text("old")
     seen = {}
 
-    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None):
+    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None, temporary=False):
         seen["data_empty"] = not any(Path(data_dir).glob("m*/*"))
+        seen["temporary"] = temporary
         return 0
     monkeypatch.setattr(cli, "_replay", fake_replay)
     assert cli.main(["demo", "--keep", str(keep)]) == 0
-    assert seen == {"data_empty": True}
+    assert seen == {"data_empty": True, "temporary": False}
     assert "reusing" in capsys.readouterr().err
     assert (keep / "demo.jsonl").read_text() != "old"
 
@@ -148,3 +149,25 @@ def test_ctrl_c_during_a_replay_is_one_line_exit_130_and_stops_the_sidecars(tmp_
     assert err.strip().splitlines()[-1] == "sidecar-stub: interrupted" and "Traceback" not in err
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def test_demo_without_keep_calls_its_files_temporary_and_hides_log_paths(tmp_path, capsys, monkeypatch):
+    """The demo's folder is deleted when it ends: the scenario and the trace say so, and a sidecar
+    failure shows its stderr tail inline, never the path of a log that will be gone."""
+    from electron_stub.machine import Machine
+
+    seen = {}
+
+    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None, temporary=False):
+        seen["temporary"] = temporary
+        return 0
+    monkeypatch.setattr(cli, "_replay", fake_replay)
+    assert cli.main(["demo"]) == 0
+    assert seen == {"temporary": True}
+    assert "(temporary; use --keep DIR to keep it)" in capsys.readouterr().out
+
+    def machine(kept: bool) -> Machine:
+        return Machine("m1", tmp_path / "data" / "m1", stack_url="http://x", seed=1, binary=None,
+                       on_notification=lambda *a: None, on_request=None, logs_kept=kept)  # type: ignore[arg-type]
+    assert str(tmp_path) not in machine(False)._tail_head() and "--keep" in machine(False)._tail_head()
+    assert str(tmp_path / "data" / "m1.stderr.log") in machine(True)._tail_head()
