@@ -47,7 +47,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.methods import Methods
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
-from sidecar.runtime.engine import Engine, EngineError
+from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
 from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
@@ -92,9 +92,8 @@ class SidecarApp:
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allowed_origins)
         self._lock = asyncio.Lock()  # one step at a time
-        self._outbox_due: float | None = None  # earliest outbox row to try, None = nothing queued
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
-        self._pump_kick = asyncio.Event()  # wall clock: outbox rows were queued
+        self._pump_kick = asyncio.Event()  # the outbox timer fired: send what is due
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
         self.methods = Methods()  # every bridge method this process answers (registry)
@@ -112,7 +111,7 @@ class SidecarApp:
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
-        self._outbox_due = await self.store.outbox_next_due()
+        self.engine.outbox_at(await self.store.outbox_next_due())
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
@@ -126,7 +125,8 @@ class SidecarApp:
         the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
         await cancel_all(self._bg, 0.3, "background tasks")
         await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
-        if self.pump is not None and self._outbox_due is not None and self._now_or_none() is not None:
+        if (self.pump is not None and self._now_or_none() is not None
+                and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
             res = await bounded(self.pump.run_due(self.clock.now()), 0.4, "outbox flush at exit")
             if res is not None:
@@ -163,11 +163,7 @@ class SidecarApp:
         """The earliest instant the sidecar acts by itself — a timer or an outbox retry — or
         None.  Rows queued for now are not counted: the next advance, whenever it comes, sends
         them."""
-        now = self._now_or_none()
-        retry = self._outbox_due if (self._outbox_due is not None and now is not None
-                                     and self._outbox_due > now) else None
-        dues = [d for d in (self.engine.scheduler.next_due(), retry) if d is not None]
-        return min(dues, default=None)
+        return self.engine.next_due(self._now_or_none())
 
     def _register_methods(self) -> None:
         """Every method Electron may call (``sidecar.methods``); a new one registers here or is
@@ -255,9 +251,10 @@ class SidecarApp:
             self._wake.set()  # the step may have armed a sooner timer
 
     def outbox_queued(self, at: float) -> None:
-        if self._outbox_due is None or self._outbox_due > at:
-            self._outbox_due = at
-        self._pump_kick.set()
+        self.engine.outbox_at(at)  # the outbox timer fires at ``at`` (or sooner)
+
+    def outbox_due(self, at: float) -> None:
+        self._pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
 
     def step_failed(self, exc: BaseException) -> None:
         log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
@@ -303,7 +300,7 @@ class SidecarApp:
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
             clock.advance_to(t)
-            if self._outbox_due is not None and self._outbox_due <= t:
+            if self._pump_kick.is_set():
                 await self._pump_locked()
             return {"now": clock.now()}
 
@@ -315,12 +312,12 @@ class SidecarApp:
         await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
 
     async def _pump_locked(self) -> None:
+        self._pump_kick.clear()
         if self.pump is None:
-            self._outbox_due = None
             return
         res = await self.pump.run_due(self.clock.now())
         self.acked += len(res.acked)
-        self._outbox_due = res.next_due
+        self.engine.outbox_at(res.next_due)
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
@@ -341,25 +338,22 @@ class SidecarApp:
         """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
         assert self.pump is not None  # started only with a Stack
         while True:
-            now = self.clock.now()
-            due = self._outbox_due
-            if due is not None and due <= now:
+            if self._pump_kick.is_set():  # the outbox timer fired (the ticker ran it)
                 self._pump_kick.clear()
+                now = self.clock.now()
                 try:
                     res = await self.pump.run_due(now)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
                     log.exception("outbox pump failed")
-                    self._outbox_due = now + 5.0
+                    self.engine.scheduler.schedule(OUTBOX_TIMER, now + 5.0)
+                    self._wake.set()
                     continue
                 self.acked += len(res.acked)
-                if self._pump_kick.is_set():  # rows were queued while this pass ran
-                    dues = [d for d in (res.next_due, self._outbox_due) if d is not None]
-                    self._outbox_due = min(dues, default=None)
-                else:
-                    self._outbox_due = res.next_due
+                # rows queued while this pass ran armed the timer already: keep the sooner
+                self.engine.outbox_at(res.next_due)
+                self._wake.set()  # the ticker sleeps until the timer's new instant
                 continue
-            wait = 60.0 if due is None else due - now
-            await wait_event(self._pump_kick, self.clock.real_delay(wait))
+            await wait_event(self._pump_kick, self.clock.real_delay(60.0))
 
     # sessions ---------------------------------------------------------------------------------
     async def login(self, a: p.SessionLogin) -> dict:
@@ -415,8 +409,10 @@ class SidecarApp:
         return {"version": __version__, "protocol": PROTOCOL_VERSION,
                 "clock": "virtual" if self.clock.virtual else "wall", "now": self._now_or_none(),
                 "tus": sorted(self.engine.tus), "open_tasks": len(self.engine.factory.open),
-                "timers": len(self.engine.scheduler), "events_in": self.engine.events_in,
-                "stack_acked": self.acked, "outbox_due": self._outbox_due}
+                "timers": len(self.engine.scheduler) - (OUTBOX_TIMER in self.engine.scheduler),
+                "events_in": self.engine.events_in,
+                "stack_acked": self.acked,
+                "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -58,6 +58,15 @@ class Scheduler:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
+    def next_due_besides(self, key: Hashable) -> float | None:
+        """The earliest armed instant of any key other than ``key``, or None."""
+        self._drop_stale()
+        if not self._heap:
+            return None
+        if self._heap[0][2] != key:
+            return self._heap[0][0]
+        return min((due for k, (due, _, _) in self._live.items() if k != key), default=None)
+
     def pop_due(self, now: float) -> tuple[Hashable, float, Any] | None:
         """Remove and return the earliest timer with ``due <= now`` as ``(key, due, payload)``."""
         self._drop_stale()

@@ -164,3 +164,32 @@ def task_id_for(tu: str, ru: str, type_: TaskType, created_at: float, source: st
     task, which is what makes crash-equivalent traces and idempotent Stack writes possible."""
     raw = f"{tu}|{ru}|{type_.value}|{created_at:.3f}|{source}".encode()
     return "t-" + hashlib.blake2b(raw, digest_size=9).hexdigest()
+
+
+class HistoryRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of a pair's task history, as the services read it at login and after (DESIGN §9
+    "Restore on login"): from Stack's startup data, from the local task table, and kept current
+    by the runtime as tasks are created and closed.  Times are unix seconds (UTC); ``type`` and
+    ``reason`` are the wire values of :class:`TaskType` / :class:`CloseReason` (``reason`` and
+    ``closed_at`` are None while the task is open).  Frozen: a close is a new row
+    (:meth:`closed_as`), never an edit of a row a service may hold."""
+
+    task_id: str
+    type: str
+    ru: str
+    source: str = ""
+    created_at: float
+    closed_at: float | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, task: Task) -> HistoryRow:
+        """The row of ``task`` in its current state."""
+        return cls(task_id=task.task_id, type=task.type.value, ru=task.ru, source=task.source,
+                   created_at=task.created_at, closed_at=task.closed_at,
+                   reason=task.reason.value if task.reason else None)
+
+    def closed_as(self, task: Task) -> HistoryRow:
+        """This row with ``task``'s close (``closed_at``, ``reason``; None while open)."""
+        return msgspec.structs.replace(self, closed_at=task.closed_at,
+                                       reason=task.reason.value if task.reason else None)

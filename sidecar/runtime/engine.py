@@ -22,7 +22,7 @@ from typing import Any
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.domain.tasks import CloseReason, Task, TaskType
+from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
 from sidecar.runtime import decisions
 from sidecar.runtime.dispatch import dispatch
 from sidecar.runtime.factory import TaskFactory
@@ -40,6 +40,7 @@ class EngineError(Exception):
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
+OUTBOX_TIMER = (None, "outbox")  # the Stack outbox's next attempt (process-wide namespace)
 
 
 class Engine:
@@ -59,7 +60,8 @@ class Engine:
               pending_markers: dict[tuple[str, str], Any],
               local_state: dict[str, dict] | None = None) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
-        local open tasks; then every service's ``on_login``.  ``startup`` None: Stack unreachable
+        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [dict],
+        "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
         — the local cache is used and the login still succeeds."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
@@ -75,7 +77,7 @@ class Engine:
                        factory=self.factory, rng=self.rng, decisions=self.decisions,
                        epoch=self._epochs)
         self.tus[tu] = rt
-        history: dict[str, dict[str, dict]] = {}
+        history: dict[str, dict[str, HistoryRow]] = {}
         dropped: list[str] = []
         if startup is not None:
             favorites: dict[str, dict] = {}
@@ -87,7 +89,7 @@ class Engine:
                 favorites[ru] = merged
             dropped = sorted(set(local_favorites) - set(favorites))
             for row in startup.get("history", ()):
-                history.setdefault(row["ru"], {})[row["task_id"]] = dict(row)
+                history.setdefault(row.ru, {})[row.task_id] = row
         else:
             favorites = {ru: dict(f) for ru, f in local_favorites.items()}
         for (ru, name), value in pending_markers.items():  # unacked local writes win
@@ -98,13 +100,10 @@ class Engine:
             markers[name] = value  # None: cleared (a fact, see TuRuntime)
             fav["markers"] = markers
         for task in local_tasks:
-            history.setdefault(task.ru, {})[task.task_id] = {
-                "task_id": task.task_id, "type": task.type.value, "source": task.source,
-                "created_at": task.created_at, "closed_at": task.closed_at,
-                "reason": task.reason.value if task.reason else None}
+            history.setdefault(task.ru, {})[task.task_id] = HistoryRow.of(task)
         rt.favorites = favorites
         rt.local_state = local_state or {}
-        rt.history = {ru: sorted(rows.values(), key=lambda r: r["created_at"])
+        rt.history = {ru: sorted(rows.values(), key=lambda r: r.created_at)
                       for ru, rows in history.items()}
         rt.add_services(self._services(rt))
         rt.logged_in = True
@@ -170,6 +169,25 @@ class Engine:
             raise EngineError(f"unknown close reason {reason!r}") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
+    def outbox_at(self, at: float | None) -> None:
+        """Arm the outbox timer at ``at`` (unix seconds) unless it is armed sooner; None: no
+        change.  The outbox's next attempt lives in the one scheduler like every other timer
+        (DESIGN §5, §12.6), so the virtual clock's ``next_due`` comes from the scheduler alone."""
+        if at is None:
+            return
+        armed = self.scheduler.due_of(OUTBOX_TIMER)
+        if armed is None or at < armed:
+            self.scheduler.schedule(OUTBOX_TIMER, at)
+
+    def next_due(self, now: float | None) -> float | None:
+        """The earliest instant the process acts by itself (a timer or an outbox attempt), or
+        None.  An outbox attempt at or before ``now`` does not count: the next input — a step
+        or an advance, whenever it comes — makes it."""
+        out = self.scheduler.due_of(OUTBOX_TIMER)
+        if out is not None and now is not None and out <= now:
+            return self.scheduler.next_due_besides(OUTBOX_TIMER)
+        return self.scheduler.next_due()
+
     def fire(self, step: Step) -> bool:
         """Run the earliest timer due at ``step.now``; False when none is due."""
         item = self.scheduler.pop_due(step.now)
@@ -177,6 +195,9 @@ class Engine:
             return False
         key, _due, payload = item
         assert isinstance(key, tuple), key  # every key is (tu | None, kind, ...)
+        if key == OUTBOX_TIMER:  # the Stack outbox's next attempt: the executor tells the pump
+            step.outbox_due = True
+            return True
         if key[0] is None:  # the process-wide namespace (DESIGN §13), not a TU's
             self._housekeeping(step)
             return True

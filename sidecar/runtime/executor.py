@@ -52,6 +52,10 @@ class Ports(Protocol):
     def notify(self, method: str, note: Any) -> None:
         """Send one note to Electron (after the commit)."""
 
+    def outbox_due(self, at: float) -> None:
+        """The outbox timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
+        send what is due."""
+
     def outbox_queued(self, at: float) -> None:
         """The step enqueued Stack writes due at ``at``."""
 
@@ -135,6 +139,8 @@ class StepExecutor:
             self.ports.notify(method, note)
         if step.outbox:
             self.ports.outbox_queued(step.now)
+        if step.outbox_due:
+            self.ports.outbox_due(step.now)
         for req in step.requests:
             if self.spawn is None:
                 result, error = await self.ports.perform(req)

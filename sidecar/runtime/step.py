@@ -45,7 +45,8 @@ class Step:
     ops: list = field(default_factory=list)  # sidecar.store.ops.* committed together
     notes: list[tuple[str, Any]] = field(default_factory=list)  # (method, domain note) to Electron
     requests: list[Request] = field(default_factory=list)  # made after the commit
-    outbox: int = 0  # outbox rows enqueued in this step (the executor kicks the pump if > 0)
+    outbox: int = 0  # outbox rows enqueued in this step (the executor arms the outbox timer)
+    outbox_due: bool = False  # the outbox timer fired: the executor tells the pump to send
 
     def notify(self, method: str, params: Any) -> None:
         self.notes.append((method, params))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.domain.tasks import CloseReason, TaskType
+from sidecar.domain.tasks import CloseReason, HistoryRow, TaskType
 from sidecar.runtime.decisions import DecisionLog
 from sidecar.runtime.factory import Candidate, Refused, TaskFactory
 from sidecar.runtime.step import Request, ServiceHooks, Step
@@ -62,7 +62,7 @@ class TuRuntime:
         self.pairs: dict[str, dict] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
         self.online: set[str] = set()  # RU Online: who is online now
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
-        self.history: dict[str, list[dict]] = {}  # ru -> Stack task history rows (restore input)
+        self.history: dict[str, list[HistoryRow]] = {}  # ru -> Stack task history rows (restore input)
         self.local_state: dict[str, dict] = {}  # scope -> key -> value, loaded at login
         self.services: list[ServiceHooks] = []  # per-TU services, in dispatch order
         self.by_name: dict[str, ServiceHooks] = {}  # Service.name -> service
@@ -259,24 +259,17 @@ class TuRuntime:
         """The in-memory task history (restore input and the services' look-ups) learns the
         task's current state; idempotent."""
         rows = self.history.setdefault(task.ru, [])
-        for row in reversed(rows):
-            if row["task_id"] == task.task_id:
-                row.update(closed_at=task.closed_at,
-                           reason=task.reason.value if task.reason else None)
+        for i in range(len(rows) - 1, -1, -1):
+            if rows[i].task_id == task.task_id:
+                rows[i] = rows[i].closed_as(task)
                 return
-        rows.append(_history_row(task))
+        rows.append(HistoryRow.of(task))
 
-    def last_task(self, ru: str, type_: str, *, closed: bool | None = None) -> dict | None:
+    def last_task(self, ru: str, type_: str, *, closed: bool | None = None) -> HistoryRow | None:
         """The newest history row of ``type_`` for the pair (``closed`` filters)."""
         for row in reversed(self.history.get(ru, ())):
-            if row["type"] != type_:
+            if row.type != type_:
                 continue
-            if closed is None or (row.get("closed_at") is not None) == closed:
+            if closed is None or (row.closed_at is not None) == closed:
                 return row
         return None
-
-
-def _history_row(task: "Task") -> dict:
-    return {"task_id": task.task_id, "type": task.type.value, "source": task.source,
-            "created_at": task.created_at, "closed_at": task.closed_at,
-            "reason": task.reason.value if task.reason else None}

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from sidecar.core.clock import from_iso, to_iso
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.tasks import HistoryRow
 
 CHANCES = (1.0, 0.75, 0.5)  # chance of attempt ``step`` (seed 003: 1-й 100 %, 2-й 75 %, 3-й 50 %)
 MAX_STEPS = len(CHANCES)  # three attempts, not three guaranteed tasks
@@ -142,8 +143,8 @@ def parse_marker(value: object) -> tuple[str, int, float | None] | None:
     return source, step, at
 
 
-def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
-            follow_ups: list[dict], marker_value: object, now: float,
+def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: HistoryRow | None,
+            follow_ups: list[HistoryRow], marker_value: object, now: float,
             last_tu_at: float | None) -> Chain | None:
     """Rebuild a pair's chain at login (seed 004 "Ініціалізація", seed 003 scenarios 3 and 6).
 
@@ -153,14 +154,15 @@ def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
     marker the first attempt is re-derived with the same keyed draw as live.  Returns None when
     there is no unfinished chain or the 60-minute boundary has passed (the plain check takes over).
     """
-    if last_unanswered is None or last_unanswered.get("reason") != "answered":
+    if (last_unanswered is None or last_unanswered.reason != "answered"
+            or last_unanswered.closed_at is None):
         return None
-    source = last_unanswered["task_id"]
-    closed_at = last_unanswered["closed_at"]
+    source = last_unanswered.task_id
+    closed_at = last_unanswered.closed_at
     anchor = max(closed_at, last_tu_at or closed_at)
     for row in follow_ups:
-        if row.get("reason") == "answered" and row.get("closed_at") is not None:
-            anchor = max(anchor, row["closed_at"])
+        if row.reason == "answered" and row.closed_at is not None:
+            anchor = max(anchor, row.closed_at)
     parsed = parse_marker(marker_value)
     if parsed is not None and parsed[0] == source:
         _, step, nxt = parsed
@@ -169,15 +171,15 @@ def restore(rng: KeyedRandom, tu: str, ru: str, *, last_unanswered: dict | None,
         chain = Chain(source, step, ms(nxt), anchor)
     else:
         # a task closed by a logout was never acted on: its attempt is still due (DESIGN §7)
-        done = [r for r in follow_ups if r.get("closed_at") is not None and r.get("reason") != "logout"]
+        done = [r.closed_at for r in follow_ups if r.closed_at is not None and r.reason != "logout"]
         step = len(done)
         if step >= MAX_STEPS:
             return None
-        base = done[-1]["closed_at"] if done else closed_at
+        base = done[-1] if done else closed_at
         chain = Chain(source, step, ms(base + delay(rng, tu, ru, source, step)), anchor)
-    open_rows = [r for r in follow_ups if r.get("closed_at") is None]
+    open_rows = [r for r in follow_ups if r.closed_at is None]
     if open_rows:
-        chain = with_task(chain, open_rows[-1]["task_id"])
+        chain = with_task(chain, open_rows[-1].task_id)
     if now >= chain.boundary and not chain.waiting_task:
         return None
     return chain

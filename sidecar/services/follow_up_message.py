@@ -103,11 +103,11 @@ class FollowUpMessageService(Service):
             if last_u is None:
                 continue
             newer_open = rt.last_task(ru, TaskType.UNANSWERED_MESSAGE.value)
-            if newer_open is not None and newer_open.get("closed_at") is None:
+            if newer_open is not None and newer_open.closed_at is None:
                 continue
             follow_ups = [r for r in rt.history.get(ru, ())
-                          if r["type"] == TaskType.FOLLOW_UP_MESSAGE.value and r["source"] == "chain"
-                          and r["created_at"] >= last_u["closed_at"]]
+                          if r.type == TaskType.FOLLOW_UP_MESSAGE.value and r.source == "chain"
+                          and last_u.closed_at is not None and r.created_at >= last_u.closed_at]
             marker_value = rt.marker(ru, MARKER)
             contact = self.contact.get(ru)
             # Golden with no contact record (a fresh machine): the chat history, read when the RU
@@ -391,7 +391,7 @@ class FollowUpMessageService(Service):
             return
         last = rt.last_task(ru, TaskType.FOLLOW_UP_MESSAGE.value)
         if last is not None:
-            if last.get("closed_at") is None or step.now - last["closed_at"] < PLAIN_COOLDOWN_S:
+            if last.closed_at is None or step.now - last.closed_at < PLAIN_COOLDOWN_S:
                 return
         if (reason := self._final_check(ru)) is not None:
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "over_60m", reason)

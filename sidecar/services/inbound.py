@@ -194,4 +194,4 @@ class InboundService(Service):
 
     def _covered(self, ru: str, type_: TaskType, last_at: float) -> bool:
         row = self.tu.last_task(ru, type_.value)
-        return row is not None and row["created_at"] >= last_at - EPS
+        return row is not None and row.created_at >= last_at - EPS

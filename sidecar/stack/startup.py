@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from sidecar.domain.tasks import HistoryRow
+
 log = logging.getLogger("sidecar.stack.startup")
 
 
@@ -48,7 +50,7 @@ class StartupTask(msgspec.Struct, kw_only=True):
 
 class Startup(msgspec.Struct, frozen=True):
     favorites: list[dict]  # validated favorites as plain dicts (the runtime's favorite shape)
-    history: list[dict]  # validated task history rows
+    history: list[HistoryRow]  # validated task history rows
     skipped: int  # rows that did not match and were left out
 
 
@@ -73,10 +75,13 @@ def parse_startup(tu: str, data: Any) -> Startup | None:
             favorites.append(msgspec.structs.asdict(fav))
         else:
             skipped += 1
-    history: list[dict] = []
+    history: list[HistoryRow] = []
     for row in hist:
         try:
-            history.append(msgspec.structs.asdict(msgspec.convert(row, StartupTask)))
+            t = msgspec.convert(row, StartupTask)
+            history.append(HistoryRow(task_id=t.task_id, type=t.type, ru=t.ru, source=t.source,
+                                      created_at=t.created_at, closed_at=t.closed_at,
+                                      reason=t.reason))
         except msgspec.ValidationError as exc:
             skipped += 1
             log.warning("Stack startup for %s: skipping history row %r: %s", tu, _ident(row, "task_id"), exc)

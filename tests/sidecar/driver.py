@@ -20,8 +20,11 @@ from collections.abc import Coroutine
 from functools import partial
 from typing import Any, Callable
 
+import msgspec
+
 from sidecar.core.clock import VirtualClock
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.tasks import HistoryRow
 from sidecar.runtime.engine import REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.step import Request, Step
@@ -71,6 +74,9 @@ class Driver:
     def outbox_queued(self, at: float) -> None:
         pass  # the ops list holds the rows
 
+    def outbox_due(self, at: float) -> None:
+        pass  # no Stack here: the app's pump sends the rows
+
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         self.requests.append((req.tu, req.method, req.params))
         try:
@@ -96,6 +102,9 @@ class Driver:
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
               local_tasks=(), pending_markers=None, local_favorites=None, local_state=None):
+        if startup is not None:  # tests write history rows as Stack sends them: decode like the app
+            startup = {**startup, "history": [msgspec.convert(r, HistoryRow)
+                                              for r in startup.get("history", ())]}
         return self.run(partial(
             self.engine.login, tu=tu, project=project, operator=operator, startup=startup,
             local_favorites=local_favorites or {}, local_tasks=list(local_tasks),

@@ -9,6 +9,7 @@ import pytest
 from platform_clients.mail import Letter, MailHistory
 from sidecar.core.clock import from_iso
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.tasks import HistoryRow
 from sidecar.services.follow_up_mail import check as ck
 from sidecar.services.follow_up_mail import lock as lk
 from sidecar.services.follow_up_mail import marker as mk
@@ -284,8 +285,13 @@ def test_sources_ready_together_share_one_read_and_make_one_candidate():
 
 # ---- restore -----------------------------------------------------------------------------------
 
+def _row(task_id, closed_at, reason):
+    return HistoryRow(task_id=task_id, type="unanswered_message", ru=RU, created_at=closed_at - 60,
+                      closed_at=closed_at, reason=reason)
+
+
 def _restore(value, **kw):
-    args = dict(last_unanswered={"task_id": "u-1", "closed_at": T0, "reason": "answered"},
+    args = dict(last_unanswered=_row("u-1", T0, "answered"),
                 unanswered_open=False, post_chat_mail_sources=(), marker_cleared=False)
     args.update(kw)
     return src.restore_post_chat(RNG, TU, RU, value, **args)
@@ -297,7 +303,7 @@ def test_restore_marker_wins_and_overdue_is_checked_at_once():
     assert r.marker == live and r.change is None and r.closed_at == T0
     assert src.post_chat_trigger(r.marker, T0 + 5000, r.closed_at).source == "post_chat"
     # a marker of another source: its close is re-derived exactly from the keyed delay
-    r = _restore(live.to_value(), last_unanswered={"task_id": "u-0", "closed_at": T0 - 9, "reason": "answered"})
+    r = _restore(live.to_value(), last_unanswered=_row("u-0", T0 - 9, "answered"))
     assert r.closed_at == pytest.approx(T0, abs=0.002)
 
 
@@ -311,7 +317,7 @@ def test_restore_from_history_on_a_fresh_machine_uses_the_live_draw():
     dict(marker_cleared=True),  # consumed or cancelled: a fact, never rebuilt
     dict(post_chat_mail_sources=("u-1",)),  # its mail was made
     dict(unanswered_open=True),  # the open Unanswered's close sets the timer
-    dict(last_unanswered={"task_id": "u-1", "closed_at": T0, "reason": "dismissed"}),
+    dict(last_unanswered=_row("u-1", T0, "dismissed")),
     dict(last_unanswered=None),
 ])
 def test_restore_never_revives_a_finished_timer(kw):

@@ -394,7 +394,7 @@ def test_logout_close_keeps_the_attempt_and_the_next_login_reruns_it_with_the_sa
     assert [v["step"] for _, v in w.markers(RU)] == [0]  # the logout spent nothing
     # the next login on another machine: Stack holds the marker and the history rows
     stack_fav = fav(RU, markers={"followUpChat": w.markers(RU)[-1][1]})
-    history = [dict(r) for r in w.d.engine.tus.get(TU, None).history[RU]] if TU in w.d.engine.tus else None
+    history = list(w.d.engine.tus[TU].history[RU]) if TU in w.d.engine.tus else None
     assert history is None  # logged out
     rows = [{"task_id": t.task_id, "type": t.type, "ru": RU, "source": t.source,
              "created_at": t.created_at, "closed_at": due + 50 if t.type == "follow_up_message" else T0 + 20,

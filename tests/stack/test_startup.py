@@ -14,7 +14,7 @@ def test_bad_rows_are_skipped_good_ones_kept():
                         {"task_id": "x", "type": "like"}, 7]}
     s = parse_startup("tu", data)
     assert [f["ru"] for f in s.favorites] == ["r1"]
-    assert [h["task_id"] for h in s.history] == ["h"]
+    assert [h.task_id for h in s.history] == ["h"]
     assert s.skipped == 8
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.tasks import HistoryRow
 from sidecar.services.follow_up_mail import marker as mk
 
 LAST_MAIL_6H, MAIL_READ, POST_CHAT, BURST, NOTIFICATION = (
@@ -198,7 +199,7 @@ class Restored:
 
 
 def restore_post_chat(rng: KeyedRandom, tu: str, ru: str, value: object, *,
-                      last_unanswered: dict | None, unanswered_open: bool,
+                      last_unanswered: HistoryRow | None, unanswered_open: bool,
                       post_chat_mail_sources: Iterable[str], marker_cleared: bool) -> Restored:
     """Rebuild the post-chat timer at login.
 
@@ -217,13 +218,13 @@ def restore_post_chat(rng: KeyedRandom, tu: str, ru: str, value: object, *,
     m = mk.decode(value).marker
     if unanswered_open:
         return Restored(m, None, None)  # the timer belongs to the open one's close
-    closed = last_unanswered.get("closed_at") if last_unanswered else None
+    closed = last_unanswered.closed_at if last_unanswered else None
     if m.post_chat_pending:
-        same = last_unanswered is not None and last_unanswered.get("task_id") == m.post_chat_source
+        same = last_unanswered is not None and last_unanswered.task_id == m.post_chat_source
         return Restored(m, None, post_chat_closed_at(rng, tu, ru, m, closed if same else None))
     if (value is not None or marker_cleared or last_unanswered is None
-            or last_unanswered.get("reason") != "answered" or closed is None
-            or last_unanswered["task_id"] in set(post_chat_mail_sources)):
+            or last_unanswered.reason != "answered" or closed is None
+            or last_unanswered.task_id in set(post_chat_mail_sources)):
         return Restored(m, None, None)
-    new, change = on_unanswered_answered(rng, tu, ru, m, last_unanswered["task_id"], float(closed))
+    new, change = on_unanswered_answered(rng, tu, ru, m, last_unanswered.task_id, float(closed))
     return Restored(new, change, float(closed))
