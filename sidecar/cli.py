@@ -17,20 +17,17 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sqlite3
 import sys
-import threading
 from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
+from sidecar.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
 
-SHUTDOWN_DEADLINE_S = 1.5  # the process is gone within 2 s of the request, whatever hangs
 PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
-EXIT_FORCED = 5
 EXIT_CODES = """\
 exit codes:
   0    clean shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death)
@@ -42,7 +39,6 @@ exit codes:
   6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: once
-    shutdown begins it arms a watchdog that ends the whole process (:func:`arm_shutdown_guard`)."""
+    """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: it
+    takes the stop signals for the rest of the process and runs the shutdown watchdog
+    (:class:`sidecar.stop_guard.StopGuard`) before anything is opened or printed."""
     from sidecar import logs
     from sidecar.preflight import BadSetting, check_settings, load_settings
 
@@ -116,22 +113,26 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # the log file could not be made
         print(f"sidecar: bad setting --data-dir: {settings.data_dir}: {exc}", file=sys.stderr)
         return 2
+    guard = StopGuard().install()  # from here on no stop signal is ever ignored or fatal
     try:
-        return asyncio.run(_serve(settings))
-    except KeyboardInterrupt:
-        return 0
+        return asyncio.run(_serve(settings, guard))
     except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
         log.exception("sidecar stopped by an unexpected error")
         return 1
+    finally:
+        guard.request("exit")  # whatever follows (interpreter teardown) is bounded too
 
 
-async def _serve(settings) -> int:
+async def _serve(settings, guard: StopGuard) -> int:
     from bridge.lifecycle import wait_for_shutdown
     from sidecar.aio import bounded
     from sidecar.app import EXIT_STEP_FAILED, SidecarApp
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
+    loop = asyncio.get_running_loop()
+    stop_signal: asyncio.Future[str] = loop.create_future()
+    guard.attach(loop, lambda why: stop_signal.done() or stop_signal.set_result(why))
     db = settings.data_dir / "sidecar.db"
     try:
         store = await Store.open(db, durability=settings.durability)
@@ -146,6 +147,7 @@ async def _serve(settings) -> int:
         log.error("cannot open %s: %r", db, exc)
         return 4
     app = None
+    waits: set[asyncio.Future] = set()
     try:
         app = SidecarApp(settings, store)
         try:
@@ -154,23 +156,32 @@ async def _serve(settings) -> int:
             print(f"sidecar: bad setting --port (SIDECAR_PORT): {settings.host}:{settings.port} "
                   f"is not free: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
-                 "protocol": PROTOCOL_VERSION}
-        sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
-        # parent polled 4×/s: its death must end us within the 2 s promise, detection included
-        shutdown = asyncio.ensure_future(wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY))
+        # every stop hook is in place before "ready": signals since install(), stdin EOF and the
+        # parent (polled 4×/s: its death must end us within the 2 s promise) from here on
+        others = asyncio.ensure_future(wait_for_shutdown(
+            poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY, signals=False))
         fatal = asyncio.ensure_future(app.fatal.wait())  # a step failed: crash-only (DESIGN §13)
-        await asyncio.wait({shutdown, fatal}, return_when=asyncio.FIRST_COMPLETED)
-        fatal.cancel()
-        if shutdown.done() and not shutdown.cancelled():
-            reason = shutdown.result()
+        waits = {stop_signal, others, fatal}
+        await asyncio.sleep(0)  # noqa: TID251 - lets wait_for_shutdown install its hooks first
+        if not stop_signal.done():
+            ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
+                     "protocol": PROTOCOL_VERSION}
+            sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if stop_signal.done():
+            reason = stop_signal.result()
+        elif others.done() and not others.cancelled():
+            reason = others.result()
         else:
-            shutdown.cancel()
             reason = "a step failed"
+        guard.request(reason)
         log.info("shutting down: %s", reason)
     finally:
-        arm_shutdown_guard()
+        guard.request("shutdown")  # an error too: from here the watchdog bounds the close
+        for w in waits:
+            if w is not stop_signal:
+                w.cancel()
         if app is not None:
             await app.close()
         await bounded(store.close(), 0.3, "database close")  # releases the data-dir lock
@@ -182,41 +193,12 @@ async def _serve(settings) -> int:
     return 0
 
 
-_guard_armed = False
-
-
-def arm_shutdown_guard(deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
-    """From now on the process ends within ``deadline_s`` seconds (exit 5) and at once on a
-    second stop signal (exit 128 + signal number).  Idempotent; main thread only for signals."""
-    global _guard_armed
-    if _guard_armed:
-        return
-    _guard_armed = True
-
-    def second_signal(signum: int, frame: object) -> None:
-        _hard_exit(128 + signum, f"second {signal.Signals(signum).name} during shutdown: exiting now")
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in _STOP_SIGNALS:
-            signal.signal(sig, second_signal)
-    stop = threading.Event()
-
-    def watchdog() -> None:
-        if not stop.wait(deadline_s):
-            _hard_exit(EXIT_FORCED, f"shutdown took over {deadline_s:g} s: exiting now "
-                                    "(unsent Stack writes stay queued for the next start)")
-
-    threading.Thread(target=watchdog, name="shutdown-watchdog", daemon=True).start()
-
-
-def _hard_exit(code: int, why: str) -> NoReturn:
-    try:
-        log.error("%s", why)
-        for h in logging.getLogger().handlers:
-            h.flush()
-    except Exception:  # noqa: BLE001,S110 - exiting anyway; a logging failure must not stop it
-        pass
-    os._exit(code)
+def arm_shutdown_guard(deadline_s: float = SHUTDOWN_DEADLINE_S) -> StopGuard:
+    """A started :class:`StopGuard` whose deadline runs from now (for embedding and tests): the
+    process ends within ``deadline_s`` seconds (exit 5) and at once on a stop signal (128 + N)."""
+    guard = StopGuard(deadline_s).install()
+    guard.request("armed")
+    return guard
 
 
 if __name__ == "__main__":  # pragma: no cover
