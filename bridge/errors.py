@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "error_text",
     "BridgeError",
     "RpcError",
     "ParseError",
@@ -157,3 +158,12 @@ class RequestTimeout(BridgeError, TimeoutError):
 
 class NotConnected(BridgeError, ConnectionError):
     """There is no authenticated peer, or the connection closed while our request was pending."""
+
+
+def error_text(exc: BaseException) -> str:
+    """The human message of ``exc`` for a JSON-RPC error.  ``str(KeyError(msg))`` is
+    ``repr(msg)`` — quoted, with escapes — so a KeyError carrying one message gives that message
+    as it is; stripping the repr's quotes instead also ate the message's own closing quote."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)
