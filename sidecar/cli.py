@@ -48,9 +48,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: bad setting: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``; unlike argparse's own action it lets a broken pipe reach :func:`main` (141)
+    instead of swallowing it and exiting 0."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        sys.stdout.write(f"sidecar {__version__} (protocol {PROTOCOL_VERSION})\n")
+        sys.stdout.flush()
+        parser.exit(0)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="sidecar", description="Operator workspace sidecar")
-    ap.add_argument("--version", action="version", version=f"sidecar {__version__} (protocol {PROTOCOL_VERSION})")
+    ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the sidecar (Electron launches this)", epilog=EXIT_CODES,
                        description="Run the sidecar. Every flag can also be set by the environment "
@@ -78,6 +88,23 @@ _STARTED_BY = os.getppid()  # our parent at process start: it may die before ser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``sidecar`` command; its exit code.  Output into a pipe whose reader went away
+    (``sidecar schema | head -c 1``) ends quietly with 141 (128 + SIGPIPE, as a shell tool does)
+    for every command that prints — ``--version``'s own exit included."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # inside the try: a buffered rest fails here, not at interpreter exit
+    except BrokenPipeError:
+        try:  # the interpreter's final flush must not print a traceback either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "schema":
         from sidecar.protocol import json_schema

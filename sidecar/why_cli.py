@@ -74,10 +74,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps({"tu": args.tu, "ru": args.ru, **row, "text": explain(row)},
                                         ensure_ascii=False) + "\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = pipe_console_class()()
     days = RETENTION_S / 86400
     if not rows:
         span = f"since {_utc(since)} UTC" if since is not None else f"in the last {days:.0f} days"
@@ -93,3 +92,19 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(_utc(row["at"]), row["type"], row["source"], outcome, explain(row), style=style)
     console.print(table)
     return 0
+
+
+def pipe_console_class() -> type:
+    """rich's Console with a broken pipe raised as BrokenPipeError (rich is imported here, on
+    first use, so that ``sidecar serve`` does not load it)."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        """rich's Console, but a closed output pipe raises :class:`BrokenPipeError` for
+        ``sidecar.cli.main`` (exit 141, quietly) instead of rich's ``SystemExit(1)``."""
+
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError("the output pipe was closed")
+
+    return PipeConsole
+

@@ -157,3 +157,30 @@ def test_readme_documents_the_same_exit_codes():
     for line in EXIT_CODES.splitlines()[1:]:
         code = line.split()[0]
         assert f"| {code} " in readme or f"| `{code}` " in readme, f"README lacks exit code {code}"
+
+
+@pytest.mark.parametrize("args", [["schema"], ["version"], ["--version"]])
+def test_printing_commands_into_a_closed_pipe_exit_141_quietly(args):
+    """``sidecar schema | head -c 1`` printed a BrokenPipeError traceback."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first byte
+    try:
+        p = subprocess.run([sys.executable, "-m", "sidecar", *args], cwd=ROOT, stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == ""
+
+
+def test_why_console_turns_a_broken_pipe_into_BrokenPipeError():
+    """rich's own on_broken_pipe exits 1; the why table must reach the 141 handler."""
+    from sidecar.why_cli import pipe_console_class
+    PipeConsole = pipe_console_class()
+    r, w = os.pipe()
+    os.close(r)
+    f = os.fdopen(w, "w")
+    with pytest.raises(BrokenPipeError):
+        PipeConsole(file=f).print("x" * 100)
+    with pytest.raises(BrokenPipeError):
+        f.close()
