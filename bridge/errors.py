@@ -61,7 +61,7 @@ UNAUTHORIZED = -32001  # server-defined range: the first frame was not a valid `
 # ---- websocket close codes -----------------------------------------------------------------
 
 CLOSE_GOING_AWAY = 1001  # RFC 6455: the server shuts down (BridgeServer.close)
-CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``max_frame`` (sent by websockets itself)
+CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``hard_frame`` (sent by websockets itself)
 CLOSE_UNAUTHORIZED = 4401  # first frame missing, malformed, not ``auth``, or a wrong token
 # Reserved, not sent: a foreign Origin or non-loopback Host is refused during the HTTP handshake
 # with status 403, before a websocket exists that could carry a close code.  Kept so that the
