@@ -23,7 +23,7 @@ SHIFT = ROOT.parent / "shared" / "scenarios" / "shift.jsonl"
 
 
 def engine_only(n: int) -> dict:
-    from sidecar.driver import Driver
+    from tests.sidecar.driver import Driver
     d = Driver(lambda tu, m, p: {"dialogs": [], "mails": []}, seed=1)
     t0 = 1796025600.0
     d.advance_to(t0)

@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from urllib.parse import unquote
+from functools import partial
 from typing import Any, Callable
 
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, MethodNotFound, RpcError, error_text
+from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -44,22 +44,24 @@ from sidecar.aio import bounded, cancel_all, wait_event
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
-from sidecar.decisions import why_answer
-from sidecar.engine import Engine, EngineError
-from sidecar.factory import task_view
+from sidecar.methods import Methods
+from sidecar.runtime.decisions import explain
+from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
+from sidecar.runtime.engine import Engine, EngineError
+from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
-from sidecar.services.base import Request, Step
-from sidecar.stack.client import StackClient, seg
+from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
 from sidecar.stack.outbox import OutboxPump
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
-from sidecar.tu import TuRuntime
+from sidecar.wire import task_view, to_wire
 
 log = logging.getLogger("sidecar.app")
 
 EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
-REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent, RpcError)  # raised before any change
+REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
@@ -95,12 +97,18 @@ class SidecarApp:
         self._pump_kick = asyncio.Event()  # wall clock: outbox rows were queued
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
-        # registered read-only methods (DESIGN §13): params Struct -> answer, no step, no clock
-        self.methods: dict[str, Callable[[Any], Any]] = {
-            "why": lambda a: why_answer(self.store, a),
-        }
-        self.failed: BaseException | None = None  # the step failure that stopped this process
+        self.methods = Methods()  # every bridge method this process answers (registry)
+        self._register_methods()
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
+        # the ONE step executor (commit, then notify, then requests); this app is its ports
+        self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
+                                     spawn=None if self.clock.virtual else self._spawn,
+                                     lock=self._lock)
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The step failure that stopped this process, or None."""
+        return self.executor.failed
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
@@ -134,18 +142,15 @@ class SidecarApp:
 
     # bridge handler ---------------------------------------------------------------------------
     async def handle(self, method: str, params: Any) -> Any:
-        typ = p.INBOUND.get(method)
-        if typ is None or method in ("auth", "stream.ack"):
-            raise MethodNotFound(f"unknown method {method!r}")
-        try:
-            args = msgspec.convert(params if params is not None else {}, typ)
-        except msgspec.ValidationError as exc:
-            raise InvalidParams(f"{method}: {exc}") from None
+        m = self.methods.get(method)  # MethodNotFound for an unknown one
+        args = m.decode(params)  # InvalidParams naming the method
         if self.failed is not None:
             raise InternalError(f"the sidecar stopped after a failed step ({self.failed!r}); "
                                 f"it must be restarted")
+        if m.needs_clock:
+            self._require_clock()
         try:
-            result = await self._dispatch(method, args)
+            result = await m.handler(args)
         except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
             raise InvalidParams(error_text(exc)) from None
         if self.clock.virtual and isinstance(result, dict):
@@ -164,39 +169,60 @@ class SidecarApp:
         dues = [d for d in (self.engine.scheduler.next_due(), retry) if d is not None]
         return min(dues, default=None)
 
-    async def _dispatch(self, method: str, a: Any) -> Any:
-        registered = self.methods.get(method)
-        if registered is not None:
-            return await registered(a)
-        if method == "clock.advance_to":
-            return await self.advance_to(a.t)
-        if method == "status":
-            return self.status()
-        self._require_clock()
-        if method == "session.login":
-            return await self.login(a)
-        if method == "session.logout":
-            await self.step(lambda s: self.engine.logout(s, a.tu))
-            return {"ok": True}
-        if method == "platform.event":
-            n = await self.step(lambda s: self.engine.platform_event(s, a.tu, a.project, a.name, a.data))
-            return {"ok": True, "events": n}
-        if method == "platform.reconnected":
-            await self.step(lambda s: self.engine.reconnected(s, a.tu))
-            return {"ok": True}
-        if method == "platform.poll":
-            return await self.poll(a)
-        if method == "favorite.update":
-            changes = {k: v for k, v in msgspec.structs.asdict(a).items()
-                       if k not in ("tu", "ru", "project") and v is not None}
-            await self.step(lambda s: self.engine.favorite_update(s, a.tu, a.ru, changes))
-            return {"ok": True}
-        if method == "task.close":
-            closed = await self.step(lambda s: self.engine.task_close(s, a.task_id, a.reason))
-            return {"ok": True, "closed": closed}
-        if method == "tasks.list":
-            return [task_view(t) for t in self.engine.open_tasks(a.tu)]
-        raise MethodNotFound(f"unknown method {method!r}")
+    def _register_methods(self) -> None:
+        """Every method Electron may call (``sidecar.methods``); a new one registers here or is
+        handed in by its component, never by extending an if-chain."""
+        reg = self.methods.register
+        reg("why", p.Why, self._why, needs_clock=False)
+        reg("clock.advance_to", p.ClockAdvance, lambda a: self.advance_to(a.t), needs_clock=False)
+        reg("status", p.Status, self._status, needs_clock=False)
+        reg("session.login", p.SessionLogin, self.login)
+        reg("session.logout", p.SessionLogout, self._logout)
+        reg("platform.event", p.PlatformEvent, self._platform_event)
+        reg("platform.reconnected", p.PlatformReconnected, self._reconnected)
+        reg("platform.poll", p.PlatformPoll, self.poll)
+        reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
+        reg("task.close", p.TaskClose, self._task_close)
+        reg("tasks.list", p.TasksList, self._tasks_list)
+
+    async def _why(self, a: p.Why) -> dict:
+        """``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order, no step.
+
+        Answer ``{"tu", "ru", "since", "decisions": [{"at", "type", "source", "outcome",
+        "task_id", "detail", "text"}]}`` (``at`` unix seconds); rows past the retention are gone."""
+        rows = await self.store.decisions(a.tu, a.ru, since=a.since)
+        for row in rows:
+            row["text"] = explain(row)
+        return {"tu": a.tu, "ru": a.ru, "since": a.since, "decisions": rows}
+
+    async def _status(self, a: p.Status) -> dict:
+        return self.status()
+
+    async def _logout(self, a: p.SessionLogout) -> dict:
+        await self.step(partial(self.engine.logout, tu=a.tu))
+        return {"ok": True}
+
+    async def _platform_event(self, a: p.PlatformEvent) -> dict:
+        n = await self.step(partial(self.engine.platform_event, tu=a.tu, project=a.project,
+                                    name=a.name, data=a.data))
+        return {"ok": True, "events": n}
+
+    async def _reconnected(self, a: p.PlatformReconnected) -> dict:
+        await self.step(partial(self.engine.reconnected, tu=a.tu))
+        return {"ok": True}
+
+    async def _favorite_update(self, a: p.FavoriteUpdate) -> dict:
+        changes = {k: v for k, v in msgspec.structs.asdict(a).items()
+                   if k not in ("tu", "ru", "project") and v is not None}
+        await self.step(partial(self.engine.favorite_update, tu=a.tu, ru=a.ru, changes=changes))
+        return {"ok": True}
+
+    async def _task_close(self, a: p.TaskClose) -> dict:
+        closed = await self.step(partial(self.engine.task_close, task_id=a.task_id, reason=a.reason))
+        return {"ok": True, "closed": closed}
+
+    async def _tasks_list(self, a: p.TasksList) -> list:
+        return [task_view(t) for t in self.engine.open_tasks(a.tu)]
 
     def _require_clock(self) -> None:
         if isinstance(self.clock, VirtualClock) and not self.clock.is_set:
@@ -204,69 +230,49 @@ class SidecarApp:
 
     # steps ------------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:
-        """Run ``fn`` as one step under the lock and carry out its effects."""
-        async with self._lock:
-            return await self._step_locked(fn)
+        """Run ``fn`` as one step under the lock (the executor's rules); a failed step is a
+        -32603 answer and stops the process (crash-only, module rules)."""
+        try:
+            return await self.executor.step(fn)
+        except StepFailed as exc:
+            raise InternalError(str(exc)) from exc
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
-        if self.failed is not None:
-            raise InternalError("the sidecar stopped after a failed step; it must be restarted")
-        step = Step(now=self.clock.now() if now is None else now)
         try:
-            result = fn(step)
-        except REFUSALS:
-            raise  # raised before anything changed
-        except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
-            self._fail(exc)
-            raise InternalError(f"internal error: {type(exc).__name__}") from exc
-        await self._finish(step)
-        return result
+            return await self.executor.run(fn, now)
+        except StepFailed as exc:
+            raise InternalError(str(exc)) from exc
 
-    def _fail(self, exc: BaseException) -> None:
-        """Stop taking steps; ``sidecar serve`` exits EXIT_STEP_FAILED (module rules)."""
-        if self.failed is None:
-            log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
-                         "restart restores from SQLite and Stack", exc_info=exc)
-            self.failed = exc
-            self.fatal.set()
+    # executor ports -----------------------------------------------------------------------------
+    async def commit(self, ops: list) -> None:
+        await self.store.commit(ops)
 
-    async def _finish(self, step: Step) -> None:
-        if step.ops:
-            try:
-                await self.store.commit(step.ops)
-            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
-                self._fail(exc)
-                raise InternalError("a step could not be saved; the sidecar must be restarted") from exc
-        for method, params in step.notes:
-            self.bridge.notify(method, params)
-        if step.outbox:
-            if self._outbox_due is None or self._outbox_due > step.now:
-                self._outbox_due = step.now
-            self._pump_kick.set()
-        for rt, req in step.requests:
-            if self.clock.virtual:
-                result, error = await self._platform_request(rt, req)
-                await self._step_locked(lambda s: self.engine.request_done(s, rt, req, result, error))
-            else:
-                self._spawn(self._request_bg(rt, req))
+    def notify(self, method: str, note: Any) -> None:
+        self.bridge.notify(method, to_wire(method, note))
+
+    def step_done(self) -> None:
         if not self.clock.virtual:
-            self._wake.set()
+            self._wake.set()  # the step may have armed a sooner timer
 
-    async def _platform_request(self, rt: TuRuntime, req: Request) -> tuple[Any, str | None]:
-        params = p.PlatformRequest(project=rt.project, tu=rt.tu, method=req.method, params=req.params)
+    def outbox_queued(self, at: float) -> None:
+        if self._outbox_due is None or self._outbox_due > at:
+            self._outbox_due = at
+        self._pump_kick.set()
+
+    def step_failed(self, exc: BaseException) -> None:
+        log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
+                     "restart restores from SQLite and Stack", exc_info=exc)
+        self.fatal.set()
+
+    async def perform(self, req: Request) -> tuple[Any, str | None]:
+        params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
+                                   params=req.params)
         try:
             res = await self.bridge.request("platform.request", params,
                                             timeout=self.settings.request_timeout_s)
             return res, None
         except Exception as exc:  # noqa: BLE001 - any failure is an answer: the pass retries later
             return None, f"{type(exc).__name__}: {exc}"
-
-    async def _request_bg(self, rt: TuRuntime, req: Request) -> None:
-        result, error = await self._platform_request(rt, req)
-        try:
-            await self.step(lambda s: self.engine.request_done(s, rt, req, result, error))
-        except InternalError:
-            pass  # crash-only: the failure is logged once and ``fatal`` ends the process
 
     # time -------------------------------------------------------------------------------------
     async def advance_to(self, t: float) -> dict:
@@ -283,28 +289,30 @@ class SidecarApp:
             # pumped once at the end, with everything queued meanwhile in flight together: the
             # Stack round trips dominate a replay, and a write's delivery instant is not part of
             # the domain (markers are applied locally at once; Stack sees them by ``t``).
-            fired = 0
-            while (nxt := self.engine.scheduler.next_due()) is not None and nxt <= t:
-                if fired >= MAX_FIRES_PER_ADVANCE:
-                    # a far-future target must not hold the one worker (and every frame behind
-                    # it) for minutes: everything so far is committed, the client continues
-                    raise InvalidParams(
-                        f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
-                        f"before t; ran them up to {clock.now()}. Advance in smaller steps",
-                        data={"now": clock.now(), "next_due": self.next_due()})
-                clock.advance_to(nxt)
-                await self._step_locked(self.engine.fire, now=max(nxt, clock.now()))
-                fired += 1
-                if fired % 64 == 0:
-                    if not self.bridge.connected:
-                        # nobody to answer platform requests or to receive the result: stop;
-                        # every step so far is committed, the rest stays due for the next advance
-                        raise InvalidParams("the client disconnected during clock.advance_to")
-                    await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
+            try:
+                await self.executor.fire_due(t, advance_clock=clock.advance_to,
+                                             limit=MAX_FIRES_PER_ADVANCE,
+                                             every=(64, self._advance_yield))
+            except TooManyTimers:
+                # a far-future target must not hold the one worker (and every frame behind
+                # it) for minutes: everything so far is committed, the client continues
+                raise InvalidParams(
+                    f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                    f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                    data={"now": clock.now(), "next_due": self.next_due()}) from None
+            except StepFailed as exc:
+                raise InternalError(str(exc)) from exc
             clock.advance_to(t)
             if self._outbox_due is not None and self._outbox_due <= t:
                 await self._pump_locked()
             return {"now": clock.now()}
+
+    async def _advance_yield(self) -> None:
+        if not self.bridge.connected:
+            # nobody to answer platform requests or to receive the result: stop;
+            # every step so far is committed, the rest stays due for the next advance
+            raise InvalidParams("the client disconnected during clock.advance_to")
+        await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
 
     async def _pump_locked(self) -> None:
         if self.pump is None:
@@ -380,7 +388,7 @@ class SidecarApp:
         tasks = await self.store.tasks_for(a.tu, since=now - HISTORY_WINDOW_S)
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
-        pending = await self._pending_markers(a.tu)
+        pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
         state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
         await self.step(lambda s: self.engine.login(
             s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
@@ -388,16 +396,6 @@ class SidecarApp:
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
-
-    async def _pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
-        """Unacknowledged marker writes of ``tu``, newest per (ru, name) (DESIGN §9 precedence)."""
-        out: dict[tuple[str, str], Any] = {}
-        prefix = f"/v1/tus/{seg(tu)}/favorites/"
-        for row in await self.store.outbox_rows():
-            if row.kind == "marker" and row.path.startswith(prefix):
-                ru, _, name = row.path[len(prefix):].partition("/markers/")
-                out[(unquote(ru), unquote(name))] = msgspec.json.decode(row.body).get("value")
-        return out
 
     async def poll(self, a: p.PlatformPoll) -> dict:
         """Electron pushed a poll result itself: handled like the answer to our own request."""
@@ -408,8 +406,9 @@ class SidecarApp:
             pass_ = rt.client.pass_named(a.pass_)
         except KeyError:
             raise InvalidParams(f"{rt.project} has no pass {a.pass_!r}") from None
-        req = Request("passes", pass_.method, dict(pass_.params), pass_.name)
-        await self.step(lambda s: self.engine.request_done(s, rt, req, a.data, None))
+        req = Request("passes", pass_.method, dict(pass_.params), pass_.name, tu=rt.tu,
+                      project=rt.project, epoch=rt.epoch)
+        await self.step(lambda s: self.engine.request_done(s, req, a.data, None))
         return {"ok": True}
 
     def status(self) -> dict:

@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from sidecar.protocol import TaskView
+from sidecar.protocol import INBOUND, OUTBOUND, TaskView
 
-__all__ = ["ANSWERS", "PLATFORM_ANSWER"]
+__all__ = ["ANSWERS", "PLATFORM_ANSWER", "json_schema"]
 
 
 class Answer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -72,7 +72,7 @@ class StatusAnswer(Answer, kw_only=True):
 
 
 class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One decision-log row (DESIGN §13; :mod:`sidecar.decisions`).  ``at``: unix seconds."""
+    """One decision-log row (DESIGN §13; :mod:`sidecar.runtime.decisions`).  ``at``: unix seconds."""
 
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals)
@@ -108,3 +108,23 @@ ANSWERS: dict[str, Any] = {
     "why": WhyAnswer,
 }
 PLATFORM_ANSWER: Any = dict[str, Any]  # the platform API's own JSON object
+
+
+def json_schema() -> dict:
+    """JSON Schema of every frame: request/notification params keyed by direction and method,
+    and the answers (``result``) of every request (``answers``: Electron → sidecar requests;
+    ``outbound_answers``: what Electron answers to ``platform.request``)."""
+    names_in, names_out, names_ans = list(INBOUND), list(OUTBOUND), list(ANSWERS)
+    types = list(INBOUND.values()) + list(OUTBOUND.values()) + list(ANSWERS.values()) + [PLATFORM_ANSWER]
+    schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    i, o, a = len(names_in), len(names_out), len(names_ans)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "operator-sidecar bridge protocol",
+        "envelope": "JSON-RPC 2.0 text frames",
+        "inbound": dict(zip(names_in, schemas[:i])),
+        "outbound": dict(zip(names_out, schemas[i:i + o])),
+        "answers": dict(zip(names_ans, schemas[i + o:i + o + a])),
+        "outbound_answers": {"platform.request": schemas[-1]},
+        "$defs": components,
+    }

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sidecar.core.clock import WallClock
-from sidecar.decisions import RETENTION_S, explain
+from sidecar.runtime.decisions import RETENTION_S, explain
 
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sidecar.services.base import Service
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sidecar.tu import TuRuntime
+    from sidecar.runtime.tu import TuRuntime
 
 
 def default_services(rt: "TuRuntime") -> list[Service]:

@@ -1,4 +1,5 @@
-"""The service interface and the effect collector (DESIGN §5 "sans-I/O").
+"""The service base class (DESIGN §5 "sans-I/O"); a step's effects live in
+:mod:`sidecar.runtime.step`.
 
 Rules / theory of operation
 ---------------------------
@@ -15,42 +16,20 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sidecar.runtime.step import Request, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot, DomainEvent
     from sidecar.domain.tasks import Task
-    from sidecar.tu import TuRuntime
+    from sidecar.runtime.tu import TuRuntime
 
-
-@dataclass(slots=True)
-class Request:
-    """A ``platform.request`` a service wants made; the answer goes to ``service.on_result``."""
-
-    service: str  # Service.name of the requester
-    method: str  # platform method (platform_clients docstrings)
-    params: dict  # method params
-    tag: str  # the requester's own label, handed back with the answer
-    context: Any = None  # opaque value handed back with the answer
-
-
-@dataclass(slots=True)
-class Step:
-    """Effects of handling one input.  ``now``: unix seconds (UTC)."""
-
-    now: float
-    ops: list = field(default_factory=list)  # sidecar.store.ops.* committed together
-    notes: list[tuple[str, Any]] = field(default_factory=list)  # (method, params) to Electron
-    requests: list[tuple["TuRuntime", Request]] = field(default_factory=list)
-    outbox: int = 0  # outbox rows enqueued in this step (the runtime kicks the pump if > 0)
-
-    def notify(self, method: str, params: Any) -> None:
-        self.notes.append((method, params))
+__all__ = ["Request", "Service", "Step"]
 
 
 class Service:
-    """Base of every per-TU service.  ``tu`` is the owning :class:`~sidecar.tu.TuRuntime`."""
+    """Base of every per-TU service.  ``tu`` is the owning :class:`~sidecar.runtime.tu.TuRuntime`."""
 
     name: str = "service"
 

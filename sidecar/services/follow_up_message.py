@@ -48,11 +48,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from platform_clients.base import list_field
-from sidecar.decisions import record_outcome
+from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
-from sidecar.factory import Candidate, Refused
-from sidecar.protocol import ChainAttempt
+from sidecar.runtime.factory import Candidate, Refused
+from sidecar.domain.notes import ChainAttempt
 from sidecar.services import chain as ch
 from sidecar.services.base import Request, Service, Step
 from sidecar.stack.writes import followup_chat_key
@@ -273,7 +273,7 @@ class FollowUpMessageService(Service):
             self._attempt(step, ru, chain, chance, False, "miss")
             self._advance(step, ru, chain, step.now)
             return
-        made = rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "chain",
+        made = rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "chain",
                                                       meta={"step": chain.step}))
         if isinstance(made, Refused):
             self._attempt(step, ru, chain, chance, True, f"refused:{made.reason}")
@@ -396,7 +396,7 @@ class FollowUpMessageService(Service):
         if (reason := self._final_check(ru)) is not None:
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "over_60m", reason)
             return
-        rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
+        rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
 
     def _notification(self, step: Step, ru: str) -> None:
         rt = self.tu
@@ -408,7 +408,7 @@ class FollowUpMessageService(Service):
         if (reason := self._final_check(ru)) is not None:
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification", reason)
             return
-        rt.factory.propose(step, rt, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
+        rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
 
     def _contact(self, step: Step, ru: str, who: str, at: float | None) -> None:
         """A chat message either way at ``at``."""

@@ -41,10 +41,10 @@ from typing import Any
 
 import msgspec
 
-from sidecar.decisions import record_outcome
+from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
 from sidecar.domain.tasks import TaskType
-from sidecar.factory import Candidate
+from sidecar.runtime.factory import Candidate
 from sidecar.services.base import Request, Service, Step
 
 log = logging.getLogger("sidecar.inbound")
@@ -62,7 +62,7 @@ class InboundService(Service):
     def blocked(self, ru: str, row: ev.DialogSnapshot | None = None) -> bool:
         """Is the pair blocked either way?  The signal's own dialog row wins, then the pair's
         attributes (favorite or not), which every block event and dialog row refreshes
-        (:meth:`~sidecar.tu.TuRuntime.note_row`, the engine's ``BlockChanged``)."""
+        (:meth:`~sidecar.runtime.tu.TuRuntime.note_row`, the engine's ``BlockChanged``)."""
         if row is not None:
             return row.blocked_by_tu or row.blocked_by_ru
         attrs = self.tu.attrs(ru)
@@ -190,7 +190,7 @@ class InboundService(Service):
 
     def _propose(self, step: Step, type_: TaskType, ru: str, source: str, *,
                  anchor: float | None = None, meta: dict | None = None) -> None:
-        self.tu.factory.propose(step, self.tu, Candidate(type_, ru, source, anchor, meta))
+        self.tu.propose(step, Candidate(type_, ru, source, anchor, meta))
 
     def _covered(self, ru: str, type_: TaskType, last_at: float) -> bool:
         row = self.tu.last_task(ru, type_.value)

@@ -25,6 +25,7 @@ from typing import Any
 
 from platform_clients.base import Pass
 from sidecar.domain import events as ev
+from sidecar.runtime.dispatch import dispatch
 from sidecar.services.base import Request, Service, Step
 
 log = logging.getLogger("sidecar.passes")
@@ -65,6 +66,7 @@ class PassService(Service):
         restarted sidecar polls at the same instants as one that never stopped (crash
         equivalence) and the TUs' polls do not all fall on the same second."""
         period = p.period_s
+        assert period is not None, p.name  # only periodic passes are armed (on_login)
         offset = self.tu.rng.uniform(0.0, period, "pass", self.tu.tu, p.name)
         return offset + period * (math.floor((now - offset) / period) + 1)
 
@@ -99,12 +101,12 @@ class PassService(Service):
                 rt.snapshots[snap.ru] = snap  # VIP spend of any listed RU
                 rt.note_row(step, snap)  # limits and blocks the row carries (DESIGN §6)
                 for event in dialog_events(rt.tu, snap, step.now, p.purpose):
-                    rt.engine.dispatch(step, rt, event)
+                    dispatch(step, rt, event)
             if p.purpose == "check_chat":
                 self._synced(step)
         elif p.purpose == "check_mail":
             for mail in rt.client.decode_unanswered_mail(result):
-                rt.engine.dispatch(step, rt, ev.UnansweredSeen(
+                dispatch(step, rt, ev.UnansweredSeen(
                     tu=rt.tu, ru=mail.ru, at=step.now, channel="mail", kind="message",
                     last_at=mail.at, source="check_mail"))
         elif p.purpose == "open_limits":
@@ -118,7 +120,7 @@ class PassService(Service):
                 rt.snapshots[snap.ru] = snap
                 if snap.last_from == "system" and snap.last_at is not None:
                     # the row goes along: the Open Limits condition reads blocks from it
-                    rt.engine.dispatch(step, rt, ev.OpenLimitsSignal(
+                    dispatch(step, rt, ev.OpenLimitsSignal(
                         tu=rt.tu, ru=snap.ru, at=snap.last_at, reason="system",
                         source="scroll_active", needs_live_limits=True, row=snap))
 

@@ -54,10 +54,14 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
     path: str  # request path
     body: bytes  # JSON body
     kind: str  # "marker" | "task" | "candidate"
+    tu: str | None = None  # structured columns of the outbox row (the path stays the request's)
+    ru: str | None = None
+    marker: str | None = None  # a marker write's name
 
     def enqueue(self, at: float) -> Enqueue:
         """The store op that queues this write, due at ``at`` (unix seconds, usually now)."""
-        return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at)
+        return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at,
+                       tu=self.tu, ru=self.ru, marker=self.marker)
 
 
 def pair_of(tu: str, ru: str) -> str:
@@ -89,7 +93,7 @@ def marker_write(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Stac
     return StackWrite(
         pair=pair_of(tu, ru), idem_key=idem_key, method="PUT",
         path=f"/v1/tus/{seg(tu)}/favorites/{seg(ru)}/markers/{seg(name)}",
-        body=_encode({"value": value}), kind="marker")
+        body=_encode({"value": value}), kind="marker", tu=tu, ru=ru, marker=name)
 
 
 def task_body(task: Task) -> dict:
@@ -114,7 +118,8 @@ def task_event(task: Task, event: str) -> StackWrite:
     return StackWrite(
         pair=pair_of(task.tu, task.ru), idem_key=f"task:{task.task_id}:{event}", method="POST",
         path=f"/v1/tus/{seg(task.tu)}/tasks",
-        body=_encode({"event": event, "task": task_body(task)}), kind="task")
+        body=_encode({"event": event, "task": task_body(task)}), kind="task", tu=task.tu,
+        ru=task.ru)
 
 
 def candidate(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
@@ -130,4 +135,4 @@ def candidate(tu: str, ru: str, type: str, source: str, at: float, *, outcome: s
         method="POST", path=f"/v1/tus/{seg(tu)}/candidates",
         body=_encode({"ru": ru, "type": type_, "source": source, "at": at,
                       "outcome": outcome, "task_id": task_id, "detail": detail or {}}),
-        kind="candidate")
+        kind="candidate", tu=tu, ru=ru)

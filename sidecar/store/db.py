@@ -31,6 +31,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import unquote
 from typing import Any, Callable, TypeVar
 
 import aiosqlite
@@ -279,6 +280,27 @@ class Store:
     async def outbox_size(self) -> int:
         return await self._run(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
 
+    async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
+        """``tu``'s unacknowledged marker writes, newest per (ru, marker name) → value (``None``
+        = cleared), read by the outbox's structured columns (DESIGN §9: they win over Stack's
+        startup data at login).  A row queued before schema v5 whose ids needed quoting has no
+        columns; it is read from its request path, the only place that knew them then."""
+        sql = ("SELECT ru, marker, body, path FROM outbox WHERE kind = 'marker'"
+               " AND (tu = ? OR tu IS NULL) ORDER BY id")
+
+        def read(c: Any) -> dict[tuple[str, str], Any]:
+            out: dict[tuple[str, str], Any] = {}
+            for ru, name, body, path in c.execute(sql, (tu,)):
+                if ru is None or name is None:
+                    legacy = _legacy_marker_path(path)
+                    if legacy is None or legacy[0] != tu:
+                        continue
+                    _, ru, name = legacy
+                out[(ru, name)] = msgspec.json.decode(bytes(body)).get("value")
+            return out
+
+        return await self._run(read)
+
     async def outbox_rows(self, *, pair: str | None = None,
                           kind: str | None = None) -> list[OutboxRow]:
         """Every queued row (optionally of one pair / kind), by id — e.g. for restore (§9: the
@@ -293,3 +315,14 @@ class Store:
             args.append(kind)
         sql += " ORDER BY o.id"
         return await self._run(lambda c: [outbox_from_row(r) for r in c.execute(sql, args)])
+
+
+def _legacy_marker_path(path: str) -> tuple[str, str, str] | None:
+    """``(tu, ru, name)`` of a pre-v5 marker row's path ``/v1/tus/{tu}/favorites/{ru}/markers/{name}``."""
+    if not path.startswith("/v1/tus/"):
+        return None
+    tu, sep, rest = path[len("/v1/tus/"):].partition("/favorites/")
+    ru, sep2, name = rest.partition("/markers/")
+    if not (sep and sep2):
+        return None
+    return unquote(tu), unquote(ru), unquote(name)

@@ -26,7 +26,7 @@ Schema v1 (times are unix seconds UTC as REAL; JSON columns are msgspec-encoded 
 
 Schema v2: the decision log
 ---------------------------
-* ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.decisions`): one row per candidate
+* ``decisions`` — the decision log (DESIGN §13, :mod:`sidecar.runtime.decisions`): one row per candidate
   outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
   pruned by ``at`` after 7 days.
 
@@ -51,6 +51,12 @@ Schema v4: sender health (DESIGN §10 second half, seed 000)
 * ``sender_history`` — a row per transition (codes 100–109), per sender by time.
 * ``sender_groups`` — ``data`` = the ``senders.groups.Group``; ``priority`` UNIQUE (seed 000 §6).
 * ``sender_assignments`` — (sender, group_id) pairs.
+
+Schema v5: structured outbox columns (issue 12)
+-----------------------------------------------
+* ``outbox.tu``, ``outbox.ru``, ``outbox.marker`` — the TU and RU a Stack write is about and a
+  marker write's name, so a login reads its unacknowledged markers by column; older marker rows
+  are filled from their path (unquoted ids) by the migration.
 """
 from __future__ import annotations
 
@@ -236,8 +242,25 @@ CREATE TABLE sender_assignments (
 ) WITHOUT ROWID;
 """
 
+# Structured columns of an outbox row (issue 12): the TU and RU a write is about and, for a
+# marker write, the marker's name — so a login reads its unacknowledged markers by column, not by
+# splitting an HTTP path.  Rows queued before this version are filled from their path (ids made
+# of URL-safe characters; a quoted one keeps NULL and is read from its path, see Store).
+V5 = """
+ALTER TABLE outbox ADD COLUMN tu TEXT;
+ALTER TABLE outbox ADD COLUMN ru TEXT;
+ALTER TABLE outbox ADD COLUMN marker TEXT;
+UPDATE outbox SET
+    tu = substr(path, 9, instr(substr(path, 9), '/favorites/') - 1),
+    ru = substr(substr(path, 9), instr(substr(path, 9), '/favorites/') + 11,
+                instr(substr(path, 9), '/markers/') - instr(substr(path, 9), '/favorites/') - 11),
+    marker = substr(substr(path, 9), instr(substr(path, 9), '/markers/') + 9)
+  WHERE kind = 'marker' AND path LIKE '/v1/tus/%/favorites/%/markers/%' AND instr(path, '%') = 0;
+CREATE INDEX outbox_markers_by_tu ON outbox (tu, kind, id);
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

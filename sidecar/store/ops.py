@@ -102,6 +102,9 @@ class Enqueue(Op, frozen=True):
     body: bytes
     kind: str
     at: float
+    tu: str | None = None  # the TU the write is about
+    ru: str | None = None  # the RU the write is about
+    marker: str | None = None  # a marker write: the marker's name (followUpChat …)
 
 
 class Ack(Op, frozen=True):
@@ -131,7 +134,7 @@ class PutMeta(Op, frozen=True):
 
 
 class PutDecision(Op, frozen=True):
-    """Append one decision-log row (DESIGN §13; :mod:`sidecar.decisions`).  ``at``: unix seconds;
+    """Append one decision-log row (DESIGN §13; :mod:`sidecar.runtime.decisions`).  ``at``: unix seconds;
     ``outcome``: ``created`` | ``refused:<reason>`` | ``miss`` | ``removed:<reason>``."""
 
     tu: str
@@ -226,8 +229,9 @@ _DELETE_SESSION = "DELETE FROM sessions WHERE tu=?"
 # NOT EXISTS rather than ON CONFLICT DO NOTHING: a refused insert would still burn an
 # AUTOINCREMENT id; the UNIQUE constraint stays as the guard.
 _ENQUEUE = (
-    "INSERT INTO outbox (pair, idem_key, method, path, body, kind, created_at, attempts, next_at)"
-    " SELECT ?,?,?,?,?,?,?,0,? WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE idem_key = ?)"
+    "INSERT INTO outbox (pair, idem_key, method, path, body, kind, created_at, attempts, next_at,"
+    " tu, ru, marker)"
+    " SELECT ?,?,?,?,?,?,?,0,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE idem_key = ?)"
 )
 _ACK = "DELETE FROM outbox WHERE id=?"
 _RETRY = "UPDATE outbox SET attempts=?, next_at=?, last_error=? WHERE id=?"
@@ -276,7 +280,7 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
     PutSession: (_PUT_SESSION, lambda o: (o.tu, o.project, o.operator, o.at)),
     DeleteSession: (_DELETE_SESSION, lambda o: (o.tu,)),
     Enqueue: (_ENQUEUE, lambda o: (o.pair, o.idem_key, o.method, o.path, bytes(o.body), o.kind,
-                                   o.at, o.at, o.idem_key)),
+                                   o.at, o.at, o.tu, o.ru, o.marker, o.idem_key)),
     Ack: (_ACK, lambda o: (o.outbox_id,)),
     Retry: (_RETRY, lambda o: (o.attempts, o.next_at, o.error, o.outbox_id)),
     PruneTasks: (_PRUNE, lambda o: (o.closed_before,)),

@@ -29,6 +29,9 @@ class OutboxRow(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int  # failed attempts so far
     next_at: float  # not sent before this instant
     last_error: str | None = None
+    tu: str | None = None  # the TU the write is about (schema v5)
+    ru: str | None = None  # the RU the write is about
+    marker: str | None = None  # a marker write: the marker's name
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,7 +46,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 TASK_COLUMNS = ("task_id, tu, project, ru, type, source, created_at, deadline, closed_at, reason,"
                 " vip, meta")
 OUTBOX_COLUMNS = ("id, pair, idem_key, method, path, body, kind, created_at, attempts, next_at,"
-                  " last_error")
+                  " last_error, tu, ru, marker")
 
 
 def task_from_row(r: tuple) -> Task:
@@ -55,4 +58,5 @@ def task_from_row(r: tuple) -> Task:
 
 def outbox_from_row(r: tuple) -> OutboxRow:
     return OutboxRow(id=r[0], pair=r[1], idem_key=r[2], method=r[3], path=r[4], body=bytes(r[5]),
-                     kind=r[6], created_at=r[7], attempts=r[8], next_at=r[9], last_error=r[10])
+                     kind=r[6], created_at=r[7], attempts=r[8], next_at=r[9], last_error=r[10],
+                     tu=r[11], ru=r[12], marker=r[13])

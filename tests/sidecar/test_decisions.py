@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from sidecar.decisions import RETENTION_S, explain, refused
+from sidecar.runtime.decisions import RETENTION_S, explain, refused
 from sidecar.services import chain as ch
 from sidecar.store.ops import Enqueue, PruneDecisions, PruneTasks, PutDecision
 from tests.sidecar.world import T0, World, fav

@@ -90,7 +90,7 @@ def test_overdue_tasks_sort_first_and_are_listed_overdue():
     w.at(131)
     listed = w.d.engine.open_tasks(TU)
     assert [(t.ru, t.overdue) for t in listed] == [(RU, True), ("ru-2", False)]
-    from sidecar.factory import task_view
+    from sidecar.wire import task_view
     assert task_view(listed[0]).overdue is True
 
 
@@ -178,7 +178,7 @@ def test_unanswered_message_supersedes_every_weaker_chat_task():
 
 
 def test_a_weaker_candidate_is_refused_while_a_stronger_task_is_open():
-    from sidecar.factory import Candidate
+    from sidecar.runtime.factory import Candidate
     w = World()
     w.login([fav(RU)])
     w.at(10).ru_writes(RU)

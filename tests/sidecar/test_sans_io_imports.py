@@ -1,8 +1,11 @@
-"""The sans-I/O modules (services, domain, the Task Factory, the engine, the TU runtime, the write
-builders) import no asyncio, aiosqlite, httpx or websockets (issue 7 item 7; GUIDE "flow one
-way": the runtime does the I/O).  Checked in a fresh interpreter: pytest itself loads asyncio."""
+"""The sans-I/O floor (DESIGN §5; issue 7 item 7, issue 12): the runtime room, services, domain,
+core, the store ops and the Stack write builders import no asyncio, aiosqlite, httpx or websockets
+(GUIDE "flow one way": the drivers — app, cli, store.db, stack.client — do the I/O), and no module
+of the ``sidecar`` package imports another that imports it back, type-only imports included.
+The I/O check runs in a fresh interpreter: pytest itself loads asyncio."""
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -14,13 +17,20 @@ IO_LIBRARIES = ("asyncio", "aiosqlite", "httpx", "websockets", "socket")
 
 def sans_io_modules() -> list[str]:
     import sidecar.domain
+    import sidecar.runtime
     import sidecar.services
 
-    mods = ["sidecar.engine", "sidecar.factory", "sidecar.tu", "sidecar.store.ops", "sidecar.stack.writes",
+    mods = ["sidecar.store.ops", "sidecar.stack.writes",
             "sidecar.core.clock", "sidecar.core.scheduler", "sidecar.core.rng"]
-    for pkg in (sidecar.services, sidecar.domain):
+    for pkg in (sidecar.runtime, sidecar.services, sidecar.domain):
         mods += [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     return sorted(set(mods))
+
+
+def test_the_runtime_room_is_listed():
+    mods = sans_io_modules()
+    for name in ("engine", "tu", "factory", "executor", "step", "decisions"):
+        assert f"sidecar.runtime.{name}" in mods
 
 
 def test_sans_io_modules_import_no_io_library():
@@ -37,3 +47,119 @@ def test_the_check_would_see_an_io_import():
     code = "import sys, sidecar.app; print('asyncio' in sys.modules and 'aiosqlite' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "True", r.stderr
+
+
+# ---- one-way imports ---------------------------------------------------------------------------
+
+def module_files(package: str = "sidecar") -> dict[str, Path]:
+    base = ROOT / package
+    out = {}
+    for path in base.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every ``sidecar`` module ``name`` imports, anywhere in the file (``if TYPE_CHECKING``
+    blocks and function bodies included); ``from a import b`` counts ``a.b`` when that is a
+    module.  A package's own ``__init__`` is not an edge of its children (Python loads it)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {name: imports_of(name, path, known) for name, path in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_in_the_sidecar_package():
+    assert cycles(import_graph()) == []
+
+
+def test_the_circle_check_sees_a_type_only_circle():
+    """Not vacuous: a circle closed only by an ``if TYPE_CHECKING`` import is found."""
+    graph = import_graph()
+    assert "sidecar.runtime.engine" in graph["sidecar.runtime.executor"]
+    graph["sidecar.runtime.tu"] = graph["sidecar.runtime.tu"] | {"sidecar.runtime.engine"}
+    assert any({"sidecar.runtime.engine", "sidecar.runtime.tu"} <= set(c) for c in cycles(graph))
+
+
+def test_the_runtime_imports_no_service_and_no_driver():
+    """Flow one way: services stand on the runtime; the runtime never reaches up into a
+    service, the app, the bridge or the wire structs of ``sidecar.protocol``'s callers."""
+    graph = import_graph()
+    drivers = {"sidecar.app", "sidecar.cli", "sidecar.config", "sidecar.logs", "sidecar.aio",
+               "sidecar.store.db", "sidecar.stack.client", "sidecar.stack.outbox"}
+    for mod, deps in graph.items():
+        if mod.startswith("sidecar.runtime"):
+            assert not {d for d in deps if d.startswith("sidecar.services")}, mod
+            assert not deps & drivers, (mod, deps & drivers)
+
+
+def test_no_back_pointer_from_a_tu_runtime_to_the_engine():
+    src = (ROOT / "sidecar" / "runtime" / "tu.py").read_text(encoding="utf-8")
+    assert "engine" not in imports_of("sidecar.runtime.tu", ROOT / "sidecar/runtime/tu.py",
+                                      set(module_files()))
+    assert "self.engine" not in src
+
+
+def test_the_core_builds_no_wire_struct():
+    """Steps record domain notes (``sidecar.domain.notes``); the app turns them into the wire
+    Structs of ``sidecar.protocol`` (``sidecar.wire``) — the core never imports the wire."""
+    graph = import_graph()
+    for mod, deps in graph.items():
+        if mod.startswith(("sidecar.runtime", "sidecar.services", "sidecar.domain")):
+            assert "sidecar.protocol" not in deps, mod

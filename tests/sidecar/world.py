@@ -1,7 +1,7 @@
 """A tiny platform world for driving the engine in unit tests (virtual clock, no I/O)."""
 from __future__ import annotations
 
-from sidecar.driver import Driver
+from tests.sidecar.driver import Driver
 
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
 
@@ -97,8 +97,8 @@ class World:
             elif isinstance(op, o.DeleteState):
                 state.get(op.scope, {}).pop(op.key, None)
             elif isinstance(op, o.Enqueue) and op.kind == "marker":
-                ru, name = op.path.split("/favorites/")[1].split("/markers/")
-                pending[(ru, name)] = msgspec.json.decode(op.body)["value"]
+                assert op.ru is not None and op.marker is not None  # structured columns
+                pending[(op.ru, op.marker)] = msgspec.json.decode(op.body)["value"]
         return {"local_favorites": favs, "local_tasks": list(tasks.values()), "local_state": state,
                 "pending_markers": pending}
 

@@ -19,13 +19,15 @@ def test_marker_write_set_and_clear():
     assert w == StackWrite(
         pair="g-tu-1/g-ru-1", idem_key="followUpChat:g-tu-1:g-ru-1:t-1:0:set", method="PUT",
         path="/v1/tus/g-tu-1/favorites/g-ru-1/markers/followUpChat",
-        body=msgspec.json.encode({"value": marker}), kind="marker")
+        body=msgspec.json.encode({"value": marker}), kind="marker", tu="g-tu-1", ru="g-ru-1",
+        marker="followUpChat")
     clear = marker_write("g-tu-1", "g-ru-1", "followUpChat", None,
                          followup_chat_key("g-tu-1", "g-ru-1", "t-1", 0, "clear"))
     assert clear.body == b'{"value":null}'
     assert clear.idem_key == "followUpChat:g-tu-1:g-ru-1:t-1:0:clear" != w.idem_key
     assert w.enqueue(T0) == Enqueue("g-tu-1/g-ru-1", w.idem_key, "PUT", w.path, w.body,
-                                    "marker", T0)
+                                    "marker", T0, tu="g-tu-1", ru="g-ru-1",
+                                    marker="followUpChat")
 
 
 def test_keys():

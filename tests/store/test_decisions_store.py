@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.decisions import RETENTION_S, housekeeping_ops
+from sidecar.runtime.decisions import RETENTION_S, housekeeping_ops
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.store import PruneDecisions, PutDecision, PutTask, Store
 from sidecar.store.decisions import DecisionLogUnavailable, read_data_dir

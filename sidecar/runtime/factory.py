@@ -28,16 +28,15 @@ Rules / theory of operation
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sidecar.decisions import recorded
+from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
-from sidecar.protocol import TaskClosed, TaskCreated, TaskUpdated, TaskView
+from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sidecar.services.base import Step
-    from sidecar.tu import TuRuntime
+    from sidecar.runtime.step import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +53,25 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class Refused:
     reason: str  # open | stronger_task_open | blocked | offline | logged_out | <service reason>
+
+
+class TaskOwner(Recorder, Protocol):
+    """What the factory needs of the TU a task belongs to (a
+    :class:`~sidecar.runtime.tu.TuRuntime`): its gates, its timers, and the two reports —
+    :meth:`task_created` / :meth:`task_closed` — through which the TU tells its services."""
+
+    project: str
+    logged_in: bool
+    online: set[str]
+
+    def attrs(self, ru: str) -> dict: ...
+    def spend_30d(self, ru: str) -> float | None: ...
+    def schedule(self, key: tuple, due: float, payload: Any = None) -> None: ...
+    def cancel(self, key: tuple) -> bool: ...
+    def persist_task(self, step: "Step", task: Task, event: str) -> None: ...
+    def note_history(self, task: Task) -> None: ...
+    def task_created(self, step: "Step", task: Task) -> None: ...
+    def task_closed(self, step: "Step", task: Task) -> None: ...
 
 
 class TaskFactory:
@@ -78,7 +96,7 @@ class TaskFactory:
 
     # create -----------------------------------------------------------------------------------
     @recorded  # every outcome goes to the decision log and Stack (DESIGN §9, §13)
-    def propose(self, step: "Step", rt: "TuRuntime", cand: Candidate) -> Task | Refused:
+    def propose(self, step: "Step", rt: TaskOwner, cand: Candidate) -> Task | Refused:
         """Create the candidate's task or refuse it.  See the module rules."""
         if not rt.logged_in:
             return Refused("logged_out")
@@ -104,9 +122,8 @@ class TaskFactory:
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notify("task.created", TaskCreated(task=task_view(task)))
-        for svc in rt.services:
-            svc.on_task_created(step, task)
+        step.notify("task.created", TaskCreated(task=TaskSnapshot.of(task)))
+        rt.task_created(step, task)  # the TU tells its services
         for old in weaker:  # after the hooks: see the module rules
             self.close(step, rt, old, CloseReason.SUPERSEDED)
         return task
@@ -128,7 +145,7 @@ class TaskFactory:
         return next((t for t in stronger_or_same(type_) if t in pair), None)
 
     # close ------------------------------------------------------------------------------------
-    def close(self, step: "Step", rt: "TuRuntime", task: Task, reason: CloseReason) -> bool:
+    def close(self, step: "Step", rt: TaskOwner, task: Task, reason: CloseReason) -> bool:
         """Close an open task; False if it was not open (closing twice is a no-op)."""
         if self.open.pop(task.task_id, None) is None:
             return False
@@ -144,12 +161,11 @@ class TaskFactory:
         step.notify("task.closed", TaskClosed(task_id=task.task_id, type=task.type.value,
                                               tu=task.tu, ru=task.ru, reason=reason.value,
                                               closed_at=step.now))
-        for svc in rt.services:
-            svc.on_task_closed(step, task)
+        rt.task_closed(step, task)  # the TU tells its services
         rt.persist_task(step, task, "closed")  # after the hooks' marker writes (module rules)
         return True
 
-    def close_channel(self, step: "Step", rt: "TuRuntime", ru: str, channel: Channel,
+    def close_channel(self, step: "Step", rt: TaskOwner, ru: str, channel: Channel,
                       reason: CloseReason = CloseReason.ANSWERED) -> list[Task]:
         """The TU sent on ``channel`` to ``ru``: close the pair's tasks answered by it."""
         done = [t for t in self.open_of_pair(rt.tu, ru) if t.channel == channel]
@@ -157,15 +173,15 @@ class TaskFactory:
             self.close(step, rt, t, reason)
         return done
 
-    def close_pair(self, step: "Step", rt: "TuRuntime", ru: str, reason: CloseReason) -> None:
+    def close_pair(self, step: "Step", rt: TaskOwner, ru: str, reason: CloseReason) -> None:
         for t in self.open_of_pair(rt.tu, ru):
             self.close(step, rt, t, reason)
 
-    def close_tu(self, step: "Step", rt: "TuRuntime", reason: CloseReason) -> None:
+    def close_tu(self, step: "Step", rt: TaskOwner, reason: CloseReason) -> None:
         for t in self.open_of_tu(rt.tu):
             self.close(step, rt, t, reason)
 
-    def on_deadline(self, step: "Step", rt: "TuRuntime", task_id: str) -> None:
+    def on_deadline(self, step: "Step", rt: TaskOwner, task_id: str) -> None:
         """The deadline timer: a prompt expires, an answer-awaiting task becomes overdue."""
         task = self.open.get(task_id)
         if task is None:
@@ -179,7 +195,7 @@ class TaskFactory:
                                                     tu=task.tu, ru=task.ru, overdue=True,
                                                     deadline=task.deadline, at=step.now))
 
-    def expire_offline(self, step: "Step", rt: "TuRuntime", ru: str) -> list[Task]:
+    def expire_offline(self, step: "Step", rt: TaskOwner, ru: str) -> list[Task]:
         """RU Online says ``ru`` went offline: its open online-only prompts close as ``expired``
         (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  The
         post-chat Follow-up mail is the one online-exempt prompt (seed 003, Follow-up mail 3)."""
@@ -190,7 +206,7 @@ class TaskFactory:
         return done
 
     # restore ----------------------------------------------------------------------------------
-    def adopt(self, rt: "TuRuntime", task: Task, now: float) -> None:
+    def adopt(self, rt: TaskOwner, task: Task, now: float) -> None:
         """Take an open task loaded from SQLite after a restart (no events: it already exists;
         a new process starts a new stream and Electron lists the open tasks).  An answer-awaiting
         task already past its deadline is overdue at once; any other keeps its deadline timer."""
@@ -205,10 +221,3 @@ class TaskFactory:
     def _index(self, task: Task) -> None:
         self.open[task.task_id] = task
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
-
-
-def task_view(t: Task) -> TaskView:
-    """A task as Electron shows it (``task.created``, ``tasks.list``)."""
-    return TaskView(task_id=t.task_id, type=t.type.value, project=t.project, tu=t.tu, ru=t.ru,
-                    source=t.source, created_at=t.created_at, deadline=t.deadline, vip=t.vip,
-                    meta=t.meta, overdue=t.overdue)

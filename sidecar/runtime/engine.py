@@ -16,26 +16,30 @@ Rules / theory of operation
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
-from sidecar import decisions
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.domain import events as ev
-from sidecar.domain.tasks import Channel, CloseReason, Task, TaskType
-from sidecar.factory import TaskFactory
-from sidecar.services.base import Request, Service, Step
+from sidecar.domain.tasks import CloseReason, Task, TaskType
+from sidecar.runtime import decisions
+from sidecar.runtime.dispatch import dispatch
+from sidecar.runtime.factory import TaskFactory
+from sidecar.runtime.step import Request, ServiceHooks, Step
+from sidecar.runtime.tu import TuRuntime
 from sidecar.store import ops
-from sidecar.tu import TuRuntime
 
 log = logging.getLogger("sidecar.engine")
 
-ServiceFactory = Callable[[TuRuntime], list[Service]]
+ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 
 class EngineError(Exception):
     """A request the engine cannot apply (unknown TU, unknown task); becomes -32602."""
+
+
+REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
 
 
 class Engine:
@@ -47,6 +51,7 @@ class Engine:
         self._services = services  # builds a TU's services (pluggable: issue-specific services)
         self.events_in = 0  # platform events handled (status)
         self.decisions = decisions.DecisionLog()  # the decision log's memory (DESIGN §13)
+        self._epochs = 0  # login sessions so far (TuRuntime.epoch)
 
     # sessions ---------------------------------------------------------------------------------
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
@@ -65,7 +70,10 @@ class Engine:
             client = client_for(project)
         except KeyError:
             raise EngineError(f"unknown project {project!r}") from None
-        rt = TuRuntime(self, tu, project, client, operator)
+        self._epochs += 1
+        rt = TuRuntime(tu, project, client, operator, scheduler=self.scheduler,
+                       factory=self.factory, rng=self.rng, decisions=self.decisions,
+                       epoch=self._epochs)
         self.tus[tu] = rt
         history: dict[str, dict[str, dict]] = {}
         dropped: list[str] = []
@@ -144,27 +152,9 @@ class Engine:
             raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}")
         events = rt.client.decode_event(tu, name, data)
         for event in events:
-            self.dispatch(step, rt, event)
+            dispatch(step, rt, event)
         self.events_in += 1
         return len(events)
-
-    def dispatch(self, step: Step, rt: TuRuntime, event: ev.DomainEvent) -> None:
-        """Core reactions shared by all services, then every service's ``on_event``."""
-        came = False
-        match event:
-            case ev.ChatIn() | ev.LikeIn() | ev.MailIn() | ev.Notification():
-                came = rt.mark_online(event.ru)
-            case ev.ChatOut():
-                self.factory.close_channel(step, rt, event.ru, Channel.CHAT)
-            case ev.MailOut():
-                self.factory.close_channel(step, rt, event.ru, Channel.MAIL)
-            case ev.BlockChanged():
-                key = "blocked_by_tu" if event.by == "tu" else "blocked_by_ru"
-                rt.update_favorite(step, event.ru, {key: event.blocked})
-        for svc in rt.services:
-            svc.on_event(step, event)
-        if came:
-            rt.came_online(step, event.ru)
 
     def favorite_update(self, step: Step, tu: str, ru: str, changes: dict) -> None:
         rt = self._rt(tu)
@@ -186,6 +176,7 @@ class Engine:
         if item is None:
             return False
         key, _due, payload = item
+        assert isinstance(key, tuple), key  # every key is (tu | None, kind, ...)
         if key[0] is None:  # the process-wide namespace (DESIGN §13), not a TU's
             self._housekeeping(step)
             return True
@@ -201,9 +192,11 @@ class Engine:
                 svc.on_timer(step, key[1:], payload)
         return True
 
-    def request_done(self, step: Step, rt: TuRuntime, request: Request, result: Any,
+    def request_done(self, step: Step, request: Request, result: Any,
                      error: str | None) -> None:
-        if not rt.logged_in or self.tus.get(rt.tu) is not rt:
+        """The answer to ``request`` (``error`` set when it failed) goes to its service."""
+        rt = self.tus.get(request.tu)
+        if rt is None or not rt.logged_in or rt.epoch != request.epoch:
             return  # the TU logged out meanwhile: a late answer changes nothing
         svc = rt.by_name.get(request.service)
         if svc is None:
@@ -236,4 +229,4 @@ class Engine:
         return sorted(tasks, key=Task.sort_key)
 
 
-__all__ = ["Engine", "EngineError", "BadRawEvent", "UnknownRawEvent", "TaskType"]
+__all__ = ["Engine", "EngineError", "REFUSALS", "BadRawEvent", "UnknownRawEvent", "TaskType"]

@@ -22,10 +22,15 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sidecar.domain.tasks import CloseReason
-from sidecar.services.base import Request, Service, Step
+from sidecar.core.rng import KeyedRandom
+from sidecar.core.scheduler import Scheduler
+from sidecar.domain.tasks import CloseReason, TaskType
+from sidecar.runtime.decisions import DecisionLog
+from sidecar.runtime.factory import Candidate, Refused, TaskFactory
+from sidecar.runtime.step import Request, ServiceHooks, Step
 from sidecar.store import ops
 from sidecar.stack import writes as stack_out
 
@@ -33,15 +38,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from platform_clients.base import PlatformClient
     from sidecar.domain.events import DialogSnapshot
     from sidecar.domain.tasks import Task
-    from sidecar.engine import Engine
 
 
 class TuRuntime:
     """One logged-in (or restoring) TU."""
 
-    def __init__(self, engine: "Engine", tu: str, project: str, client: type["PlatformClient"],
-                 operator: str = "") -> None:
-        self.engine = engine  # owner: scheduler, factory, rng
+    def __init__(self, tu: str, project: str, client: type["PlatformClient"], operator: str = "",
+                 *, scheduler: Scheduler, factory: TaskFactory, rng: KeyedRandom,
+                 decisions: DecisionLog, epoch: int = 0) -> None:
+        # shared, process-wide parts handed down by the engine (no pointer back up to it)
+        self.scheduler = scheduler  # the one ordered timer queue; this TU's keys are (tu, ...)
+        self.factory = factory  # the Task Factory (open tasks of every TU)
+        self.rng = rng  # keyed randomness, deployment seed
+        self.decisions = decisions  # the decision log's memory (DESIGN §13)
+        self.epoch = epoch  # this login session (a late answer to an older one is ignored)
         self.tu = tu  # our profile id
         self.project = project  # golden | chathouse | prime
         self.client = client  # the project's platform client (pure)
@@ -54,21 +64,31 @@ class TuRuntime:
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
         self.history: dict[str, list[dict]] = {}  # ru -> Stack task history rows (restore input)
         self.local_state: dict[str, dict] = {}  # scope -> key -> value, loaded at login
-        self.services: list[Service] = []  # per-TU services, in dispatch order
-        self.by_name: dict[str, Service] = {}  # Service.name -> service
+        self.services: list[ServiceHooks] = []  # per-TU services, in dispatch order
+        self.by_name: dict[str, ServiceHooks] = {}  # Service.name -> service
 
     # wiring -----------------------------------------------------------------------------------
-    def add_services(self, services: list[Service]) -> None:
-        self.services = services
+    def add_services(self, services: Sequence[ServiceHooks]) -> None:
+        self.services = list(services)
         self.by_name = {s.name: s for s in services}
 
-    @property
-    def factory(self):
-        return self.engine.factory
+    # facts handed up by the services ----------------------------------------------------------
+    def propose(self, step: Step, cand: Candidate) -> "Task | Refused":
+        """A service's candidate goes to the Task Factory (created or refused, logged)."""
+        return self.factory.propose(step, self, cand)
 
-    @property
-    def rng(self):
-        return self.engine.rng
+    def blocking_type(self, ru: str, type_: TaskType) -> TaskType | None:
+        """The open task type of the pair that holds a ``type_`` candidate back, or None."""
+        return self.factory.blocking_type(self.tu, ru, type_)
+
+    # reports from the Task Factory ------------------------------------------------------------
+    def task_created(self, step: Step, task: "Task") -> None:
+        for svc in self.services:
+            svc.on_task_created(step, task)
+
+    def task_closed(self, step: Step, task: "Task") -> None:
+        for svc in self.services:
+            svc.on_task_closed(step, task)
 
     def is_favorite(self, ru: str) -> bool:
         return ru in self.favorites
@@ -87,23 +107,24 @@ class TuRuntime:
 
     # timers -----------------------------------------------------------------------------------
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None:
-        self.engine.scheduler.schedule((self.tu, *key), due, payload)
+        self.scheduler.schedule((self.tu, *key), due, payload)
 
     def cancel(self, key: tuple) -> bool:
-        return self.engine.scheduler.cancel((self.tu, *key))
+        return self.scheduler.cancel((self.tu, *key))
 
     def due_of(self, key: tuple) -> float | None:
-        return self.engine.scheduler.due_of((self.tu, *key))
+        return self.scheduler.due_of((self.tu, *key))
 
     def cancel_all(self) -> None:
         tu = self.tu
-        self.engine.scheduler.cancel_where(lambda k: k[0] == tu)
+        self.scheduler.cancel_where(lambda k: k[0] == tu)
 
     # requests ---------------------------------------------------------------------------------
     def request(self, step: Step, service: str, method: str, params: dict, tag: str,
                 context: Any = None) -> None:
         """Ask Electron for platform data; the answer reaches ``service.on_result``."""
-        step.requests.append((self, Request(service, method, params, tag, context)))
+        step.requests.append(Request(service, method, params, tag, context, tu=self.tu,
+                                     project=self.project, epoch=self.epoch))
 
     # online -----------------------------------------------------------------------------------
     def mark_online(self, ru: str) -> bool:

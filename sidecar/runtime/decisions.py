@@ -26,7 +26,7 @@ Rules / theory of operation
   chain both report a factory refusal) is logged once.
 * Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
   tasks (Stack keeps the task history), run at every login and once a day.
-* Read side: :func:`why_answer` serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
+* Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
   RU`` (:mod:`sidecar.why_cli`) reads the data dir.  Each row carries ``text``, a sentence a shift
   lead can read without knowing the code (:func:`explain`).
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -43,9 +43,7 @@ from sidecar.stack import writes as stack_out
 from sidecar.store import ops
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sidecar.services.base import Step
-    from sidecar.store.db import Store
-    from sidecar.tu import TuRuntime
+    from sidecar.runtime.step import Step
 
 RETENTION_S = 7 * 86400.0  # DESIGN §13: the decision log is kept 7 days
 HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
@@ -106,10 +104,19 @@ def _repeats(outcome: str) -> bool:
     return outcome.startswith("refused:")
 
 
-def record(step: Step, rt: TuRuntime, d: Decision) -> bool:
+class Recorder(Protocol):
+    """What a decision needs of the TU it concerns (a :class:`~sidecar.runtime.tu.TuRuntime`)."""
+
+    tu: str
+    decisions: DecisionLog  # the process's decision log memory (shared by every TU)
+
+    def blocking_type(self, ru: str, type_: TaskType) -> TaskType | None: ...
+
+
+def record(step: Step, rt: Recorder, d: Decision) -> bool:
     """Log ``d`` in ``step`` (store row + Stack candidate write); False when it repeats the last
     logged outcome (see the module rules)."""
-    log: DecisionLog = rt.engine.decisions
+    log: DecisionLog = rt.decisions
     if not log.admit(d):
         return False
     step.ops.append(ops.PutDecision(tu=d.tu, ru=d.ru, at=d.at, task_type=d.type, source=d.source,
@@ -122,7 +129,7 @@ def record(step: Step, rt: TuRuntime, d: Decision) -> bool:
     return True
 
 
-def record_outcome(step: Step, rt: TuRuntime, ru: str, type_: Any, source: str, outcome: str,
+def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, outcome: str,
                    *, task_id: str | None = None, detail: dict | None = None) -> bool:
     """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
     refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
@@ -130,7 +137,7 @@ def record_outcome(step: Step, rt: TuRuntime, ru: str, type_: Any, source: str, 
     if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
         if outcome == "refused:stronger_task_open" and not (detail or {}).get("open_type"):
-            blocking = rt.factory.blocking_type(rt.tu, ru, TaskType(getattr(type_, "value", type_)))
+            blocking = rt.blocking_type(ru, TaskType(getattr(type_, "value", type_)))
             if blocking is not None:
                 extra["open_type"] = blocking.value
     return record(step, rt, Decision(
@@ -143,7 +150,7 @@ def recorded(propose: Callable) -> Callable:
     (``created`` with the task id, or ``refused:<reason>``) and returns its result unchanged."""
 
     @functools.wraps(propose)
-    def wrapper(self, step: Step, rt: TuRuntime, cand: Any) -> Any:
+    def wrapper(self, step: Step, rt: Recorder, cand: Any) -> Any:
         result = propose(self, step, rt, cand)
         task_id = getattr(result, "task_id", None)
         if task_id is not None:
@@ -204,14 +211,3 @@ def explain(row: dict) -> str:
         text += f" ({detail['open_type']})"
     verb = "chain removed" if kind == "removed" else "refused"
     return f"{head} {verb}: {text}"
-
-
-async def why_answer(store: Store, args: Any) -> dict:
-    """The bridge method ``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order.
-
-    Answer ``{"tu", "ru", "since", "decisions": [{"at", "type", "source", "outcome", "task_id",
-    "detail", "text"}]}`` (``at`` unix seconds); rows older than the retention are gone."""
-    rows = await store.decisions(args.tu, args.ru, since=args.since)
-    for row in rows:
-        row["text"] = explain(row)
-    return {"tu": args.tu, "ru": args.ru, "since": args.since, "decisions": rows}

@@ -1,0 +1,176 @@
+"""The ONE step executor (DESIGN §5, §13): run a step, commit it, then notify, then request.
+
+Rules / theory of operation
+---------------------------
+* ``run(fn, now)`` builds a :class:`~sidecar.runtime.step.Step`, lets ``fn`` (an engine input)
+  fill it, then carries out its effects in this order, always:
+
+  1. **commit** its store ops in ONE transaction (``ports.commit``);
+  2. **notify** Electron of its notes (``ports.notify``) — only after the commit, so Electron
+     never sees a task a crash could lose;
+  3. tell the outbox it has rows (``ports.outbox_queued``) when the step enqueued any;
+  4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
+     clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
+     platform scroll never holds up socket events); each answer is its own step.
+
+* ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
+  its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
+  use it.
+* **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
+  anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
+  cannot be undone in place.  The executor then records :attr:`failed`, calls
+  ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
+  process exits and a restart restores from SQLite and Stack.
+* The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
+  and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
+  plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+from sidecar.core.clock import Clock
+from sidecar.runtime.engine import Engine
+from sidecar.runtime.step import Request, Step
+
+
+class StepFailed(Exception):
+    """A step crashed or could not be committed; the process must restart (exit 6)."""
+
+
+class TooManyTimers(Exception):
+    """``fire_due`` ran its ``limit`` of timers; everything so far is committed."""
+
+
+class Ports(Protocol):
+    """The I/O the executor needs; every call is made in the order of the module rules."""
+
+    async def commit(self, ops: list) -> None:
+        """Apply ``ops`` in one transaction (raise on failure: nothing was written)."""
+
+    def notify(self, method: str, note: Any) -> None:
+        """Send one note to Electron (after the commit)."""
+
+    def outbox_queued(self, at: float) -> None:
+        """The step enqueued Stack writes due at ``at``."""
+
+    async def perform(self, request: Request) -> tuple[Any, str | None]:
+        """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
+
+    def step_failed(self, exc: BaseException) -> None:
+        """A step failed (called once): stop the process (crash-only)."""
+
+    def step_done(self) -> None:
+        """A step's effects are carried out (its requests started): e.g. wake a ticker."""
+
+
+class NoLock:
+    """The lock of a single-caller executor (tests, one coroutine at a time)."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class StepExecutor:
+    """Runs engine inputs as steps over ``ports``.
+
+    ``spawn``: None runs requests inline (virtual clock); else it starts a coroutine beside the
+    steps (wall clock).  ``lock``: an async context manager serialising steps (an
+    ``asyncio.Lock`` in the app).  ``refusals``: exception types a step raises before it changes
+    anything (they pass through untouched)."""
+
+    def __init__(self, engine: Engine, clock: Clock, ports: Ports, *,
+                 refusals: tuple[type[BaseException], ...] = (),
+                 spawn: Callable[[Coroutine[Any, Any, None]], None] | None = None,
+                 lock: Any = None) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.ports = ports
+        self.refusals = refusals
+        self.spawn = spawn
+        self.lock = lock if lock is not None else NoLock()
+        self.failed: BaseException | None = None  # the step failure that stopped this process
+        self.steps = 0  # steps committed (status, tests)
+
+    # one step ---------------------------------------------------------------------------------
+    async def step(self, fn: Callable[[Step], Any]) -> Any:
+        """Run ``fn`` as one step under the lock at the clock's ``now``."""
+        async with self.lock:
+            return await self.run(fn)
+
+    async def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
+        """Run ``fn`` as one step (the caller holds the lock); see the module rules.
+        Raises a refusal unchanged, or :class:`StepFailed`."""
+        if self.failed is not None:
+            raise StepFailed("the sidecar stopped after a failed step; it must be restarted")
+        step = Step(now=self.clock.now() if now is None else now)
+        try:
+            result = fn(step)
+        except self.refusals:
+            raise  # raised before anything changed
+        except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
+            self._fail(exc)
+            raise StepFailed(f"internal error: {type(exc).__name__}") from exc
+        await self._finish(step)
+        return result
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failed is None:
+            self.failed = exc
+            self.ports.step_failed(exc)
+
+    async def _finish(self, step: Step) -> None:
+        if step.ops:
+            try:
+                await self.ports.commit(step.ops)
+            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                self._fail(exc)
+                raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+        self.steps += 1
+        for method, note in step.notes:
+            self.ports.notify(method, note)
+        if step.outbox:
+            self.ports.outbox_queued(step.now)
+        for req in step.requests:
+            if self.spawn is None:
+                result, error = await self.ports.perform(req)
+                await self.run(self._answer(req, result, error))
+            else:
+                self.spawn(self._request_bg(req))
+        self.ports.step_done()
+
+    def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
+        return lambda s: self.engine.request_done(s, req, result, error)
+
+    async def _request_bg(self, req: Request) -> None:
+        result, error = await self.ports.perform(req)
+        try:
+            await self.step(self._answer(req, result, error))
+        except StepFailed:
+            pass  # crash-only: the failure was reported once; the process is ending
+
+    # time -------------------------------------------------------------------------------------
+    async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,
+                       limit: int | None = None,
+                       every: tuple[int, Callable[[], Awaitable[None]]] | None = None) -> int:
+        """Run every timer due at or before ``t`` in due order, each its own step at
+        ``max(due, now)`` (the caller holds the lock).  ``advance_clock`` moves a virtual clock to
+        each due instant first.  ``limit``: raise :class:`TooManyTimers` before the timer past
+        it.  ``every = (n, hook)``: await ``hook()`` after every ``n`` timers (a yield; it may
+        raise to stop).  Returns how many timers ran."""
+        fired = 0
+        scheduler = self.engine.scheduler
+        while (nxt := scheduler.next_due()) is not None and nxt <= t:
+            if limit is not None and fired >= limit:
+                raise TooManyTimers(fired)
+            if advance_clock is not None:
+                advance_clock(nxt)
+            await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
+            fired += 1
+            if every is not None and fired % every[0] == 0:
+                await every[1]()
+        return fired

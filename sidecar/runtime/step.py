@@ -1,0 +1,69 @@
+"""A step's effects and the hooks a service offers (DESIGN §5 "sans-I/O", §13 "steps").
+
+Rules / theory of operation
+---------------------------
+* Every input — a domain event, a due timer, a poll result, a login — is handled in one
+  **step**.  A step owns a :class:`Step` that services write their effects into: store ops,
+  outbox rows, notifications to Electron, platform requests.  Timers go straight into the one
+  scheduler (the step is the only writer while it runs).
+* The executor (:mod:`sidecar.runtime.executor`) commits the ops in ONE transaction, only then
+  sends the notes, and only then makes the requests; each answer is a new step.
+* A request names its TU (``tu``, ``project``) and the login session that asked (``epoch``), so
+  a late answer for a TU that logged out (or logged in again) changes nothing.
+* :class:`ServiceHooks` is what the runtime calls on a service; services implement it
+  (:class:`sidecar.services.base.Service`), the runtime never imports them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.domain.events import DialogSnapshot, DomainEvent
+    from sidecar.domain.tasks import Task
+
+
+@dataclass(slots=True)
+class Request:
+    """A ``platform.request`` a service wants made; the answer goes to ``service.on_result``."""
+
+    service: str  # Service.name of the requester
+    method: str  # platform method (platform_clients docstrings)
+    params: dict  # method params
+    tag: str  # the requester's own label, handed back with the answer
+    context: Any = None  # opaque value handed back with the answer
+    tu: str = ""  # the TU whose platform answers
+    project: str = ""  # that TU's project
+    epoch: int = 0  # the TU's login session that asked (TuRuntime.epoch)
+
+
+@dataclass(slots=True)
+class Step:
+    """Effects of handling one input.  ``now``: unix seconds (UTC)."""
+
+    now: float
+    ops: list = field(default_factory=list)  # sidecar.store.ops.* committed together
+    notes: list[tuple[str, Any]] = field(default_factory=list)  # (method, domain note) to Electron
+    requests: list[Request] = field(default_factory=list)  # made after the commit
+    outbox: int = 0  # outbox rows enqueued in this step (the executor kicks the pump if > 0)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.notes.append((method, params))
+
+
+class ServiceHooks(Protocol):
+    """The hooks the runtime calls on a per-TU service, in dispatch order."""
+
+    name: str
+
+    def on_login(self, step: Step) -> None: ...
+    def on_logout(self, step: Step) -> None: ...
+    def on_reconnect(self, step: Step) -> None: ...
+    def on_event(self, step: Step, event: "DomainEvent") -> None: ...
+    def on_timer(self, step: Step, key: tuple, payload: Any) -> None: ...
+    def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None: ...
+    def on_online(self, step: Step, came_online: set[str], online: set[str],
+                  snapshots: dict[str, "DialogSnapshot"], full_pass: bool) -> None: ...
+    def on_task_closed(self, step: Step, task: "Task") -> None: ...
+    def on_task_created(self, step: Step, task: "Task") -> None: ...
+    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None: ...

@@ -1,0 +1,47 @@
+"""Outbox rows carry structured columns (schema v5, issue 12): a login reads its unacknowledged
+marker writes by (tu, ru, marker), never by splitting an HTTP path; rows queued by an older
+sidecar are filled by the migration (or, when their ids were quoted, read from their path)."""
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from sidecar.stack import writes
+from sidecar.store.db import Store
+from sidecar.store.migrations import MIGRATIONS, migrate
+
+T = 1796025600.0
+
+
+async def test_a_marker_write_is_read_back_by_its_columns(tmp_path):
+    async with await Store.open(tmp_path / "sidecar.db") as s:
+        ru = "ru/with slash"  # quoted in the path; the columns keep it as is
+        await s.commit([
+            writes.marker_write("tu-1", ru, "followUpChat", "2026-11-30T08:00:00Z", "k1").enqueue(T),
+            writes.marker_write("tu-1", ru, "followUpChat", None, "k2").enqueue(T + 1),
+            writes.marker_write("tu-2", "ru-9", "followUpMail", "x", "k3").enqueue(T),
+        ])
+        assert await s.pending_markers("tu-1") == {(ru, "followUpChat"): None}
+        assert await s.pending_markers("tu-2") == {("ru-9", "followUpMail"): "x"}
+        rows = await s.outbox_rows()
+        assert [(r.tu, r.ru, r.marker) for r in rows][:1] == [("tu-1", ru, "followUpChat")]
+
+
+async def test_the_migration_fills_the_columns_of_rows_queued_before_it(tmp_path):
+    path = tmp_path / "sidecar.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, MIGRATIONS[:4])
+    body = msgspec.json.encode({"value": "v"})
+    for key, p in (("a", "/v1/tus/tu-1/favorites/ru-1/markers/followUpChat"),
+                   ("b", "/v1/tus/tu-1/favorites/ru%2F2/markers/followUpChat")):
+        conn.execute("INSERT INTO outbox (pair, idem_key, method, path, body, kind, created_at,"
+                     " next_at) VALUES ('p', ?, 'PUT', ?, ?, 'marker', 0, 0)", (key, p, body))
+    conn.close()
+    async with await Store.open(path) as s:
+        rows = await s.outbox_rows()
+        assert [(r.tu, r.ru, r.marker) for r in rows] == [("tu-1", "ru-1", "followUpChat"),
+                                                          (None, None, None)]
+        assert await s.pending_markers("tu-1") == {("ru-1", "followUpChat"): "v",
+                                                   ("ru/2", "followUpChat"): "v"}
+        assert await s.pending_markers("tu-2") == {}
