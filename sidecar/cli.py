@@ -52,7 +52,7 @@ class _Version(argparse.Action):
     """``--version``; unlike argparse's own action it lets a broken pipe reach :func:`main` (141)
     instead of swallowing it and exiting 0."""
 
-    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
         sys.stdout.write(f"sidecar {__version__} (protocol {PROTOCOL_VERSION})\n")
         sys.stdout.flush()
         parser.exit(0)
@@ -159,7 +159,12 @@ async def _serve(settings, guard: StopGuard) -> int:
 
     loop = asyncio.get_running_loop()
     stop_signal: asyncio.Future[str] = loop.create_future()
-    guard.attach(loop, lambda why: stop_signal.done() or stop_signal.set_result(why))
+
+    def on_stop(why: str) -> None:
+        if not stop_signal.done():
+            stop_signal.set_result(why)
+
+    guard.attach(loop, on_stop)
     db = settings.data_dir / "sidecar.db"
     try:
         store = await Store.open(db, durability=settings.durability)
