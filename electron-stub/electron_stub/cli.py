@@ -45,6 +45,7 @@ exit codes:
   130  interrupted (Ctrl-C); running sidecars were stopped
   141  the output pipe was closed (e.g. piped into head)
 """
+TEMPORARY = "(temporary; use --keep DIR to keep it)"  # demo files deleted when the run ends
 DEMO_FILES = ("demo.jsonl", "demo.trace.jsonl", "demo.report.json", "data")  # what demo --keep writes
 
 
@@ -80,7 +81,7 @@ def _check_binary(binary: str | None) -> None:
 
 
 def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool,
-            json_out: str | None = None) -> int:
+            json_out: str | None = None, temporary: bool = False) -> int:
     from electron_stub import report
     from electron_stub.machine import MachineError
     from electron_stub.replay import Replay
@@ -98,7 +99,7 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
                          "restore that state; use an empty directory")
     if data_dir and Path(data_dir).exists() and not Path(data_dir).is_dir():
         raise InputError(f"--data-dir {data_dir} is not a folder")
-    rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet)
+    rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet, logs_kept=not temporary)
     try:
         asyncio.run(rp.run())
     except MachineError as exc:
@@ -111,7 +112,7 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     if json_out:
         report.write_json(summary, json_out)
     if trace and not quiet:
-        print(f"trace: {n} lines → {trace}")
+        print(f"trace: {n} lines → {trace}" + (f"  {TEMPORARY}" if temporary else ""))
     report.show(summary, quiet=quiet)
     return report.exit_code(rp.results, violations, rp.stats)
 
@@ -164,9 +165,9 @@ def _demo(a: argparse.Namespace) -> int:
         root = root_keep or Path(tmp)
         path = root / "demo.jsonl"
         path.write_text(generate.dumps(generate.generate("demo")), encoding="utf-8")
-        print(f"demo scenario: {path}" + ("" if a.keep else "  (temporary: pass --keep DIR to keep it)"))
+        print(f"demo scenario: {path}" + ("" if a.keep else f"  {TEMPORARY}"))
         return _replay(str(path), str(root / "demo.trace.jsonl"), a.binary, str(root / "data"), False,
-                       a.json)
+                       a.json, temporary=not a.keep)
 
 
 def _diff(a: argparse.Namespace) -> int:

@@ -60,8 +60,9 @@ class Machine:
     def __init__(self, name: str, data_dir: Path, *, stack_url: str, seed: int, binary: str | None,
                  on_notification: Callable[["Machine", str, Any], None],
                  on_request: Callable[["Machine", str, Any], Awaitable[Any]], fresh: bool = False,
-                 operator: str = "") -> None:
+                 operator: str = "", logs_kept: bool = True) -> None:
         self.name, self.data_dir = name, data_dir
+        self.logs_kept = logs_kept  # False: the data dir is temporary, so never print the log's path
         self.stack_url, self.seed, self.binary = stack_url, seed, binary
         self._on_notification, self._on_request = on_notification, on_request
         self.fresh, self.operator = fresh, operator
@@ -78,6 +79,11 @@ class Machine:
     @property
     def log_path(self) -> Path:
         return self.data_dir.parent / f"{self.name}.stderr.log"
+
+    def _tail_head(self) -> str:
+        """The "stderr tail (PATH):" heading: the path only when the log outlives the run."""
+        where = str(self.log_path) if self.logs_kept else "its log is temporary; use --keep DIR to keep it"
+        return f"stderr tail ({where}):"
 
     @property
     def running(self) -> bool:
@@ -110,14 +116,14 @@ class Machine:
         except TimeoutError:
             await self._abort()
             raise MachineError(f"{self.name}: no ready line within {READY_TIMEOUT_S:.0f} s\n"
-                               f"  stderr tail ({self.log_path}):\n{stderr_tail(self.log_path)}") from None
+                               f"  {self._tail_head()}\n{stderr_tail(self.log_path)}") from None
         try:
             ready = json.loads(raw)
             assert isinstance(ready, dict) and ready.get("event") == "ready" and isinstance(ready.get("port"), int)
         except (ValueError, AssertionError):
             await self._abort()
             raise MachineError(f"{self.name}: bad ready line {raw[:200]!r} (exit {self.proc.returncode})\n"
-                               f"  stderr tail ({self.log_path}):\n{stderr_tail(self.log_path)}") from None
+                               f"  {self._tail_head()}\n{stderr_tail(self.log_path)}") from None
         if ready.get("protocol") != 1:
             self.warnings.append(f"{self.name}: ready line protocol {ready.get('protocol')!r}, expected 1")
         self.ready = ready

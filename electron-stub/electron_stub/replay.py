@@ -69,8 +69,10 @@ class Replay:
     """One replay of ``scenario``.  ``data_dir`` None: a temporary directory."""
 
     def __init__(self, scenario: sc.Scenario, *, data_dir: str | Path | None = None,
-                 binary: str | None = None, quiet: bool = False) -> None:
+                 binary: str | None = None, quiet: bool = False, logs_kept: bool | None = None) -> None:
         self.sc, self.binary, self.quiet = scenario, binary, quiet
+        # the machines' stderr logs outlive the run only in a data dir the caller keeps
+        self.logs_kept = bool(data_dir) if logs_kept is None else logs_kept
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="sidecar-stub-")
         self.data_dir = Path(data_dir or self._tmp.name)
         self.start = scenario.start
@@ -164,7 +166,7 @@ class Replay:
         name = f"m{len(self.machines) + 1}"
         m = Machine(name, self.data_dir / name, stack_url=self.stack.url, seed=self.sc.header.seed,
                     binary=self.binary, on_notification=self.on_notification, on_request=self.on_request,
-                    fresh=fresh, operator=operator)
+                    fresh=fresh, operator=operator, logs_kept=self.logs_kept)
         self.machines.append(m)
         await m.start()
         self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))

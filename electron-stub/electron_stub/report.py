@@ -4,10 +4,12 @@ Rules / theory of operation
 ---------------------------
 * :func:`summarize` builds the report as plain data (JSON-able, ``--json FILE`` writes it), in
   reading order: the verdict in words; **what happened and when** (logins, shift changes,
-  logouts, crashes and restarts, Stack outages — each at its virtual time); tasks by type ×
-  source × close reason; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
+  logouts with machine and operator, crashes and restarts, Stack faults as episodes in words — each
+  at its virtual time); per-type task totals (created, answered, overdue, still open, other
+  closes), then tasks by type × source × close reason; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
   reason ``answered``); overdue tasks (``task.updated {task_id, overdue: true}`` trace lines,
-  DESIGN §6: answer-awaiting tasks go overdue instead of expiring); markers acked; deliveries
+  DESIGN §6: answer-awaiting tasks go overdue instead of expiring) and the answer-awaiting tasks
+  never answered (overdue still open, closed by logout …); markers acked; deliveries
   (``delivery`` lines, once the router exists); expectations and consistency; how every sidecar
   exited; the speed figures last.
 * Everything task-related is computed from the **trace lines** (``Recorder.lines``, the format of
@@ -77,43 +79,82 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def clock_of(start: float, at: float | None) -> str:
-    """A trace instant (seconds from the start) as the UTC wall time of the scenario, HH:MM:SS."""
-    t = start + (at or 0.0)
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+def whole_s(at: float | None) -> int:
+    """A trace instant rounded to whole seconds, half up — the one rounding both the clock column
+    and the ``+s`` column use, so they always agree."""
+    return math.floor((at or 0.0) + 0.5)
+
+
+def clock_of(start: float, at: float | None, *, seconds: bool = True) -> str:
+    """A trace instant (seconds from the start) as the UTC wall time of the scenario, HH:MM:SS
+    (``seconds=False``: HH:MM), rounded like :func:`whole_s`."""
+    t = datetime.fromtimestamp(start + whole_s(at), timezone.utc)
+    return t.strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def _span(start: float, a: float, b: float | None) -> tuple[str, str]:
+    """(``08:06``, ``08:12``) of a fault from ``a`` to ``b`` (None: it lasted to the end)."""
+    return clock_of(start, a, seconds=False), ("the end" if b is None else clock_of(start, b, seconds=False))
+
+
+def _stack_fault(start: float, mode: str, value: float, a: float, b: float | None) -> dict[str, Any]:
+    """One Stack fault episode in words, e.g. "Stack: 30 % of writes failing from 08:06 to 08:12"."""
+    fr, to = _span(start, a, b)
+    if mode == "down":
+        sep = "–" if b is not None else " until "
+        return {"what": "Stack down", "detail": f"Stack down {fr}{sep}{to} (writes refused, queued and retried)"}
+    if mode == "error_rate":
+        return {"what": "Stack errors", "detail": f"Stack: {value * 100:.0f} % of writes failing from {fr} to {to}"}
+    return {"what": "Stack slow", "detail": f"Stack: answers {value:g} s late from {fr} to {to}"}
 
 
 def timeline(lines: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
-    """What happened and when: logins (a new operator on a TU = shift change), logouts, crashes
-    (with the restart), Stack outages and recoveries, sidecar sender transitions."""
+    """What happened and when, in words: logins and logouts (machine, project, TU, operator; a new
+    operator on a TU = shift change), crashes (with the restart), Stack faults as one episode each
+    ("Stack down 08:41–08:44", "Stack: 30 % of writes failing from 08:06 to 08:12", latency
+    likewise; ``up`` ends ``down``, a rate or latency of 0 ends that fault), sender transitions.
+    Items are ordered by their (start) time."""
     out: list[dict[str, Any]] = []
     operator_of: dict[str, str] = {}
+    fault_since: dict[str, tuple[float, float]] = {}  # mode -> (at, value) of the open episode
+
+    def add(at: float | None, item: dict[str, Any]) -> None:
+        out.append({"at": at, "clock": clock_of(start, at), **item})
+
     for x in lines:
         ev, at = x.get("event"), x.get("at")
-        item: dict[str, Any] | None = None
+        where = f"{x.get('machine') or '?'}: {x.get('project')} {x.get('tu')}"
         if ev == "login":
             tu, op = x.get("tu"), x.get("operator")
             before = operator_of.get(tu)
             operator_of[tu] = op
             if before is not None and before != op:
-                item = {"what": "shift change", "detail": f"{x.get('project')} {tu}: {before} → {op}"}
+                add(at, {"what": "shift change", "detail": f"{where}: {before} → {op}"})
             else:
-                item = {"what": "login", "detail": f"{x.get('project')} {tu} by {op} on {x.get('machine')}"}
+                add(at, {"what": "login", "detail": f"{where}: {op} logged in"})
         elif ev == "logout":
-            item = {"what": "logout", "detail": f"{x.get('project')} {x.get('tu')}"}
+            add(at, {"what": "logout", "detail": f"{where}: {operator_of.get(x.get('tu')) or '?'} logged out"})
         elif ev == "crash":
             machines = ", ".join(x.get("machines") or []) or "no sidecar running"
-            item = {"what": "crash", "detail": f"{machines} killed; restarted and logged in again"}
+            add(at, {"what": "crash", "detail": f"{machines} killed; restarted and logged in again"})
         elif ev == "stack":
-            mode, value = x.get("mode"), x.get("value")
-            what = {"down": "Stack down", "up": "Stack back up"}.get(mode, f"Stack {mode}")
-            item = {"what": what, "detail": "" if value is None else f"value {value}"}
+            mode, value = x.get("mode"), float(x.get("value") or 0.0)
+            key = "down" if mode in ("down", "up") else str(mode)
+            ends = mode == "up" or (mode in ("error_rate", "latency") and value == 0.0)
+            if key in fault_since:  # a new value or the end closes the open episode
+                a, v = fault_since.pop(key)
+                add(a, _stack_fault(start, key, v, a, at))
+            if not ends:
+                fault_since[key] = (at or 0.0, value)
         elif ev == "sender.transition":
-            item = {"what": f"{x.get('sender')} {x.get('from')} → {x.get('to')}",
-                    "detail": x.get("note") or ""}
-        if item is not None:
-            out.append({"at": at, "clock": clock_of(start, at), **item})
+            add(at, {"what": f"{x.get('sender')} {x.get('from')} → {x.get('to')}", "detail": x.get("note") or ""})
+    for key, (a, v) in fault_since.items():
+        add(a, _stack_fault(start, key, v, a, None))
+    out.sort(key=lambda item: item["at"] or 0.0)
     return out
+
+
+ANSWER_AWAITING = ("unanswered_message", "unanswered_mail", "unanswered_email", "like")  # DESIGN §6
 
 
 def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -141,6 +182,19 @@ def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
     overdue_by_type = Counter(type_of.get(tid, "?") for tid in overdue)
     overdue_open = sum(1 for tid in overdue if tid not in closed)
     overdue_closed = Counter(closed[tid].get("reason") for tid in overdue if tid in closed)
+    totals: dict[str, Counter] = defaultdict(Counter)
+    never: Counter = Counter()  # answer-awaiting tasks never answered, by what became of them
+    for tid, c in created.items():
+        typ = c.get("type", "?")
+        reason = closed[tid].get("reason") if tid in closed else None
+        row = totals[typ]
+        row["created"] += 1
+        row["answered" if reason == "answered" else "still_open" if reason is None else "other_closes"] += 1
+        row["overdue"] += tid in overdue
+        if typ in ANSWER_AWAITING and reason != "answered":
+            never["overdue and still open at the end" if reason is None and tid in overdue
+                  else "still open, not yet overdue" if reason is None
+                  else "closed at logout" if reason == "logout" else f"closed as {reason}"] += 1
     return {
         "created": len(created),
         "closed": sum(1 for tid in created if tid in closed),
@@ -148,6 +202,9 @@ def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
         "table": [{"type": t, "source": s, "reason": r, "count": n}
                   for (t, s, r), n in sorted(table.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1:]))],
         "by_type": dict(Counter(c.get("type", "?") for c in created.values()).most_common()),
+        "totals": [{"type": t, **{k: row[k] for k in ("created", "answered", "overdue", "still_open", "other_closes")}}
+                   for t, row in sorted(totals.items())],
+        "never_answered": {"tasks": sum(never.values()), "by_fate": dict(never.most_common())},
         "by_source": dict(Counter(c.get("source", "?") for c in created.values()).most_common()),
         "by_reason": dict(Counter(cl.get("reason") for cl in closed.values()).most_common()),
         "answer_delay_s": {t: {"answered": len(v), "p50": percentile(v, 50), "p95": percentile(v, 95)}
@@ -176,7 +233,8 @@ def verdict(results: list[Result], violations: list[Violation], stats: RunStats)
     if not failed and not violations and not unclean:
         if not results:
             return "no expectations: consistent and exited cleanly"
-        return f"PASS: {len(results)} expectation(s) held, consistent, exited cleanly"
+        kinds = ", ".join(f"{n} {w}" for w, n in Counter(r.what for r in results).most_common())
+        return f"PASS: {len(results)} expectation(s) held ({kinds}), consistent, exited cleanly"
     why = []
     if failed:
         why.append(f"{len(failed)} of {len(results)} expectation(s) failed")
@@ -205,6 +263,7 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
         "stack": dict(stats.stack),
         "expectations": {"total": len(results), "passed": sum(1 for r in results if r.ok),
+                         "by_kind": dict(Counter(r.what for r in results).most_common()),
                          "failed": [{"line": r.lineno, "detail": r.detail} for r in results if not r.ok]},
         "consistency": {"violations": len(violations),
                         "by_kind": dict(sorted(Counter(v.kind for v in violations).items())),

@@ -15,6 +15,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from electron_stub.report import whole_s
+
 
 class PipeConsole(Console):
     """rich's Console, but a closed output pipe (``… | head``) raises :class:`BrokenPipeError`
@@ -23,6 +25,7 @@ class PipeConsole(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError("the output pipe was closed")
+
 
 __all__ = ["print_report", "to_text", "build"]
 
@@ -40,7 +43,8 @@ def _fmt_s(v: float | None) -> str:
 def _table(title: str, *columns: str) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
     for i, c in enumerate(columns):
-        t.add_column(c, justify="right" if i and c in ("count", "answered", "p50", "p95", "tasks") else "left")
+        numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes")
+        t.add_column(c, justify="right" if i and c in numeric else "left")
     return t
 
 
@@ -64,7 +68,7 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
 
     tl = _table("What happened (virtual time, UTC)", "time", "+s", "event", "detail")
     for x in s["timeline"]:
-        tl.add_row(x["clock"], f"{x['at']:.0f}" if x["at"] is not None else "", x["what"], x["detail"])
+        tl.add_row(x["clock"], str(whole_s(x["at"])) if x["at"] is not None else "", x["what"], x["detail"])
     if not s["timeline"]:
         tl.add_row("", "", "(no logins, crashes or outages)", "")
     parts.append(tl)
@@ -72,7 +76,12 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     tk = s["tasks"]
     head = (f"Tasks: {tk['created']} created, {tk['closed']} closed, {tk['open_at_end']} open at the end"
             + (f", {tk['reannounced_ignored']} re-announcements ignored" if tk["reannounced_ignored"] else ""))
-    tt = _table(head, "type", "source", "close reason", "count")
+    tot = _table(head, "type", "created", "answered", "overdue", "still open", "other closes")
+    for row in tk["totals"]:
+        tot.add_row(row["type"], *(str(row[k]) for k in ("created", "answered", "overdue", "still_open",
+                                                          "other_closes")))
+    parts.append(tot)
+    tt = _table("Tasks by source and close reason", "type", "source", "close reason", "count")
     for row in tk["table"]:
         tt.add_row(row["type"], row["source"], str(row["reason"]), str(row["count"]))
     parts.append(tt)
@@ -83,6 +92,10 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     if not tk["answer_delay_s"]:
         ad.add_row("(no task was answered)", "", "", "")
     parts.append(ad)
+    na = tk["never_answered"]
+    if na["tasks"]:
+        parts.append(Text(f"Never answered: {na['tasks']} answer-awaiting task(s) — "
+                          + ", ".join(f"{n} {fate}" for fate, n in na["by_fate"].items()), style="yellow"))
 
     od = tk["overdue"]
     line = f"Overdue: {od['tasks']} task(s)"
@@ -109,7 +122,9 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
                       f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "
                       f"{st.get('bad_requests', 0)} bad requests, {st.get('reads', 0)} startup reads"))
-    parts.append(Text(f"Expectations: {exp['passed']} passed, {exp['total'] - exp['passed']} failed; "
+    kinds = ", ".join(f"{n} {w}" for w, n in exp.get("by_kind", {}).items())
+    parts.append(Text(f"Expectations: {exp['passed']} passed, {exp['total'] - exp['passed']} failed"
+                      + (f" ({kinds})" if kinds else "") + "; "
                       f"consistency: {cons['violations']} violation(s)"))
     parts += [Text(f"  {f}", style="red") for f in failures]
     sc = s["sidecars"]

@@ -103,12 +103,13 @@ def test_keep_on_an_earlier_demo_folder_is_reused(tmp_path, capsys, monkeypatch)
     (keep / "demo.jsonl").write_text("old")
     seen = {}
 
-    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None):
+    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None, temporary=False):
         seen["data_empty"] = not any(Path(data_dir).glob("m*/*"))
+        seen["temporary"] = temporary
         return 0
     monkeypatch.setattr(cli, "_replay", fake_replay)
     assert cli.main(["demo", "--keep", str(keep)]) == 0
-    assert seen == {"data_empty": True}
+    assert seen == {"data_empty": True, "temporary": False}
     assert "reusing" in capsys.readouterr().err
     assert (keep / "demo.jsonl").read_text() != "old"
 
@@ -192,3 +193,25 @@ def test_every_rich_console_of_the_stub_turns_a_broken_pipe_into_BrokenPipeError
     bare = [f"{py.name}:{n}" for py in src.glob("*.py") for n, line in enumerate(py.read_text().splitlines(), 1)
             if re.search(r"(?<![A-Za-z])Console\(", line) and "class PipeConsole" not in line]
     assert bare == [], f"use PipeConsole, not rich's Console: {bare}"
+
+
+def test_demo_without_keep_calls_its_files_temporary_and_hides_log_paths(tmp_path, capsys, monkeypatch):
+    """The demo's folder is deleted when it ends: the scenario and the trace say so, and a sidecar
+    failure shows its stderr tail inline, never the path of a log that will be gone."""
+    from electron_stub.machine import Machine
+
+    seen = {}
+
+    def fake_replay(path, trace, binary, data_dir, quiet, json_out=None, temporary=False):
+        seen["temporary"] = temporary
+        return 0
+    monkeypatch.setattr(cli, "_replay", fake_replay)
+    assert cli.main(["demo"]) == 0
+    assert seen == {"temporary": True}
+    assert "(temporary; use --keep DIR to keep it)" in capsys.readouterr().out
+
+    def machine(kept: bool) -> Machine:
+        return Machine("m1", tmp_path / "data" / "m1", stack_url="http://x", seed=1, binary=None,
+                       on_notification=lambda *a: None, on_request=None, logs_kept=kept)  # type: ignore[arg-type]
+    assert str(tmp_path) not in machine(False)._tail_head() and "--keep" in machine(False)._tail_head()
+    assert str(tmp_path / "data" / "m1.stderr.log") in machine(True)._tail_head()

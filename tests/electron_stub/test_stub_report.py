@@ -65,8 +65,10 @@ def test_summary_counts_overdue_delays_timeline_and_deliveries():
     assert {"type": "unanswered_message", "source": "socket", "reason": "(open)", "count": 1} in tk["table"]
     whats = [(x["clock"], x["what"]) for x in s["timeline"]]
     assert whats == [("08:00:05", "login"), ("08:05:00", "crash"), ("08:06:40", "Stack down"),
-                     ("08:08:20", "Stack back up"), ("09:00:00", "shift change")]
-    assert "op-a → op-b" in s["timeline"][-1]["detail"]
+                     ("09:00:00", "shift change")]
+    assert s["timeline"][2]["detail"].startswith("Stack down 08:06–08:08")
+    assert s["timeline"][-1]["detail"] == "m2: golden g-1: op-a → op-b"
+    assert s["timeline"][0]["detail"] == "m1: golden g-1: op-a logged in"
     assert s["markers_acked"] == {"total": 1, "by_name": {"followUpChat": 1}}
     assert s["deliveries"]["by_target"] == {"ops-telegram": {"delivered": 1, "failed": 1}}
     assert s["verdict"] == "no expectations: consistent and exited cleanly" and s["exit_code"] == 0
@@ -106,3 +108,57 @@ def test_percentile_is_nearest_rank():
     assert report.percentile([], 50) is None
     assert report.percentile([5.0], 95) == 5.0
     assert report.percentile(list(map(float, range(1, 101))), 95) == 95.0
+
+
+def test_stack_faults_read_as_episodes_and_logouts_say_who():
+    lines = [
+        {"at": 5.0, "event": "login", "machine": "m1", "project": "golden", "tu": "g-1", "operator": "op-a"},
+        {"at": 376.6, "event": "stack", "mode": "error_rate", "value": 0.3},
+        {"at": 737.0, "event": "stack", "mode": "error_rate", "value": 0.0},
+        {"at": 800.0, "event": "stack", "mode": "latency", "value": 2.5},
+        {"at": 900.0, "event": "logout", "machine": "m1", "project": "golden", "tu": "g-1"},
+        {"at": 4200.0, "event": "stack", "mode": "down", "value": None},
+        {"at": 4500.0, "event": "stack", "mode": "up", "value": None},
+    ]
+    tl = report.timeline(lines, START)
+    assert [(x["clock"], x["detail"]) for x in tl] == [
+        ("08:00:05", "m1: golden g-1: op-a logged in"),
+        ("08:06:17", "Stack: 30 % of writes failing from 08:06 to 08:12"),
+        ("08:13:20", "Stack: answers 2.5 s late from 08:13 to the end"),
+        ("08:15:00", "m1: golden g-1: op-a logged out"),
+        ("09:10:00", "Stack down 09:10–09:15 (writes refused, queued and retried)"),
+    ]
+
+
+def test_clock_and_plus_seconds_columns_round_the_same_way():
+    for at in (7.5, 7.49, 12.6, 1086.5, 0.0):
+        clock = report.clock_of(START, at)
+        assert int(clock[-2:]) == report.whole_s(at) % 60 and clock[3:5] == f"{report.whole_s(at) // 60 % 60:02d}"
+    s = report.summarize(recorder([{"at": 7.6, "event": "crash", "machines": ["m1"]}]), [], [], report.RunStats())
+    row = next(r for r in to_text(s).splitlines() if "crash" in r)
+    assert "08:00:08" in row and " 8 " in row
+
+
+def test_totals_per_type_come_first_and_never_answered_tasks_are_counted():
+    lines = LINES + [created(50.0, "f", "unanswered_message"), closed(60.0, "f", "logout"),
+                     created(51.0, "g", "follow_up_message", "chain"), closed(400.0, "g", "expired")]
+    s = report.summarize(recorder(lines), [], [], report.RunStats(scenario="synthetic", wall_s=1.0, virtual_s=10))
+    tot = {r["type"]: r for r in s["tasks"]["totals"]}
+    assert tot["unanswered_message"] == {"type": "unanswered_message", "created": 5, "answered": 3, "overdue": 1,
+                                         "still_open": 1, "other_closes": 1}
+    assert tot["follow_up_message"]["other_closes"] == 1 and tot["unanswered_mail"]["overdue"] == 1
+    assert s["tasks"]["never_answered"] == {"tasks": 2, "by_fate": {"overdue and still open at the end": 1,
+                                                                    "closed at logout": 1}}
+    text = to_text(s)
+    order = ["Tasks: 7 created", "other closes", "Tasks by source and close reason", "Answer delay",
+             "Never answered: 2 answer-awaiting task(s) — 1 overdue and still open at the end, 1 closed at logout"]
+    pos = [text.index(w) for w in order]
+    assert pos == sorted(pos), text
+
+
+def test_pass_names_the_kinds_of_expectations():
+    results = [Result(lineno=i, what=w, ok=True, detail="")
+               for i, w in enumerate(["task_created"] * 2 + ["marker"] + ["task_created"])]
+    s = report.summarize(recorder(LINES), results, [], report.RunStats())
+    assert s["verdict"] == "PASS: 4 expectation(s) held (3 task_created, 1 marker), consistent, exited cleanly"
+    assert "Expectations: 4 passed, 0 failed (3 task_created, 1 marker)" in to_text(s)
