@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "error_text",
     "BridgeError",
     "RpcError",
     "ParseError",
@@ -60,7 +61,7 @@ UNAUTHORIZED = -32001  # server-defined range: the first frame was not a valid `
 # ---- websocket close codes -----------------------------------------------------------------
 
 CLOSE_GOING_AWAY = 1001  # RFC 6455: the server shuts down (BridgeServer.close)
-CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``max_frame`` (sent by websockets itself)
+CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``hard_frame`` (sent by websockets itself)
 CLOSE_UNAUTHORIZED = 4401  # first frame missing, malformed, not ``auth``, or a wrong token
 # Reserved, not sent: a foreign Origin or non-loopback Host is refused during the HTTP handshake
 # with status 403, before a websocket exists that could carry a close code.  Kept so that the
@@ -157,3 +158,12 @@ class RequestTimeout(BridgeError, TimeoutError):
 
 class NotConnected(BridgeError, ConnectionError):
     """There is no authenticated peer, or the connection closed while our request was pending."""
+
+
+def error_text(exc: BaseException) -> str:
+    """The human message of ``exc`` for a JSON-RPC error.  ``str(KeyError(msg))`` is
+    ``repr(msg)`` — quoted, with escapes — so a KeyError carrying one message gives that message
+    as it is; stripping the repr's quotes instead also ate the message's own closing quote."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)

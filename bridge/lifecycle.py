@@ -7,7 +7,9 @@ hook it installed before returning (so it can be awaited again, e.g. in tests):
 
 * ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` / ``"signal:SIGHUP"`` — handlers are installed on the running loop with
   ``loop.add_signal_handler`` (main thread only; Unix).  After the wait ends the default
-  dispositions are restored, so a second Ctrl-C during a slow shutdown kills the process as usual.
+  dispositions are restored.  ``signals=False`` leaves the signals alone: ``sidecar serve`` owns
+  them for the whole process (``sidecar.stop_guard``), because restoring the defaults opens a
+  window in which a second signal kills or hangs a process that is shutting down (issue 7).
 * ``"stdin-eof"`` — Electron spawns the sidecar with a pipe on stdin and never writes to it; when
   Electron dies, however it dies, the kernel closes the pipe and the read returns EOF.  Watched
   only when stdin **is a pipe/FIFO or a socket** (``watch_stdin=None`` decides with ``os.fstat`` +
@@ -52,7 +54,7 @@ def stdin_is_watchable(fd: int = _STDIN) -> bool:
 
 async def wait_for_shutdown(
     *, watch_stdin: bool | None = None, parent_pid: int | None = None, poll_s: float = 1.0,
-    original_ppid: int | None = None,
+    original_ppid: int | None = None, signals: bool = True,
 ) -> str:
     """Wait until the process should stop; return why (see the module header).
 
@@ -61,6 +63,7 @@ async def wait_for_shutdown(
     ``original_ppid``: our parent as seen at process start (default: now).  Pass it when the
     parent may already have died before this call (e.g. during startup): then the first poll
     reports ``"parent-died"`` instead of watching the new parent forever.
+    ``signals``: False = do not touch the stop signals (the caller owns them).
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[str] = loop.create_future()
@@ -70,7 +73,7 @@ async def wait_for_shutdown(
             done.set_result(reason)
 
     installed_signals: list[signal.Signals] = []
-    for sig in _SIGNALS:
+    for sig in _SIGNALS if signals else ():
         try:
             loop.add_signal_handler(sig, finish, f"signal:{sig.name}")
             installed_signals.append(sig)

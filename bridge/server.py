@@ -5,7 +5,11 @@ Rules / theory of operation
 * Listens on loopback only (``host`` must be a loopback address; ``port=0`` picks a free port and
   :meth:`BridgeServer.start` returns the real one).  The HTTP handshake is refused with 403 for a
   foreign ``Origin`` or a non-loopback ``Host`` (see :mod:`bridge.auth`).  A frame larger than
-  ``max_frame`` bytes closes the connection with 1009 (websockets does that).
+  ``max_frame`` bytes (1 MiB in the sidecar) is bad input like any malformed frame: it gets a
+  JSON-RPC error -32600 naming the cap (with the request's ``id``; ``null`` for a notification or
+  an unreadable frame), never reaches the handler, and the connection lives (docs/decisions.md
+  "Oversized frames").  Only past ``hard_frame`` bytes (default 16 × ``max_frame``), which
+  websockets refuses to buffer at all, is the connection closed with 1009.
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
   response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
   is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
@@ -84,7 +88,8 @@ class BridgeServer:
 
     ``token``: per-launch secret (non-empty str).  ``handler``: ``async (method, params) -> result``.
     ``host``: loopback address to bind.  ``port``: 0 = any free port.  ``max_frame``: bytes per
-    incoming frame.  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
+    incoming frame (larger: a -32600 error, the connection lives).  ``hard_frame``: bytes past
+    which websockets closes with 1009 (default 16 × ``max_frame``).  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
     accepted).  ``queue_size``: inbound frames buffered for the worker; ``queue_bytes``: their raw bytes.  ``stream_limit``: unacked
     outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
@@ -105,6 +110,7 @@ class BridgeServer:
         queue_bytes: int = 8 << 20,
         auth_timeout: float = 10.0,
         control_limit: int = 32 << 20,
+        hard_frame: int | None = None,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -114,7 +120,9 @@ class BridgeServer:
         self._handler = handler  # async (method, params) -> result
         self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
         self._port = port  # requested port (0 = free)
-        self._max_frame = max_frame  # bytes; larger frames close the connection with 1009
+        self._max_frame = max_frame  # bytes; larger frames get a -32600 error, connection lives
+        # bytes; websockets closes the connection with 1009 past it (memory bound of one frame)
+        self._hard_frame = max(hard_frame if hard_frame is not None else 16 * max_frame, max_frame)
         self._allowed_origins = frozenset(allowed_origins)  # exact Origin values accepted
         self._auth_timeout = auth_timeout  # seconds for the first frame
         self._control_limit = control_limit  # bytes of unread answers before a client is cut off
@@ -158,7 +166,7 @@ class BridgeServer:
             self._host,
             self._port,
             process_request=self._check_handshake,
-            max_size=self._max_frame,
+            max_size=self._hard_frame,
             compression=None,  # loopback: compression costs CPU and buys nothing
             # a frozen client must not hold up the sidecar's exit by websockets' default 10 s
             close_timeout=CLOSE_TIMEOUT_S,
@@ -300,6 +308,11 @@ class BridgeServer:
                 raw = await ws.recv(decode=False)
             except ConnectionClosed:
                 return
+            if len(raw) > self._max_frame:
+                session.send(_error_frame(_request_id(raw), InvalidRequest(
+                    f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
+                    f"was handled (send smaller frames)")))
+                continue
             try:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
                 msg: Any = jsonrpc.decode(raw)
@@ -400,6 +413,16 @@ async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:
     if not task.cancelled():
         task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
     return True
+
+
+def _request_id(raw: bytes) -> Any:
+    """The ``id`` of a request frame, so that its error answer can be correlated; None for a
+    notification, a response or a frame that does not decode."""
+    try:
+        msg = jsonrpc.decode(raw)
+    except RpcError as exc:
+        return exc.id
+    return msg.id if type(msg) is jsonrpc.Request else None
 
 
 def _error_frame(request_id: Any, error: RpcError) -> bytes:

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, RpcError
+from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -152,7 +152,7 @@ class SidecarApp:
         try:
             result = await m.handler(args)
         except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
-            raise InvalidParams(str(exc).strip("'\"")) from None
+            raise InvalidParams(error_text(exc)) from None
         if self.clock.virtual and isinstance(result, dict):
             # the driver of a virtual clock may jump straight to this instant: nothing the
             # sidecar does on its own happens before it (timers, outbox retries)
@@ -360,7 +360,7 @@ class SidecarApp:
         try:
             client_for(a.project)  # before any I/O
         except KeyError as exc:
-            raise InvalidParams(str(exc).strip("'\"")) from None
+            raise InvalidParams(error_text(exc)) from None
         startup = None
         if self.stack is not None:
             try:

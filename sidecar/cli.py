@@ -17,20 +17,17 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sqlite3
 import sys
-import threading
 from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
+from sidecar.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
 
-SHUTDOWN_DEADLINE_S = 1.5  # the process is gone within 2 s of the request, whatever hangs
 PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
-EXIT_FORCED = 5
 EXIT_CODES = """\
 exit codes:
   0    clean shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death)
@@ -42,7 +39,6 @@ exit codes:
   6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,9 +48,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: bad setting: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``; unlike argparse's own action it lets a broken pipe reach :func:`main` (141)
+    instead of swallowing it and exiting 0."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        sys.stdout.write(f"sidecar {__version__} (protocol {PROTOCOL_VERSION})\n")
+        sys.stdout.flush()
+        parser.exit(0)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="sidecar", description="Operator workspace sidecar")
-    ap.add_argument("--version", action="version", version=f"sidecar {__version__} (protocol {PROTOCOL_VERSION})")
+    ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the sidecar (Electron launches this)", epilog=EXIT_CODES,
                        description="Run the sidecar. Every flag can also be set by the environment "
@@ -66,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--time-scale", type=float, help="run real time K > 0 times faster (demos)")
     s.add_argument("--stack-url", help="Stack base URL, e.g. http://127.0.0.1:8080")
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
-    s.add_argument("--token-file", type=Path, help="file with the per-launch token (else SIDECAR_TOKEN)")
+    s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
     s.add_argument("--allow-origin", action="append", dest="allowed_origins",
                    help="an Origin allowed to connect (repeatable; default none)")
@@ -82,6 +88,23 @@ _STARTED_BY = os.getppid()  # our parent at process start: it may die before ser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``sidecar`` command; its exit code.  Output into a pipe whose reader went away
+    (``sidecar schema | head -c 1``) ends quietly with 141 (128 + SIGPIPE, as a shell tool does)
+    for every command that prints — ``--version``'s own exit included."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # inside the try: a buffered rest fails here, not at interpreter exit
+    except BrokenPipeError:
+        try:  # the interpreter's final flush must not print a traceback either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "schema":
         from sidecar.protocol_answers import json_schema
@@ -98,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: once
-    shutdown begins it arms a watchdog that ends the whole process (:func:`arm_shutdown_guard`)."""
+    """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: it
+    takes the stop signals for the rest of the process and runs the shutdown watchdog
+    (:class:`sidecar.stop_guard.StopGuard`) before anything is opened or printed."""
     from sidecar import logs
     from sidecar.preflight import BadSetting, check_settings, load_settings
 
@@ -116,22 +140,31 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # the log file could not be made
         print(f"sidecar: bad setting --data-dir: {settings.data_dir}: {exc}", file=sys.stderr)
         return 2
+    guard = StopGuard().install()  # from here on no stop signal is ever ignored or fatal
     try:
-        return asyncio.run(_serve(settings))
-    except KeyboardInterrupt:
-        return 0
+        return asyncio.run(_serve(settings, guard))
     except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
         log.exception("sidecar stopped by an unexpected error")
         return 1
+    finally:
+        guard.request("exit")  # whatever follows (interpreter teardown) is bounded too
 
 
-async def _serve(settings) -> int:
+async def _serve(settings, guard: StopGuard) -> int:
     from bridge.lifecycle import wait_for_shutdown
     from sidecar.aio import bounded
     from sidecar.app import EXIT_STEP_FAILED, SidecarApp
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
+    loop = asyncio.get_running_loop()
+    stop_signal: asyncio.Future[str] = loop.create_future()
+
+    def on_stop(why: str) -> None:
+        if not stop_signal.done():
+            stop_signal.set_result(why)
+
+    guard.attach(loop, on_stop)
     db = settings.data_dir / "sidecar.db"
     try:
         store = await Store.open(db, durability=settings.durability)
@@ -146,6 +179,7 @@ async def _serve(settings) -> int:
         log.error("cannot open %s: %r", db, exc)
         return 4
     app = None
+    waits: set[asyncio.Future] = set()
     try:
         app = SidecarApp(settings, store)
         try:
@@ -154,23 +188,32 @@ async def _serve(settings) -> int:
             print(f"sidecar: bad setting --port (SIDECAR_PORT): {settings.host}:{settings.port} "
                   f"is not free: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
-                 "protocol": PROTOCOL_VERSION}
-        sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
-        # parent polled 4×/s: its death must end us within the 2 s promise, detection included
-        shutdown = asyncio.ensure_future(wait_for_shutdown(poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY))
+        # every stop hook is in place before "ready": signals since install(), stdin EOF and the
+        # parent (polled 4×/s: its death must end us within the 2 s promise) from here on
+        others = asyncio.ensure_future(wait_for_shutdown(
+            poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY, signals=False))
         fatal = asyncio.ensure_future(app.fatal.wait())  # a step failed: crash-only (DESIGN §13)
-        await asyncio.wait({shutdown, fatal}, return_when=asyncio.FIRST_COMPLETED)
-        fatal.cancel()
-        if shutdown.done() and not shutdown.cancelled():
-            reason = shutdown.result()
+        waits = {stop_signal, others, fatal}
+        await asyncio.sleep(0)  # noqa: TID251 - lets wait_for_shutdown install its hooks first
+        if not stop_signal.done():
+            ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
+                     "protocol": PROTOCOL_VERSION}
+            sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if stop_signal.done():
+            reason = stop_signal.result()
+        elif others.done() and not others.cancelled():
+            reason = others.result()
         else:
-            shutdown.cancel()
             reason = "a step failed"
+        guard.request(reason)
         log.info("shutting down: %s", reason)
     finally:
-        arm_shutdown_guard()
+        guard.request("shutdown")  # an error too: from here the watchdog bounds the close
+        for w in waits:
+            if w is not stop_signal:
+                w.cancel()
         if app is not None:
             await app.close()
         await bounded(store.close(), 0.3, "database close")  # releases the data-dir lock
@@ -182,41 +225,12 @@ async def _serve(settings) -> int:
     return 0
 
 
-_guard_armed = False
-
-
-def arm_shutdown_guard(deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
-    """From now on the process ends within ``deadline_s`` seconds (exit 5) and at once on a
-    second stop signal (exit 128 + signal number).  Idempotent; main thread only for signals."""
-    global _guard_armed
-    if _guard_armed:
-        return
-    _guard_armed = True
-
-    def second_signal(signum: int, frame: object) -> None:
-        _hard_exit(128 + signum, f"second {signal.Signals(signum).name} during shutdown: exiting now")
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in _STOP_SIGNALS:
-            signal.signal(sig, second_signal)
-    stop = threading.Event()
-
-    def watchdog() -> None:
-        if not stop.wait(deadline_s):
-            _hard_exit(EXIT_FORCED, f"shutdown took over {deadline_s:g} s: exiting now "
-                                    "(unsent Stack writes stay queued for the next start)")
-
-    threading.Thread(target=watchdog, name="shutdown-watchdog", daemon=True).start()
-
-
-def _hard_exit(code: int, why: str) -> NoReturn:
-    try:
-        log.error("%s", why)
-        for h in logging.getLogger().handlers:
-            h.flush()
-    except Exception:  # noqa: BLE001,S110 - exiting anyway; a logging failure must not stop it
-        pass
-    os._exit(code)
+def arm_shutdown_guard(deadline_s: float = SHUTDOWN_DEADLINE_S) -> StopGuard:
+    """A started :class:`StopGuard` whose deadline runs from now (for embedding and tests): the
+    process ends within ``deadline_s`` seconds (exit 5) and at once on a stop signal (128 + N)."""
+    guard = StopGuard(deadline_s).install()
+    guard.request("armed")
+    return guard
 
 
 if __name__ == "__main__":  # pragma: no cover

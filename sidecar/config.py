@@ -72,11 +72,14 @@ class Settings(BaseSettings):
         return v
 
     def resolved_token(self) -> str:
-        """The token from SIDECAR_TOKEN or the token file; ValueError when neither is set."""
-        if self.token:
-            return self.token
+        """The per-launch token: from ``--token-file`` when one is given (flags win, README; the
+        file must then be readable and non-empty, even if SIDECAR_TOKEN is set), else from
+        SIDECAR_TOKEN.  Raises OSError (the file cannot be read) or ValueError (no token)."""
         if self.token_file is not None:
             tok = self.token_file.read_text().strip()
-            if tok:
-                return tok
+            if not tok:
+                raise ValueError(f"{self.token_file} is empty")
+            return tok
+        if self.token:
+            return self.token
         raise ValueError("no token: set SIDECAR_TOKEN or --token-file (DESIGN §3)")

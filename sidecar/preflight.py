@@ -6,8 +6,10 @@ Rules / theory of operation
   exit code 2, before the database is opened or the data-dir lock taken — so nothing is left
   held or half-made.  The checks: pydantic's field constraints (``sidecar.config.Settings``: port
   0–65535, a known log level, a positive finite ``--time-scale``, an http(s) Stack URL …), the
-  token (``SIDECAR_TOKEN`` or a readable, non-empty ``--token-file``), a data dir that is a folder
-  we can create and write in, and a ``--port`` that is free on the loopback address.
+  token (a given ``--token-file`` must be readable and non-empty and wins over ``SIDECAR_TOKEN``),
+  a ``--port`` that is free on the loopback address, and last — the only check that creates
+  anything — a data dir that is a folder we can create and write in (folders it made are
+  removed again when it fails).
 * The port check binds and releases at once, with ``SO_REUSEADDR`` as the real server does (a
   port in TIME_WAIT is free for it).  Another process may still take the port before the bridge
   binds; that race ends in the same one line and exit 2 (``sidecar.cli``).
@@ -64,21 +66,29 @@ def check_settings(settings: Settings) -> str:
     except OSError as exc:
         raise BadSetting("token_file", f"cannot read {settings.token_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise BadSetting("token", str(exc)) from None
-    _check_data_dir(settings.data_dir)
+        raise BadSetting("token_file" if settings.token_file is not None else "token", str(exc)) from None
     if settings.port:
         _check_port(settings.host, settings.port)
+    _check_data_dir(settings.data_dir)  # last: the only check that creates something
     return token
 
 
 def _check_data_dir(path: Path) -> None:
+    """Create ``path`` (and its missing parents) and prove it writable; on failure remove the
+    folders this call made, so a refused start leaves nothing behind."""
     if path.exists() and not path.is_dir():
         raise BadSetting("data_dir", f"{path} is not a folder")
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:
+        for p in missing:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
         raise BadSetting("data_dir", f"{path} is not writable: {exc.strerror or exc}") from None
 
 

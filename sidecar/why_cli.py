@@ -105,11 +105,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps({"tu": args.tu, "ru": args.ru, **row, "text": explain(row)},
                                         ensure_ascii=False) + "\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     # piped or in a file: wide enough that no id is cut; a terminal folds only the sentence
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = pipe_console_class()(width=None if sys.stdout.isatty() else 200)
     if not rows:
         console.print(no_rows_sentence(args.tu, args.ru, every, since), soft_wrap=True)
         return 0
@@ -123,3 +122,19 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(_utc(row["at"]), row["type"], row["source"], outcome, explain(row), style=style)
     console.print(table)
     return 0
+
+
+def pipe_console_class() -> type:
+    """rich's Console with a broken pipe raised as BrokenPipeError (rich is imported here, on
+    first use, so that ``sidecar serve`` does not load it)."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        """rich's Console, but a closed output pipe raises :class:`BrokenPipeError` for
+        ``sidecar.cli.main`` (exit 141, quietly) instead of rich's ``SystemExit(1)``."""
+
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError("the output pipe was closed")
+
+    return PipeConsole
+

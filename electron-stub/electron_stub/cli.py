@@ -106,13 +106,13 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
         print(f"sidecar-stub: sidecar failure: {exc}", file=sys.stderr)
         return 3
     violations = rp.verdict()
-    if trace:
-        n = rp.rec.write(trace)
-        if not quiet:
-            print(f"trace: {n} lines → {trace}" + (f"  {TEMPORARY}" if temporary else ""))
+    # the files first, then the terminal: a reader that goes away (… | head) loses no file
+    n = rp.rec.write(trace) if trace else 0
     summary = report.summarize(rp.rec, rp.results, violations, rp.stats)
     if json_out:
         report.write_json(summary, json_out)
+    if trace and not quiet:
+        print(f"trace: {n} lines → {trace}" + (f"  {TEMPORARY}" if temporary else ""))
     report.show(summary, quiet=quiet)
     return report.exit_code(rp.results, violations, rp.stats)
 

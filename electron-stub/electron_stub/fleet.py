@@ -12,6 +12,8 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
+from electron_stub.report_view import PipeConsole
+
 from sidecar.senders.groups import Group, GroupError, validate_group
 from sidecar.senders.simulate import Stats, planned_five, simulate
 
@@ -109,5 +111,5 @@ def run(senders: int, days: float, group_text: str | None, seed: int, console: C
         raise InputError("--senders must be ≥ 1 and --days > 0")
     group = parse_group(group_text) if group_text else None
     st = simulate(senders, days, group=group, seed=seed)
-    render(st, group, console or Console())
+    render(st, group, console or PipeConsole())
     return 0

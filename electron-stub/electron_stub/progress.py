@@ -6,8 +6,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from electron_stub.report_view import PipeConsole
 
 __all__ = ["ReplayProgress", "LINE_EVERY_S"]
 
@@ -28,7 +29,7 @@ class ReplayProgress:
         if not quiet and self.stream.isatty():
             self._bar = Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                                 console=Console(file=self.stream), transient=True)
+                                 console=PipeConsole(file=self.stream), transient=True)
             self._task = self._bar.add_task("replay", total=self.total_s, info="")
             self._bar.start()
 

@@ -17,6 +17,16 @@ from rich.text import Text
 
 from electron_stub.report import whole_s
 
+
+class PipeConsole(Console):
+    """rich's Console, but a closed output pipe (``… | head``) raises :class:`BrokenPipeError`
+    for the stub's one handler (exit 141, quietly) — rich's own ``on_broken_pipe`` raises
+    ``SystemExit(1)``, which bypassed it.  Every Console of the stub is a PipeConsole."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError("the output pipe was closed")
+
+
 __all__ = ["print_report", "to_text", "build"]
 
 
@@ -145,12 +155,12 @@ def _result_line(s: dict[str, Any]) -> str:
 def print_report(s: dict[str, Any], *, quiet: bool = False, file: Any = None) -> None:
     out = file or sys.stdout
     wide = None if out.isatty() else 120  # piped/logged: no 80-column wrapping of long lines
-    Console(file=out, width=wide, highlight=False).print(build(s, quiet=quiet))
+    PipeConsole(file=out, width=wide, highlight=False).print(build(s, quiet=quiet))
 
 
 def to_text(s: dict[str, Any], *, quiet: bool = False, width: int = 120) -> str:
     """The report as plain text (no colour codes)."""
     buf = io.StringIO()
-    Console(file=buf, width=width, no_color=True, color_system=None, highlight=False,
+    PipeConsole(file=buf, width=width, no_color=True, color_system=None, highlight=False,
             force_terminal=False).print(build(s, quiet=quiet))
     return buf.getvalue()

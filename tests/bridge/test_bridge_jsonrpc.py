@@ -139,3 +139,14 @@ def test_arbitrary_objects_decode_or_raise_rpc_error(obj):
     else:
         assert type(msg) in (Request, Notification, Response, ErrorResponse)
         assert jsonrpc.decode(jsonrpc.encode(msg)) == msg
+
+
+def test_error_text_keeps_the_quotes_of_a_key_error_message_balanced():
+    """``str(KeyError(msg))`` is ``repr(msg)``; stripping its quotes cut the message's own closing
+    quote ("unknown socket event 'message")."""
+    from bridge.errors import error_text
+    assert error_text(KeyError("golden: unknown socket event 'message'")) == "golden: unknown socket event 'message'"
+    assert error_text(KeyError('a "quoted" name')) == 'a "quoted" name'
+    assert error_text(ValueError("x 'y'")) == "x 'y'"
+    assert error_text(KeyError("a", "b")) == "('a', 'b')"
+    assert error_text(KeyError(3)) == "3"

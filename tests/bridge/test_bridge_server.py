@@ -222,11 +222,26 @@ async def test_unknown_method_bad_params_and_handler_crash(start, caplog):
     assert await client.call("echo", {"alive": True}) == {"alive": True}
 
 
-async def test_oversized_frame_closes_1009(start):
+async def test_an_oversized_frame_gets_a_jsonrpc_error_and_the_connection_lives(start):
+    """docs/decisions.md "Oversized frames": over ``max_frame`` → -32600 with the request's id
+    (null for anything else), nothing reaches the handler; the connection stays up."""
     _, app, port = await start(max_frame=1024)
     client = await connect(start, port)
-    with pytest.raises(NotConnected):
+    with pytest.raises(RemoteError) as info:
         await client.call("echo", {"blob": "x" * 2000})
+    assert info.value.code == -32600 and "1024" in info.value.message and "bytes" in info.value.message
+    await client.notify("echo", {"blob": "y" * 2000})  # a notification: dropped, answered with id null
+    assert await client.call("echo", {"alive": True}) == {"alive": True}
+    assert app.handled == [("echo", {"alive": True})]
+    await client.close()
+
+
+async def test_a_frame_over_the_hard_limit_still_closes_1009(start):
+    """Past ``hard_frame`` (16 × max_frame) websockets refuses to buffer it: close 1009."""
+    _, app, port = await start(max_frame=1024, hard_frame=4096)
+    client = await connect(start, port)
+    with pytest.raises(NotConnected):
+        await client.call("echo", {"blob": "x" * 5000})
     await client.wait_closed()
     assert client.close_code == 1009
     assert app.handled == []

@@ -1,6 +1,8 @@
 """CLI: a bad scenario is one clear line and exit 2; generate writes a valid file."""
 from __future__ import annotations
 
+import json
+
 from electron_stub import cli
 from electron_stub import scenario as sc
 
@@ -149,6 +151,48 @@ def test_ctrl_c_during_a_replay_is_one_line_exit_130_and_stops_the_sidecars(tmp_
     assert err.strip().splitlines()[-1] == "sidecar-stub: interrupted" and "Traceback" not in err
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def _closed_pipe() -> int:
+    """The write end of a pipe whose reader is already gone (``… | true``)."""
+    r, w = os.pipe()
+    os.close(r)
+    return w
+
+
+def test_replay_into_a_closed_pipe_writes_its_files_first_and_exits_141_quietly(tmp_path):
+    """rich's Console.on_broken_pipe raised SystemExit(1) past the stub's BrokenPipeError
+    handler, and the --json file was written after the report was printed."""
+    scen = tmp_path / "s.jsonl"
+    assert cli.main(["generate", "--preset", "smoke", "--hours", "1", "-o", str(scen)]) == 0
+    w = _closed_pipe()
+    try:
+        p = subprocess.run([sys.executable, "-m", "electron_stub", "replay", str(scen), "--data-dir",
+                            str(tmp_path / "data"), "--trace", str(tmp_path / "t.jsonl"),
+                            "--json", str(tmp_path / "r.json")], cwd=ROOT, stdout=w, stderr=subprocess.PIPE,
+                           text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'electron-stub'}"))
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"]
+    assert (tmp_path / "t.jsonl").stat().st_size > 0
+
+
+def test_every_rich_console_of_the_stub_turns_a_broken_pipe_into_BrokenPipeError():
+    """The class of the bug: no Console in electron_stub may exit 1 on a broken pipe."""
+    import re
+    from electron_stub.report_view import PipeConsole
+    f = os.fdopen(_closed_pipe(), "w")
+    with pytest.raises(BrokenPipeError):
+        PipeConsole(file=f).print("x" * 100)
+    with pytest.raises(BrokenPipeError):
+        f.close()  # the unsent rest; the stub points stdout at devnull instead
+    src = ROOT / "electron-stub" / "electron_stub"
+    bare = [f"{py.name}:{n}" for py in src.glob("*.py") for n, line in enumerate(py.read_text().splitlines(), 1)
+            if re.search(r"(?<![A-Za-z])Console\(", line) and "class PipeConsole" not in line]
+    assert bare == [], f"use PipeConsole, not rich's Console: {bare}"
 
 
 def test_demo_without_keep_calls_its_files_temporary_and_hides_log_paths(tmp_path, capsys, monkeypatch):

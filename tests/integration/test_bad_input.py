@@ -59,7 +59,9 @@ async def test_domain_errors_are_invalid_params_and_change_nothing(tmp_path):
         assert e.value.code == -32602 and "not logged in" in e.value.message
         await c.call("session.login", {"tu": "g-1", "project": "golden"})
         for params, words in [
-            ({"project": "golden", "tu": "g-1", "name": "noSuchEvent", "data": {}}, "unknown socket event"),
+            # the whole name, quotes balanced (it once read "unknown socket event 'noSuchEvent")
+            ({"project": "golden", "tu": "g-1", "name": "noSuchEvent", "data": {}},
+             "golden: unknown socket event 'noSuchEvent'"),
             ({"project": "golden", "tu": "g-1", "name": "receivePrivateMessage", "data": {"messageId": 1}}, "receivePrivateMessage"),
             ({"project": "prime", "tu": "g-1", "name": "MessageSent", "data": {}}, "golden profile"),
         ]:
@@ -68,7 +70,7 @@ async def test_domain_errors_are_invalid_params_and_change_nothing(tmp_path):
             assert e.value.code == -32602 and words in e.value.message
         with pytest.raises(RemoteError) as e:
             await c.call("session.login", {"tu": "x", "project": "myspace"})
-        assert e.value.code == -32602 and "myspace" in e.value.message and "project" in e.value.message
+        assert e.value.code == -32602 and "'myspace'" in e.value.message and "project" in e.value.message
         status = await c.call("status", {})
         assert status["open_tasks"] == 0 and status["events_in"] == 0
         await c.close()

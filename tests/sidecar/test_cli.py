@@ -83,6 +83,41 @@ def test_unreadable_or_empty_token_file_is_one_line_and_exit_2(tmp_path, kind):
     assert_one_line_exit_2(r, "--token-file" if kind != "empty" else "SIDECAR_TOKEN")
 
 
+@pytest.mark.parametrize("kind", ["missing", "folder", "empty"])
+def test_a_bad_token_file_is_refused_even_when_sidecar_token_is_set(tmp_path, kind):
+    """Flags win (README): a given --token-file is checked, never silently ignored."""
+    tf = tmp_path / "token"
+    if kind == "folder":
+        tf.mkdir()
+    elif kind == "empty":
+        tf.write_text("\n")
+    r = run("serve", "--data-dir", str(tmp_path / "d"), "--token-file", str(tf), token="from-env")
+    assert_one_line_exit_2(r, "--token-file")
+    assert not (tmp_path / "d").exists()
+
+
+def test_settings_flag_token_file_wins_over_the_environment(tmp_path, monkeypatch):
+    from sidecar.preflight import check_settings, load_settings
+    tf = tmp_path / "token"
+    tf.write_text("from-file\n")
+    monkeypatch.setenv("SIDECAR_TOKEN", "from-env")
+    settings = load_settings({"token_file": tf, "data_dir": tmp_path / "d"})
+    assert check_settings(settings) == "from-file" == settings.resolved_token()
+
+
+@pytest.mark.parametrize("bad", ["port", "token"])
+def test_a_refused_setting_creates_no_data_dir(tmp_path, busy_port, bad):
+    """Every check runs before anything is made: a port in use or a missing token leaves no
+    empty data dir behind."""
+    data = tmp_path / "x1" / "nested"
+    if bad == "port":
+        r = run("serve", "--data-dir", str(data), "--port", str(busy_port))
+    else:
+        r = run("serve", "--data-dir", str(data), token=None)
+    assert r.returncode == 2, r.stderr
+    assert not (tmp_path / "x1").exists()
+
+
 def test_data_dir_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
     if os.geteuid() == 0:  # root writes anywhere it has a filesystem: use one it cannot create in
         target = Path("/proc/sidecar-test/data")
@@ -122,3 +157,30 @@ def test_readme_documents_the_same_exit_codes():
     for line in EXIT_CODES.splitlines()[1:]:
         code = line.split()[0]
         assert f"| {code} " in readme or f"| `{code}` " in readme, f"README lacks exit code {code}"
+
+
+@pytest.mark.parametrize("args", [["schema"], ["version"], ["--version"]])
+def test_printing_commands_into_a_closed_pipe_exit_141_quietly(args):
+    """``sidecar schema | head -c 1`` printed a BrokenPipeError traceback."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first byte
+    try:
+        p = subprocess.run([sys.executable, "-m", "sidecar", *args], cwd=ROOT, stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == ""
+
+
+def test_why_console_turns_a_broken_pipe_into_BrokenPipeError():
+    """rich's own on_broken_pipe exits 1; the why table must reach the 141 handler."""
+    from sidecar.why_cli import pipe_console_class
+    PipeConsole = pipe_console_class()
+    r, w = os.pipe()
+    os.close(r)
+    f = os.fdopen(w, "w")
+    with pytest.raises(BrokenPipeError):
+        PipeConsole(file=f).print("x" * 100)
+    with pytest.raises(BrokenPipeError):
+        f.close()
