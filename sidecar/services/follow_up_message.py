@@ -120,7 +120,8 @@ class FollowUpMessageService(Service):
                 continue
             if unsure:
                 self.unsure.add(ru)
-            if ch.parse_marker(marker_value) is None or ch.parse_marker(marker_value)[0] != chain.source:
+            parsed = ch.parse_marker(marker_value)
+            if parsed is None or parsed[0] != chain.source:
                 self._write(step, ru, chain)  # same key as live: idempotent on Stack
             self._arm(step, ru, chain)
 
@@ -163,13 +164,16 @@ class FollowUpMessageService(Service):
 
     def on_task_closed(self, step: Step, task: Task) -> None:
         rt, ru = self.tu, task.ru
+        closed_at = task.closed_at
+        if closed_at is None:  # the factory reports a task only once it is closed
+            raise ValueError(f"task {task.task_id} reported closed without closed_at")
         if task.type is TaskType.UNANSWERED_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
-                self._contact(step, ru, "tu", task.closed_at)
+                self._contact(step, ru, "tu", closed_at)
                 if self._chain_allowed(rt.favorites.get(ru)):
-                    chain = ch.start(rt.rng, rt.tu, ru, task.task_id, task.closed_at)
-                    self._write(step, ru, chain)
-                    self._arm(step, ru, chain)
+                    started = ch.start(rt.rng, rt.tu, ru, task.task_id, closed_at)
+                    self._write(step, ru, started)
+                    self._arm(step, ru, started)
                 else:  # the shift lead's "why no reminder?": say why no chain started
                     record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "chain",
                                    no_chain_reason(rt.favorites.get(ru)),
@@ -177,15 +181,15 @@ class FollowUpMessageService(Service):
             return
         if task.type is TaskType.FOLLOW_UP_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
-                self._contact(step, ru, "tu", task.closed_at)
+                self._contact(step, ru, "tu", closed_at)
             chain = self.pool.get(ru)
             if task.reason is CloseReason.LOGOUT:
                 return  # never acted on: the attempt stays due for the next login (module rules)
             if chain is not None and chain.task_id == task.task_id:
                 # seed 004: the next step is planned only at the actual close, any reason
                 if task.reason is CloseReason.ANSWERED:
-                    chain = ch.tu_wrote(chain, task.closed_at)
-                self._advance(step, ru, chain, task.closed_at)
+                    chain = ch.tu_wrote(chain, closed_at)
+                self._advance(step, ru, chain, closed_at)
                 return
         if task.type in STRONGER and task.reason is not CloseReason.LOGOUT:
             self._check(step, ru)  # a refused attempt may be unblocked by this close

@@ -128,9 +128,9 @@ class PassService(Service):
 INBOX_PURPOSES = ("check_chat", "check_mail", "likes")
 
 
-def dialog_events(tu: str, snap: ev.DialogSnapshot, now: float, purpose: str) -> list[ev.Event]:
+def dialog_events(tu: str, snap: ev.DialogSnapshot, now: float, purpose: str) -> list[ev.DomainEvent]:
     """What one row of an unanswered column / all-dialogs list means for the services."""
-    out: list[ev.Event] = []
+    out: list[ev.DomainEvent] = []
     source = "check_chat" if purpose == "check_chat" else "scroll_all"
     if snap.last_from == "ru" and snap.last_at is not None:
         if snap.last_kind == "like":

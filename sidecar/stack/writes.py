@@ -75,8 +75,9 @@ def marker_key(name: str, tu: str, ru: str, *parts: object, op: str = "set") -> 
     return ":".join([name, tu, ru, *map(str, parts), op])
 
 
-def followup_chat_key(tu: str, ru: str, source_task_id: str, step: int, op: str = "set") -> str:
-    """Seed 004's ``TU+RU+sourceUnansweredTaskId+step`` + operation."""
+def followup_chat_key(tu: str, ru: str, source_task_id: str, step: int | str, op: str = "set") -> str:
+    """Seed 004's ``TU+RU+sourceUnansweredTaskId+step`` + operation; ``step`` may carry a suffix
+    (``"2:end"``: the record of a chain ended before its third attempt, a key never used before)."""
     return marker_key("followUpChat", tu, ru, source_task_id, step, op=op)
 
 
