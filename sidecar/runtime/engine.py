@@ -117,8 +117,7 @@ class Engine:
             step.ops.append(ops.DeleteFavorite(tu=tu, ru=ru))
         step.ops.append(ops.PutSession(tu=tu, project=project, operator=operator, at=step.now))
         self._housekeeping(step)
-        for svc in rt.services:
-            svc.on_login(step)
+        rt.services.login(step)
         return rt
 
     def logout(self, step: Step, tu: str) -> None:
@@ -127,8 +126,7 @@ class Engine:
         if rt is None or not rt.logged_in:
             return
         self.factory.close_tu(step, rt, CloseReason.LOGOUT)
-        for svc in rt.services:
-            svc.on_logout(step)
+        rt.services.logout(step)
         rt.logged_in = False
         rt.cancel_all()
         self.decisions.forget_tu(tu)
@@ -138,8 +136,7 @@ class Engine:
         step.ops.append(ops.DeleteSession(tu=tu))
 
     def reconnected(self, step: Step, tu: str) -> None:
-        for svc in self._rt(tu).services:
-            svc.on_reconnect(step)
+        self._rt(tu).services.reconnect(step)
 
     # inputs -----------------------------------------------------------------------------------
     def platform_event(self, step: Step, tu: str, project: str, name: str, data: Any) -> int:
@@ -208,7 +205,7 @@ class Engine:
         if kind == "deadline":
             self.factory.on_deadline(step, rt, key[2])
         else:
-            svc = rt.by_name.get(kind)
+            svc = rt.services.named(kind)
             if svc is not None:
                 svc.on_timer(step, key[1:], payload)
         return True
@@ -219,7 +216,7 @@ class Engine:
         rt = self.tus.get(request.tu)
         if rt is None or not rt.logged_in or rt.epoch != request.epoch:
             return  # the TU logged out meanwhile: a late answer changes nothing
-        svc = rt.by_name.get(request.service)
+        svc = rt.services.named(request.service)
         if svc is None:
             return
         if error is None:

@@ -22,7 +22,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sidecar.core.rng import KeyedRandom
@@ -30,6 +30,7 @@ from sidecar.core.scheduler import Scheduler
 from sidecar.domain.tasks import CloseReason, HistoryRow, TaskType
 from sidecar.runtime.decisions import DecisionLog
 from sidecar.runtime.factory import Candidate, Refused, TaskFactory
+from sidecar.runtime.hooks import Services
 from sidecar.runtime.step import Request, ServiceHooks, Step
 from sidecar.store import ops
 from sidecar.stack import writes as stack_out
@@ -64,13 +65,16 @@ class TuRuntime:
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
         self.history: dict[str, list[HistoryRow]] = {}  # ru -> Stack task history rows (restore input)
         self.local_state: dict[str, dict] = {}  # scope -> key -> value, loaded at login
-        self.services: list[ServiceHooks] = []  # per-TU services, in dispatch order
-        self.by_name: dict[str, ServiceHooks] = {}  # Service.name -> service
+        self.services = Services()  # per-TU services in dispatch order: the one broadcaster
 
     # wiring -----------------------------------------------------------------------------------
     def add_services(self, services: Sequence[ServiceHooks]) -> None:
-        self.services = list(services)
-        self.by_name = {s.name: s for s in services}
+        self.services = Services(services)
+
+    @property
+    def by_name(self) -> Mapping[str, ServiceHooks]:
+        """Service.name -> service (a timer's or a request's owner)."""
+        return self.services.by_name
 
     # facts handed up by the services ----------------------------------------------------------
     def propose(self, step: Step, cand: Candidate) -> "Task | Refused":
@@ -83,12 +87,10 @@ class TuRuntime:
 
     # reports from the Task Factory ------------------------------------------------------------
     def task_created(self, step: Step, task: "Task") -> None:
-        for svc in self.services:
-            svc.on_task_created(step, task)
+        self.services.task_created(step, task)
 
     def task_closed(self, step: Step, task: "Task") -> None:
-        for svc in self.services:
-            svc.on_task_closed(step, task)
+        self.services.task_closed(step, task)
 
     def is_favorite(self, ru: str) -> bool:
         return ru in self.favorites
@@ -140,8 +142,7 @@ class TuRuntime:
     def came_online(self, step: Step, ru: str) -> None:
         if ru not in self.online:
             return
-        for svc in self.services:
-            svc.on_online(step, {ru}, self.online, {}, False)
+        self.services.online(step, {ru}, self.online, {}, False)
 
     def apply_online_pass(self, step: Step, online: set[str],
                           snapshots: list["DialogSnapshot"]) -> None:
@@ -157,8 +158,7 @@ class TuRuntime:
             rows[snap.ru] = snap
             self.snapshots[snap.ru] = snap
             self.note_row(step, snap)
-        for svc in self.services:
-            svc.on_online(step, came, self.online, rows, True)
+        self.services.online(step, came, self.online, rows, True)
 
     def note_row(self, step: Step, snap: "DialogSnapshot") -> None:
         """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого
@@ -200,8 +200,7 @@ class TuRuntime:
             step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=after))
         else:
             self.pairs[ru] = after
-        for svc in self.services:
-            svc.on_favorite_changed(step, ru, before, after)
+        self.services.favorite_changed(step, ru, before, after)
         newly_blocked = ((after.get("blocked_by_tu") and not before.get("blocked_by_tu"))
                          or (after.get("blocked_by_ru") and not before.get("blocked_by_ru")))
         if newly_blocked:  # seed 003 scenario 10: the block check removes the open tasks —
