@@ -23,6 +23,7 @@ from sidecar.runtime.step import ServiceHooks, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot, DomainEvent
+    from sidecar.domain.favorites import Favorite
     from sidecar.domain.tasks import Task
 
 
@@ -77,7 +78,8 @@ class Services:
         for svc in self._all:
             svc.on_task_closed(step, task)
 
-    def favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+    def favorite_changed(self, step: Step, ru: str, before: "Favorite",
+                         after: "Favorite") -> None:
         for svc in self._all:
             svc.on_favorite_changed(step, ru, before, after)
 

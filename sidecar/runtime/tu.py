@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, TaskType
 from sidecar.runtime.decisions import DecisionLog
 from sidecar.runtime.factory import Candidate, Refused, TaskFactory
@@ -59,8 +60,8 @@ class TuRuntime:
         self.operator = operator  # who is logged in (trace/status only)
         self.logged_in = False  # tasks are created only for a logged-in TU
         self.inbox_synced = False  # the login's check chat has answered (or there is none)
-        self.favorites: dict[str, dict] = {}  # ru -> favorite attributes incl. "markers"
-        self.pairs: dict[str, dict] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
+        self.favorites: dict[str, Favorite] = {}  # ru -> Stack's favorite, with its markers
+        self.pairs: dict[str, Favorite] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
         self.online: set[str] = set()  # RU Online: who is online now
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
         self.history: dict[str, list[HistoryRow]] = {}  # ru -> Stack task history rows (restore input)
@@ -95,17 +96,20 @@ class TuRuntime:
     def is_favorite(self, ru: str) -> bool:
         return ru in self.favorites
 
-    def attrs(self, ru: str) -> dict:
-        """The pair's attributes: the favorite's, else what events told of a non-favorite."""
+    def attrs(self, ru: str) -> Favorite:
+        """The pair's attributes: the favorite's, else what events told of a non-favorite (an
+        empty value — every attribute unknown — when nothing was told)."""
         fav = self.favorites.get(ru)
-        return fav if fav is not None else self.pairs.get(ru, {})
+        if fav is None:
+            fav = self.pairs.get(ru)
+        return fav if fav is not None else Favorite(ru=ru)
 
     def limit(self, ru: str, channel: str) -> int | None:
         """The pair's ``chat`` / ``mail`` limit, None when unknown.  Every dialog row that carries
         a limit (online pass, check chat) and every live limits answer writes it into the pair's
         attributes (:meth:`note_limits`), so the latest one wins.  Unknown counts as absent
         (DESIGN §6)."""
-        return self.attrs(ru).get(f"{channel}_limit")
+        return self.attrs(ru).limit(channel)
 
     # timers -----------------------------------------------------------------------------------
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None:
@@ -164,7 +168,7 @@ class TuRuntime:
         """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого
         заблокував") and the limits it carries."""
         known = snap.ru in self.favorites or snap.ru in self.pairs
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if known or snap.blocked_by_tu or snap.blocked_by_ru:
             changes = {"blocked_by_tu": snap.blocked_by_tu, "blocked_by_ru": snap.blocked_by_ru}
         if self.client.has_limits:
@@ -176,24 +180,16 @@ class TuRuntime:
             self.update_favorite(step, snap.ru, changes)
 
     # favorites --------------------------------------------------------------------------------
-    def update_favorite(self, step: Step, ru: str, changes: dict) -> None:
-        """Apply attribute changes (``None`` values are ignored); persist and tell services.
-        For an RU Stack does not list as a favorite the changes go to its pair attributes
-        (in memory; passes refresh them after a restart) — it does not become a favorite."""
-        fav = self.favorites.get(ru)
-        listed = fav is not None
-        if not listed:
-            fav = self.pairs.get(ru)
-        before = dict(fav) if fav is not None else {}
-        after = dict(before)
-        touched = False
-        for k, v in changes.items():
-            if k == "markers":
-                continue  # markers change only through write_marker
-            if v is not None and after.get(k) != v:
-                after[k] = v
-                touched = True
-        if not touched:
+    def update_favorite(self, step: Step, ru: str, changes: Mapping[str, Any]) -> None:
+        """Apply attribute changes (``None`` values are ignored, markers change only through
+        :meth:`write_marker`); persist and tell services.  Only the changed RU's value is
+        replaced (:meth:`Favorite.updated`).  For an RU Stack does not list as a favorite the
+        changes go to its pair attributes (in memory; passes refresh them after a restart) — it
+        does not become a favorite."""
+        listed = ru in self.favorites
+        before = self.attrs(ru)
+        after = before.updated(changes)
+        if after is None:
             return
         if listed:
             self.favorites[ru] = after
@@ -201,8 +197,8 @@ class TuRuntime:
         else:
             self.pairs[ru] = after
         self.services.favorite_changed(step, ru, before, after)
-        newly_blocked = ((after.get("blocked_by_tu") and not before.get("blocked_by_tu"))
-                         or (after.get("blocked_by_ru") and not before.get("blocked_by_ru")))
+        newly_blocked = ((after.blocked_by_tu and not before.blocked_by_tu)
+                         or (after.blocked_by_ru and not before.blocked_by_ru))
         if newly_blocked:  # seed 003 scenario 10: the block check removes the open tasks —
             # after the services dropped their state, so a closing task plans nothing new
             self.factory.close_pair(step, self, ru, CloseReason.BLOCKED)
@@ -210,7 +206,8 @@ class TuRuntime:
     def spend_30d(self, ru: str) -> float | None:
         """The RU's global 30-day spend (the VIP tier, seed 003 "по всіх клієнтах"): the
         favorite's when Stack lists one, else the last dialog row's; None when unknown."""
-        spend = (self.favorites.get(ru) or {}).get("spend_30d_usd")
+        fav = self.favorites.get(ru)
+        spend = None if fav is None else fav.spend_30d_usd
         if spend is None:
             snap = self.snapshots.get(ru)
             spend = None if snap is None else snap.spend_30d_usd
@@ -218,12 +215,12 @@ class TuRuntime:
 
     def marker(self, ru: str, name: str) -> Any:
         fav = self.favorites.get(ru)
-        return None if fav is None else (fav.get("markers") or {}).get(name)
+        return None if fav is None else fav.marker(name)
 
     def marker_cleared(self, ru: str, name: str) -> bool:
         """True when the marker was cleared (a fact), not merely never written (DESIGN §7)."""
-        markers = (self.favorites.get(ru) or {}).get("markers") or {}
-        return name in markers and markers[name] is None
+        fav = self.favorites.get(ru)
+        return fav is not None and fav.marker_cleared(name)
 
     def write_marker(self, step: Step, ru: str, name: str, value: Any, idem_key: str) -> None:
         """Set (or clear with ``None``) ``favorite.<name>`` locally and enqueue it for Stack in
@@ -232,9 +229,7 @@ class TuRuntime:
         fav = self.favorites.get(ru)
         if fav is None:
             raise ValueError(f"{self.tu}: marker {name} for {ru}, which is not a favorite")
-        markers = dict(fav.get("markers") or {})
-        markers[name] = value  # None: cleared, kept as a fact
-        fav["markers"] = markers
+        fav = self.favorites[ru] = fav.with_marker(name, value)  # None: cleared, kept as a fact
         step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=fav))
         step.ops.append(stack_out.marker_write(self.tu, ru, name, value, idem_key).enqueue(step.now))
         step.outbox += 1
