@@ -3,7 +3,9 @@ service's intent into effects on the current :class:`~sidecar.services.base.Step
 
 Rules / theory of operation
 ---------------------------
-* State kept here: the favorites cache (Stack's favorites with markers, updated by
+* State kept here: the favorites cache (Stack's favorites with markers as frozen
+  :class:`~sidecar.domain.favorites.Favorite` values — an update replaces only that RU's value —
+  updated by
   ``favorite.update``, block events and the online passes — seed 003 "з апі оновлюємо тільки
   онлайн і хто кого заблокував"), the RU Online set and the last dialog snapshot per RU.
 * **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів обчислюємо і
@@ -16,6 +18,8 @@ Rules / theory of operation
   before the services hear of the pass — also the first pass after a restart.
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
+* The services are heard through :class:`~sidecar.runtime.hooks.Services`, the one
+  broadcaster; this module never loops over them.
 * Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
 * Every marker change is written locally (favorite row) and enqueued for Stack in the same step
   (DESIGN §9), so it commits in one transaction with the state change that caused it.
