@@ -4,10 +4,10 @@ service's intent into effects on the current :class:`~sidecar.services.base.Step
 Rules / theory of operation
 ---------------------------
 * State kept here: the favorites cache (Stack's favorites with markers as frozen
-  :class:`~sidecar.domain.favorites.Favorite` values — an update replaces only that RU's value —
-  updated by
-  ``favorite.update``, block events and the online passes — seed 003 "з апі оновлюємо тільки
-  онлайн і хто кого заблокував"), the RU Online set and the last dialog snapshot per RU.
+  :class:`~sidecar.domain.favorites.Favorite` values, updated by ``favorite.update``, block
+  events and the online passes — seed 003 "з апі оновлюємо тільки онлайн і хто кого
+  заблокував"; an update replaces only that RU's value), the RU Online set and the last dialog
+  snapshot per RU.
 * **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів обчислюємо і
   тримаємо на своїй стороні").  A block event, a limits answer, a dialog row or a
   ``favorite.update`` for any other RU is kept as that pair's attributes (``pairs``: blocks,
