@@ -115,3 +115,27 @@ def test_a_method_without_a_struct_gets_the_plain_json_value():
     m.register("debug.echo", None, _echo, needs_clock=False)
     assert m.get("debug.echo").decode(msgspec.Raw(b'{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
     assert m.get("debug.echo").decode(None) == {}
+
+
+def test_a_platform_events_data_is_decoded_once_by_its_project_client(monkeypatch):
+    """The hottest path: ``platform.event`` keeps ``data`` as Raw, and the project client decodes
+    it straight into the raw event's Struct — never a dict converted again."""
+    import msgspec
+
+    from platform_clients.base import BadRawEvent
+    from platform_clients.golden import GoldenClient
+    from sidecar.domain import events as ev
+
+    m = Methods()
+    m.register("platform.event", p.PlatformEvent, _echo)
+    frame = (b'{"project": "golden", "tu": "tu-1", "name": "receivePrivateMessage", "data": '
+             b'{"messageId": "m-1", "senderId": "ru-1", "recipientId": "tu-1", '
+             b'"sentAt": 1796025600, "text": "hi"}}')
+    monkeypatch.setattr(msgspec, "convert", lambda *a, **k: pytest.fail("decoded twice"))
+    args = m.get("platform.event").decode(msgspec.Raw(frame))
+    assert isinstance(args.data, msgspec.Raw)
+    [event] = GoldenClient.decode_event(args.tu, args.name, args.data)
+    assert isinstance(event, ev.ChatIn) and (event.ru, event.msg_id) == ("ru-1", "m-1")
+    bad = m.get("platform.event").decode(msgspec.Raw(frame.replace(b'"sentAt": 1796025600', b'"sentAt": "soon"')))
+    with pytest.raises(BadRawEvent, match="sentAt"):
+        GoldenClient.decode_event(bad.tu, bad.name, bad.data)
