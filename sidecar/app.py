@@ -11,6 +11,10 @@ Rules / theory of operation
 * Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
   runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
   everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
+* **Group commit** (issue 11 item 4): the timers of one advance, the timers the ticker finds due
+  at once, and the events of one ``platform.events`` batch commit as one group — one SQLite
+  transaction, one thread hop — in step order (:meth:`StepExecutor.group`); the group is
+  committed before the outbox pump reads the outbox and before any yield.
 * Stack writes leave only through the outbox pump; a Stack outage never blocks a step.  On the
   wall clock the pump is its own task beside the steps (a slow Stack delays only Stack); on the
   virtual clock it runs at the end of each advance, so a replay stays deterministic.
@@ -325,11 +329,12 @@ class SidecarApp:
         while self.failed is None:
             async with self._lock:
                 now = self.clock.now()
-                while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
-                    try:
-                        await self._step_locked(self.engine.fire, now=now)
-                    except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
+                try:
+                    async with self.executor.group():  # the timers due now: one commit
+                        while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
+                            await self._step_locked(self.engine.fire, now=now)
+                except (InternalError, StepFailed):
+                    return  # crash-only: ``fatal`` is set, serve exits (module rules)
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
@@ -413,7 +418,8 @@ class SidecarApp:
                 "timers": len(self.engine.scheduler) - (OUTBOX_TIMER in self.engine.scheduler),
                 "events_in": self.engine.events_in,
                 "stack_acked": self.acked,
-                "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
+                "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER),
+                "store": self.store.counters.as_dict()}
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -58,6 +58,16 @@ class AdvanceAnswer(Answer, kw_only=True):
     now: float  # the virtual clock after the advance (unix seconds)
 
 
+class StoreCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``hops``: functions run on the SQLite connection's thread (one event-loop thread hop
+    each); ``commits``: transactions of steps (one per step, or per group of steps: the timers
+    of one advance, one ``platform.events`` batch); ``ops``: the writes they carried."""
+
+    hops: int
+    commits: int
+    ops: int
+
+
 class StatusAnswer(Answer, kw_only=True):
     version: str
     protocol: int
@@ -69,6 +79,9 @@ class StatusAnswer(Answer, kw_only=True):
     events_in: int
     stack_acked: int
     outbox_due: float | None
+    store: StoreCounts  # what the store did since this process opened it
+
+
 
 
 class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -16,6 +16,18 @@ Rules / theory of operation
 * ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
   its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
   use it.
+* **Group commit** (issue 11 item 4): inside ``async with executor.group():`` the steps of one
+  advance or one batch still run one at a time, each deciding on the memory the step before left,
+  but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
+  hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
+  what one commit per step would have left.  Until then nothing a step did leaves the process:
+  its notes, its "outbox due" and (wall clock) its background requests wait for the group's
+  commit; only two things happen at once because nothing outside sees them — the outbox timer
+  is armed in the one scheduler (``ports.outbox_queued``), and on the virtual clock a step's
+  platform requests are made inline (a read of the platform; its answer is the next step of the
+  same group).  A failed group commit is a failed step (crash-only, below): nothing of any step
+  of the group reaches SQLite, Electron or Stack.  Whoever lets other code observe memory (a
+  yield, the Stack pump reading the outbox) flushes first.
 * **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
   anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
   cannot be undone in place.  The executor then records :attr:`failed`, calls
@@ -27,7 +39,9 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sidecar.core.clock import Clock
@@ -69,6 +83,17 @@ class Ports(Protocol):
         """A step's effects are carried out (its requests started): e.g. wake a ticker."""
 
 
+@dataclass(slots=True)
+class _Pending:
+    """What the open group's steps left to carry out at its commit."""
+
+    steps: int = 0
+    ops: list = field(default_factory=list)
+    notes: list[tuple[str, Any]] = field(default_factory=list)
+    outbox_due: float | None = None  # instant of the last step whose outbox timer fired
+    requests: list[Request] = field(default_factory=list)  # wall clock: spawned after the commit
+
+
 class NoLock:
     """The lock of a single-caller executor (tests, one coroutine at a time)."""
 
@@ -99,6 +124,8 @@ class StepExecutor:
         self.lock = lock if lock is not None else NoLock()
         self.failed: BaseException | None = None  # the step failure that stopped this process
         self.steps = 0  # steps committed (status, tests)
+        self.commits = 0  # ports.commit calls made (one per step with ops, or per group)
+        self._pending: _Pending | None = None  # the open group's effects, None outside a group
 
     # one step ---------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:
@@ -127,13 +154,22 @@ class StepExecutor:
             self.failed = exc
             self.ports.step_failed(exc)
 
+    async def _commit(self, ops: list) -> None:
+        try:
+            self.commits += 1
+            await self.ports.commit(ops)
+        except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+            self._pending = None  # nothing of the group may leave the process
+            self._fail(exc)
+            raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+
     async def _finish(self, step: Step) -> None:
+        pending = self._pending
+        if pending is not None:
+            await self._join(pending, step)
+            return
         if step.ops:
-            try:
-                await self.ports.commit(step.ops)
-            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
-                self._fail(exc)
-                raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+            await self._commit(step.ops)
         self.steps += 1
         for method, note in step.notes:
             self.ports.notify(method, note)
@@ -148,6 +184,65 @@ class StepExecutor:
             else:
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
+
+    # group commit -------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def group(self) -> AsyncIterator[None]:
+        """Run the steps inside as one commit group (module rules); the caller holds the lock.
+        Committed when the block ends normally or with a refusal; a :class:`StepFailed` inside
+        leaves nothing of the group.  Nested groups join the outer one."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = _Pending()
+        try:
+            yield
+        except StepFailed:
+            self._pending = None
+            raise
+        except BaseException:
+            if self._pending is not None and self.failed is None:
+                await self.flush()  # a refusal or a cancelled yield: the steps before it stand
+            self._pending = None
+            raise
+        try:
+            await self.flush()
+        finally:
+            self._pending = None
+
+    async def flush(self) -> None:
+        """Commit the open group's steps so far in one transaction, then carry out what waited
+        for it: notes in step order, the outbox's "due", background requests, ``step_done``.
+        No-op outside a group or when it has nothing."""
+        pending = self._pending
+        if pending is None or not pending.steps:
+            return
+        self._pending = _Pending()
+        if pending.ops:
+            await self._commit(pending.ops)
+        self.steps += pending.steps
+        for method, note in pending.notes:
+            self.ports.notify(method, note)
+        if pending.outbox_due is not None:
+            self.ports.outbox_due(pending.outbox_due)
+        for req in pending.requests:
+            self.spawn(self._request_bg(req))  # type: ignore[misc]  # wall clock only
+        self.ports.step_done()
+
+    async def _join(self, pending: "_Pending", step: Step) -> None:
+        pending.steps += 1
+        pending.ops += step.ops
+        pending.notes += step.notes
+        if step.outbox:
+            self.ports.outbox_queued(step.now)  # in memory: the one scheduler's outbox timer
+        if step.outbox_due:
+            pending.outbox_due = step.now
+        for req in step.requests:
+            if self.spawn is None:  # virtual clock: the answer is the group's next step
+                result, error = await self.ports.perform(req)
+                await self.run(self._answer(req, result, error))
+            else:
+                pending.requests.append(req)
 
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)
@@ -167,16 +262,20 @@ class StepExecutor:
         ``max(due, now)`` (the caller holds the lock).  ``advance_clock`` moves a virtual clock to
         each due instant first.  ``limit``: raise :class:`TooManyTimers` before the timer past
         it.  ``every = (n, hook)``: await ``hook()`` after every ``n`` timers (a yield; it may
-        raise to stop).  Returns how many timers ran."""
+        raise to stop).  The timers form one commit group (:meth:`group`), flushed before each
+        ``hook`` and at the end — also when a limit or the hook stops it: every step that ran is
+        committed.  Returns how many timers ran."""
         fired = 0
         scheduler = self.engine.scheduler
-        while (nxt := scheduler.next_due()) is not None and nxt <= t:
-            if limit is not None and fired >= limit:
-                raise TooManyTimers(fired)
-            if advance_clock is not None:
-                advance_clock(nxt)
-            await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
-            fired += 1
-            if every is not None and fired % every[0] == 0:
-                await every[1]()
+        async with self.group():
+            while (nxt := scheduler.next_due()) is not None and nxt <= t:
+                if limit is not None and fired >= limit:
+                    raise TooManyTimers(fired)
+                if advance_clock is not None:
+                    advance_clock(nxt)
+                await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
+                fired += 1
+                if every is not None and fired % every[0] == 0:
+                    await self.flush()  # the hook may let other code look: commit first
+                    await every[1]()
         return fired
