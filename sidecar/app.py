@@ -40,7 +40,7 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -100,6 +100,9 @@ class SidecarApp:
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
         self._pump_kick = asyncio.Event()  # the outbox timer fired: send what is due
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
+        self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
+        self._noted = 0  # notes sent to Electron so far
+        self._seqs: list[int] = []  # platform.events: the seq of each note sent during the call
         self.acked = 0  # Stack writes acknowledged (status)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
@@ -180,6 +183,7 @@ class SidecarApp:
         reg("session.login", p.SessionLogin, self.login)
         reg("session.logout", p.SessionLogout, self._logout)
         reg("platform.event", p.PlatformEvent, self._platform_event)
+        reg("platform.events", p.PlatformEvents, self._platform_events, needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, self._reconnected)
         reg("platform.poll", p.PlatformPoll, self.poll)
         reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
@@ -249,7 +253,10 @@ class SidecarApp:
         await self.store.commit(ops)
 
     def notify(self, method: str, note: Any) -> None:
-        self.bridge.notify(method, to_wire(method, note))
+        seq = self.bridge.notify(method, to_wire(method, note))
+        self._noted += 1
+        if self._batch_seen is not None:
+            self._seqs.append(seq)
 
     def step_done(self) -> None:
         if not self.clock.virtual:
@@ -268,7 +275,7 @@ class SidecarApp:
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
-                                   params=req.params)
+                                   params=req.params, at=req.at, batch_seen=self._batch_seen)
         try:
             res = await self.bridge.request("platform.request", params,
                                             timeout=self.settings.request_timeout_s)
@@ -284,30 +291,88 @@ class SidecarApp:
         if not math.isfinite(t):
             raise InvalidParams("t must be a finite number of unix seconds")
         async with self._lock:
-            clock = self.clock
-            if not clock.is_set:
-                clock.advance_to(t)
-            # Timers run one step each, in due order, at their own instants.  The outbox is
-            # pumped once at the end, with everything queued meanwhile in flight together: the
-            # Stack round trips dominate a replay, and a write's delivery instant is not part of
-            # the domain (markers are applied locally at once; Stack sees them by ``t``).
-            try:
-                await self.executor.fire_due(t, advance_clock=clock.advance_to,
-                                             limit=MAX_FIRES_PER_ADVANCE,
-                                             every=(64, self._advance_yield))
-            except TooManyTimers:
-                # a far-future target must not hold the one worker (and every frame behind
-                # it) for minutes: everything so far is committed, the client continues
-                raise InvalidParams(
-                    f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
-                    f"before t; ran them up to {clock.now()}. Advance in smaller steps",
-                    data={"now": clock.now(), "next_due": self.next_due()}) from None
-            except StepFailed as exc:
-                raise InternalError(str(exc)) from exc
-            clock.advance_to(t)
+            await self._fire_until(self.clock, t, "clock.advance_to")
             if self._pump_kick.is_set():
                 await self._pump_locked()
-            return {"now": clock.now()}
+            return {"now": self.clock.now()}
+
+    async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
+        """Run every timer due up to ``t``, one step each at its instant, as one commit group
+        (committed when this returns or raises), and move the clock to ``t``; the caller holds
+        the lock and pumps the outbox if the outbox timer fired."""
+        if not clock.is_set:
+            clock.advance_to(t)
+        # Timers run one step each, in due order, at their own instants.  The outbox is
+        # pumped once at the end, with everything queued meanwhile in flight together: the
+        # Stack round trips dominate a replay, and a write's delivery instant is not part of
+        # the domain (markers are applied locally at once; Stack sees them by ``t``).
+        try:
+            await self.executor.fire_due(t, advance_clock=clock.advance_to,
+                                         limit=MAX_FIRES_PER_ADVANCE,
+                                         every=(64, self._advance_yield))
+        except TooManyTimers:
+            # a far-future target must not hold the one worker (and every frame behind
+            # it) for minutes: everything so far is committed, the client continues
+            raise InvalidParams(
+                f"{method}: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                data={"now": clock.now(), "next_due": self.next_due()}) from None
+        except StepFailed as exc:
+            raise InternalError(str(exc)) from exc
+        clock.advance_to(t)
+
+    async def _platform_events(self, a: p.PlatformEvents) -> dict:
+        """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
+        order, each its own step, the whole call ONE commit group — plus, on the virtual clock,
+        the advance to each event's ``received_at`` first.  Per event ``{"ok", "events",
+        "seq"}`` or ``{"ok": false, "error": {"code": -32602, "message"}}``."""
+        clock = self.clock
+        virtual = isinstance(clock, VirtualClock)
+        results: list[dict] = []
+        marks: list[int] = []  # notes sent or pending once each event's step was done
+        async with self._lock:
+            seq0 = self.bridge.stream.last_seq
+            noted0 = self._noted
+            self._batch_seen, self._seqs = 0, []
+            try:
+                async with self.executor.group():
+                    for i, ev in enumerate(a.events):
+                        if virtual:
+                            assert isinstance(clock, VirtualClock)
+                            at = ev.received_at
+                            if at is not None and (not clock.is_set or at > clock.now()):
+                                if not math.isfinite(at):
+                                    raise InvalidParams("platform.events: received_at must be finite")
+                                await self._fire_until(clock, at, "platform.events")
+                            self._require_clock()
+                            if self.pump is not None and (self._pump_kick.is_set()
+                                                          or self.executor.outbox_due_pending()):
+                                if i > 0:
+                                    break  # Stack's instant: the driver sends the rest again
+                                await self.executor.flush()  # the pump reads the outbox
+                                await self._pump_locked()
+                        self._batch_seen = i + 1
+                        results.append(await self._batch_event(ev))
+                        marks.append(self._noted + self.executor.pending_notes())
+            except StepFailed as exc:
+                raise InternalError(str(exc)) from exc
+            finally:
+                self._batch_seen = None
+            for res, mark in zip(results, marks):
+                k = mark - noted0
+                res["seq"] = self._seqs[k - 1] if 0 < k <= len(self._seqs) else seq0
+            self._seqs = []
+        return {"taken": len(results), "results": results, "now": self._now_or_none()}
+
+    async def _batch_event(self, ev: p.PlatformEvent) -> dict:
+        """One event of a batch as one step of the open group; a refusal is its error result."""
+        try:
+            n = await self.executor.run(partial(
+                self.engine.platform_event, tu=ev.tu, project=ev.project, name=ev.name, data=ev.data))
+        except (EngineError, BadRawEvent, UnknownRawEvent, RpcError) as exc:
+            code = exc.code if isinstance(exc, RpcError) else INVALID_PARAMS
+            return {"ok": False, "error": {"code": code, "message": error_text(exc)}}
+        return {"ok": True, "events": n}
 
     async def _advance_yield(self) -> None:
         if not self.bridge.connected:

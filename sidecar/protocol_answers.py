@@ -50,6 +50,32 @@ class EventAnswer(Ok, kw_only=True):
     events: int  # domain events the raw event became
 
 
+class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    code: int  # JSON-RPC error code: -32602 (a refused event)
+    message: str
+
+
+class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One event of a ``platform.events`` batch: ``ok`` with the domain events it became, or
+    ``error`` (it was refused and changed nothing).  ``seq``: the stream's last seq once this
+    event's step was sent — the notifications up to it include everything it caused."""
+
+    ok: bool
+    events: int = 0
+    seq: int = 0
+    error: EventError | None = None
+
+
+class EventsAnswer(Answer, kw_only=True):
+    """``taken``: how many of the events were handled (all of them unless the virtual clock
+    stopped at a Stack instant, see ``platform.events``); ``results``: one per event taken;
+    ``now``: the clock after them (unix seconds)."""
+
+    taken: int
+    results: list[EventResult]
+    now: float | None
+
+
 class CloseAnswer(Ok, kw_only=True):
     closed: bool  # False: the task was already closed (idempotent)
 
@@ -110,6 +136,7 @@ ANSWERS: dict[str, Any] = {
     "session.login": LoginAnswer,
     "session.logout": Ok,
     "platform.event": EventAnswer,
+    "platform.events": EventsAnswer,
     "platform.poll": Ok,
     "platform.reconnected": Ok,
     "favorite.update": Ok,

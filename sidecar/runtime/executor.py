@@ -229,6 +229,15 @@ class StepExecutor:
             self.spawn(self._request_bg(req))  # type: ignore[misc]  # wall clock only
         self.ports.step_done()
 
+    def pending_notes(self) -> int:
+        """Notes of the open group not sent yet (0 outside a group): a caller marks where a step
+        ended in the stream before the group commits."""
+        return 0 if self._pending is None else len(self._pending.notes)
+
+    def outbox_due_pending(self) -> bool:
+        """The outbox timer fired in the open group (``ports.outbox_due`` waits for its commit)."""
+        return self._pending is not None and self._pending.outbox_due is not None
+
     async def _join(self, pending: "_Pending", step: Step) -> None:
         pending.steps += 1
         pending.ops += step.ops
