@@ -45,7 +45,7 @@ def test_batched_replay_equals_one_by_one_on_seed_scenarios(tmp_path, name):
     _same(one, batched)
 
 
-def test_batched_replay_equals_one_by_one_on_a_generated_shift_with_crash_and_shift_change(tmp_path):
+def test_batched_replay_equals_one_by_one_on_a_generated_smoke_shift(tmp_path):
     lines = generate("smoke", seed=5)
     scenario = sc.parse_lines([json.dumps(x) for x in lines], "smoke.jsonl")
     one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
@@ -54,3 +54,13 @@ def test_batched_replay_equals_one_by_one_on_a_generated_shift_with_crash_and_sh
         batched.frames["platform.event"] < one.frames["platform.event"]
     assert sum(batched.frames.values()) < sum(one.frames.values())
     assert batched.frames["clock.advance_to"] < one.frames["clock.advance_to"]
+
+
+def test_batched_replay_equals_one_by_one_across_a_crash_and_a_shift_change(tmp_path):
+    from test_stub_replay_e2e import LIFECYCLE
+
+    scenario = sc.parse_lines([json.dumps(x) for x in LIFECYCLE], "lifecycle.jsonl")
+    one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
+    _same(one, batched)
+    assert [r.ok for r in batched.results] == [True, True, True]
+    assert [(e.machine, e.how) for e in batched.stats.exits] == [(e.machine, e.how) for e in one.stats.exits]
