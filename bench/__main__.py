@@ -22,18 +22,32 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIFT = ROOT.parent / "shared" / "scenarios" / "shift.jsonl"
 
 
-def engine_only(n: int) -> dict:
+def engine_only(n: int, gc_policy: bool = True) -> dict:
+    """The engine in-process (the unit tests' driver: no sockets, no SQLite): ``n`` chat
+    messages from new RUs, each a step that creates an Unanswered task.  ``gc_policy``: run
+    under the serving sidecar's collector settings (:mod:`sidecar.gcpolicy`), restored after.
+    ``eps`` is wall-clock events/s, ``cpu_eps`` per CPU second of this process (steadier on a
+    shared machine)."""
+    import gc
+
+    from sidecar import gcpolicy
     from tests.sidecar.driver import Driver
     d = Driver(lambda tu, m, p: {"dialogs": [], "mails": []}, seed=1)
     t0 = 1796025600.0
     d.advance_to(t0)
     d.login("c-tu-1", "chathouse")
-    start = time.perf_counter()
-    for i in range(n):
-        d.advance_to(t0 + i * 0.01)
-        d.event("c-tu-1", "chathouse", "Send", bridge_bench.event(i, t0 + i * 0.01)["data"])
-    el = time.perf_counter() - start
-    return {"events": n, "eps": n / el}
+    before = gcpolicy.apply() if gc_policy else None
+    try:
+        start, cpu = time.perf_counter(), time.process_time()
+        for i in range(n):
+            d.advance_to(t0 + i * 0.01)
+            d.event("c-tu-1", "chathouse", "Send", bridge_bench.event(i, t0 + i * 0.01)["data"])
+        el, cpu = time.perf_counter() - start, time.process_time() - cpu
+    finally:
+        if before is not None:
+            gc.unfreeze()
+            gc.set_threshold(*before)
+    return {"events": n, "eps": n / el, "cpu_eps": n / cpu}
 
 
 async def shift(path: Path | None, binary: str | None) -> dict:
