@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,11 @@ def _replay(scenario, tmp_path, name) -> bytes:
     asyncio.run(rp.run())
     assert rp.verdict() == []
     rp.rec.write(tmp_path / name)
+    # the figures the benchmarks read off a replay (issue 11 items 6, 7)
+    assert rp.stats.frames_sent.get("platform.event", 0) > 0
+    assert sum(rp.stats.stack_requests.values()) == rp.stats.stack["requests"] > 0
+    if Path("/proc/self/status").exists():
+        assert all(e.peak_rss_mb and e.peak_rss_mb > 10 for e in rp.stats.exits)
     return (tmp_path / name).read_bytes()
 
 
