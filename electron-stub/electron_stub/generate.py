@@ -242,5 +242,15 @@ def generate(preset: str = "demo", *, seed: int | None = None, hours: float | No
     return [header] + world + tl
 
 
+def first(lines: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """The scenario's first ``seconds``: the same header (``duration_s`` = ``seconds``) and world,
+    the timeline lines with ``t <= seconds`` — e.g. the first hour of ``large`` for the scale
+    benchmark (issue 11 item 6), which a shorter ``hours`` would not give (the shift change and
+    the crashes are placed as fractions of the duration)."""
+    header, rest = lines[0], lines[1:]
+    return ([{**header, "duration_s": float(seconds)}]
+            + [x for x in rest if "t" not in x or x["t"] <= seconds])
+
+
 def dumps(lines: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n" for x in lines)

@@ -60,3 +60,12 @@ def test_large_preset_is_the_shift_at_60_tus():
     same = lambda s: [generate.dumps([{k: getattr(x, k, None) for k in ("t", "kind", "tu", "ru")}])  # noqa: E731
                       for x in s.timeline if getattr(x, "ru", None) and getattr(x, "tu", None) in shift_tus]
     assert same(large) == same(shift) and same(shift)
+
+
+def test_first_keeps_the_world_and_the_first_seconds_of_the_timeline():
+    whole = generate.generate("smoke", hours=1.0, favorites=4)
+    part = parse(generate.first(whole, 900))
+    assert part.header.duration_s == 900
+    assert len(part.world) == len(parse(whole).world)
+    kept = [x for x in parse(whole).timeline if x.t <= 900]
+    assert len(part.timeline) == len(kept) > 0
