@@ -35,7 +35,7 @@ from sidecar.domain.tasks import Task
 from sidecar.store.ops import Enqueue
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)  # every RU of 60 TUs × 150 favorites
 def seg(value: str) -> str:
     """Quote one path segment of a Stack URL (ids may hold any character).  Cached: the same
     few TU and RU ids are quoted for every write (issue 11 item 5: ~8 % of an event's time)."""
