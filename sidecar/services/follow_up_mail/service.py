@@ -12,9 +12,10 @@ Rules / theory of operation
 * Sources → triggers → :class:`~.lock.PairLocks`: an answered Unanswered close (post-chat timer
   set; burst), the post-chat timer ``(follow_up_mail, post_chat, ru)`` in the one scheduler, a
   ``MailRead`` statistics event, a Chathouse notification, a full RU Online pass (last TU mail
-  older than 6 h).  Each hook ends with :meth:`FollowUpMailService._flush`: every pair with
-  triggers and no read in flight is planned (:func:`~.check.plan`); what fails without the
-  platform is settled at once; the rest costs **one** mail-history read per pair
+  older than 6 h).  A hook only offers; a ``(follow_up_mail, flush)`` timer at the same instant
+  (after every input and timer due then) plans every pair with triggers and no read in flight
+  (:func:`~.check.plan`), so sources ready at one instant are checked together; what fails
+  without the platform is settled at once; the rest costs **one** mail-history read per pair
   (:func:`platform_clients.mail.requests`, one request per method, answered as separate steps and
   decided together once all are in).  Triggers of a pair whose read is in flight wait for the
   next batch (the read must postdate the event it judges).
@@ -144,6 +145,8 @@ class FollowUpMailService(Service):
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
         if key[1] == "post_chat":
             self._post_chat_due(step, key[2])
+            self._flush_soon(step)
+        elif key[1] == "flush":
             self._flush(step)
 
     def _post_chat_due(self, step: Step, ru: str) -> None:
@@ -182,7 +185,7 @@ class FollowUpMailService(Service):
                                                    event.at)
                 if trigger is not None:
                     self.locks.offer(event.ru, trigger)
-        self._flush(step)
+        self._flush_soon(step)
 
     def on_task_created(self, step: Step, task: Task) -> None:
         if task.type is TaskType.UNANSWERED_MESSAGE and task.ru in self.tu.favorites:
@@ -205,7 +208,7 @@ class FollowUpMailService(Service):
         trigger = src.burst_trigger(m, closes, task.task_id, task.closed_at)
         if trigger is not None:
             self.locks.offer(ru, trigger)
-        self._flush(step)
+        self._flush_soon(step)
 
     def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
         if before.get("mail_limit") != after.get("mail_limit"):
@@ -222,7 +225,7 @@ class FollowUpMailService(Service):
         if full_pass:
             for ru in sorted(online):
                 self._six_hours(step, ru)
-        self._flush(step)
+        self._flush_soon(step)
 
     def _six_hours(self, step: Step, ru: str) -> None:
         """Seed 001 "Останній лист TU старший за 6 годин", from a full RU Online pass."""
@@ -254,6 +257,14 @@ class FollowUpMailService(Service):
             mail_limit=rt.limit(ru, "mail"), marker=self.marker(ru),
             last_follow_up_mail_closed_at=None if last is None else last.closed_at,
             processed_reads=frozenset(self.processed_reads.get(ru, ())))
+
+    def _flush_soon(self, step: Step) -> None:
+        """Check the queued triggers in a step of their own at this instant, after every input
+        and timer due now: the sources of a pair that became ready together (at one instant)
+        are checked together, with one read (seed 001 "Якщо одночасно спрацювали кілька
+        джерел, mail history читається один раз")."""
+        if self.locks.queued:
+            self.tu.schedule((self.name, "flush"), step.now)
 
     def _flush(self, step: Step) -> None:
         """Plan every pair's waiting triggers; one history read per pair that needs one."""
@@ -320,6 +331,8 @@ class FollowUpMailService(Service):
                 continue  # the Task Factory logs what it made of it
             detail = {"ref": note.ref} if note.ref else {}
             outcome = note.outcome
+            if outcome == "miss":
+                detail["chance"] = src.BURST_CHANCE  # the burst's one keyed roll
             if outcome.startswith("merged:"):
                 detail["into"] = outcome.split(":", 1)[1]
                 outcome = "refused:merged"
