@@ -329,7 +329,7 @@ class FollowUpMailService(Service):
                 self.six_h_hold.add(ru)  # limit, open task, …: wait for the RU or the limit
             if note.outcome == "candidate":
                 continue  # the Task Factory logs what it made of it
-            detail = {"ref": note.ref} if note.ref else {}
+            detail: dict[str, object] = {"ref": note.ref} if note.ref else {}
             outcome = note.outcome
             if outcome == "miss":
                 detail["chance"] = src.BURST_CHANCE  # the burst's one keyed roll
