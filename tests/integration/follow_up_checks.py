@@ -181,8 +181,14 @@ def mail_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
             favs[(ln["tu"], ln["ru"])].append((-math.inf if ln.get("t") is None else ln["t"], ln))
         elif ln.get("kind") == "mail" and ln.get("from") == "tu":
             tu_mail[(ln["tu"], ln["ru"])].append(ln["t"])
+        elif ln.get("kind") == "mail_log" and ln.get("from") == "tu":
+            tu_mail[(ln["tu"], ln["ru"])].append(ln["at"])
     info: dict[str, tuple[str, str]] = {}
     closed: dict[str, tuple[float, str]] = {}
+    for ln in scenario:  # Stack's prior task history (a post-chat timer restored from a close)
+        task = ln.get("task") if ln.get("kind") == "history" else None
+        if task and task.get("closed_at") is not None:
+            closed[task["task_id"]] = (task["closed_at"], task.get("reason") or "")
     for r in trace:
         if r["event"] == "task.created":
             info[r["task_id"]] = (r["type"], r["source"])
