@@ -37,6 +37,7 @@ from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, 
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.domain.favorites import Favorite
     from sidecar.runtime.step import Step
 
 
@@ -74,7 +75,7 @@ class TaskOwner(Recorder, Protocol):
     logged_in: bool
     online: set[str]
 
-    def attrs(self, ru: str) -> dict: ...
+    def attrs(self, ru: str) -> "Favorite": ...
     def spend_30d(self, ru: str) -> float | None: ...
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None: ...
     def cancel(self, key: tuple) -> bool: ...
@@ -113,8 +114,7 @@ class TaskFactory:
         refusal = self.stronger_open(rt.tu, cand.ru, cand.type)
         if refusal is not None:
             return Refused(refusal)
-        fav = rt.attrs(cand.ru)
-        if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+        if rt.attrs(cand.ru).blocked:
             return Refused("blocked")
         spec = SPECS[cand.type]
         if cand.needs_online() and cand.ru not in rt.online:
