@@ -173,12 +173,17 @@ def mail_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
       then), nor — :func:`attribute_violations` — a white, inactive or blocked favorite;
     * at most one Follow-up mail per pair and instant (one candidate per check)."""
     from platform_clients import client_for
+    from sidecar.domain.favorites import ATTRIBUTES, Favorite
 
-    favs: dict[tuple[str, str], list[tuple[float, dict]]] = defaultdict(list)
+    favs: dict[tuple[str, str], list[tuple[float, Favorite]]] = defaultdict(list)
     tu_mail: dict[tuple[str, str], list[float]] = defaultdict(list)
     for ln in scenario:
-        if ln.get("kind") == "favorite":
-            favs[(ln["tu"], ln["ru"])].append((-math.inf if ln.get("t") is None else ln["t"], ln))
+        if ln.get("kind") == "favorite":  # a later line updates the attributes it names
+            pair = (ln["tu"], ln["ru"])
+            changes = {k: v for k, v in ln.items() if k in ATTRIBUTES}
+            prev = favs[pair][-1][1] if favs[pair] else Favorite(ru=ln["ru"])
+            fav = prev.updated(changes) or prev
+            favs[pair].append((-math.inf if ln.get("t") is None else ln["t"], fav))
         elif ln.get("kind") == "mail" and ln.get("from") == "tu":
             tu_mail[(ln["tu"], ln["ru"])].append(ln["t"])
         elif ln.get("kind") == "mail_log" and ln.get("from") == "tu":

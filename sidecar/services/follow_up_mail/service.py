@@ -48,6 +48,7 @@ from typing import Any
 from platform_clients import mail
 from platform_clients.base import BadAnswer
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.runtime.decisions import record_outcome
 from sidecar.runtime.factory import Candidate
@@ -210,8 +211,8 @@ class FollowUpMailService(Service):
             self.locks.offer(ru, trigger)
         self._flush_soon(step)
 
-    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
-        if before.get("mail_limit") != after.get("mail_limit"):
+    def on_favorite_changed(self, step: Step, ru: str, before: Favorite, after: Favorite) -> None:
+        if before.mail_limit != after.mail_limit:
             self.six_h_hold.discard(ru)
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
