@@ -365,3 +365,28 @@ def test_a_cleared_timer_is_not_revived_from_history():
     w2 = w.restart()
     w2.at_abs(due_of(w, task_id, closed) + 1)
     assert mails(w2) == []
+
+
+def test_a_fresh_machine_does_not_rebuild_a_timer_whose_mail_was_already_made():
+    history = [{"task_id": "u-1", "type": "unanswered_message", "ru": RU, "source": "socket",
+                "created_at": T0 - 2000, "closed_at": T0 - 1990, "reason": "answered"},
+               {"task_id": "f-1", "type": "follow_up_mail", "ru": RU, "source": "post_chat",
+                "created_at": T0 - 1000, "closed_at": T0 - 100, "reason": "expired"}]
+    f = World("golden", TU, 3, follow_up_mail=True)
+    f.mails, f.online = {RU: [{"id": "ml-0", "from": "tu", "at": T0 - 3600}]}, {RU}
+    f.login([fav(RU)], history=history)
+    f.at(2000)
+    assert mails(f) == [] and mail_markers(f) == []
+
+
+def test_why_explains_a_mail_refusal_with_its_source():
+    from sidecar.runtime.decisions import explain
+
+    w = world(spend_total_usd=0.0)
+    task_id, closed = answered(w, 10, 20)
+    w.at_abs(due_of(w, task_id, closed) + 1)
+    [row] = [op for op in w.d.ops if isinstance(op, PutDecision) and op.source == "post_chat"]
+    text = explain({"type": row.task_type, "source": row.source, "outcome": row.outcome,
+                    "detail": row.detail, "task_id": row.task_id})
+    assert text == "follow_up_mail (post_chat) refused: the customer is a freeloader"
+    assert row.detail == {"ref": task_id}

@@ -117,9 +117,11 @@ class FollowUpMailService(Service):
             newest = rt.last_task(ru, UNANSWERED)
             unanswered_open = (rt.factory.open_for(rt.tu, ru, TaskType.UNANSWERED_MESSAGE) is not None
                                or (newest is not None and newest.closed_at is None))
-            consumed = [] if last_u is None or last_u.closed_at is None else [
-                last_u.task_id for r in rt.history.get(ru, ())
-                if r.type == TYPE.value and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at]
+            # a post-chat mail made after the last close consumed that close's timer (an older
+            # close's timer was cancelled by the newer Unanswered)
+            consumed = () if last_u is None or last_u.closed_at is None or not any(
+                r.type == TYPE.value and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at
+                for r in rt.history.get(ru, ())) else (last_u.task_id,)
             restored = src.restore_post_chat(
                 rt.rng, rt.tu, ru, value, last_unanswered=last_u, unanswered_open=unanswered_open,
                 post_chat_mail_sources=consumed, marker_cleared=rt.marker_cleared(ru, mk.NAME))
