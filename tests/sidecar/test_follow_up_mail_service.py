@@ -390,3 +390,9 @@ def test_why_explains_a_mail_refusal_with_its_source():
                     "detail": row.detail, "task_id": row.task_id})
     assert text == "follow_up_mail (post_chat) refused: the customer is a freeloader"
     assert row.detail == {"ref": task_id}
+
+
+def test_an_ineligible_online_favorite_is_never_read_and_its_refusal_is_logged_once():
+    w = world(is_white=True)
+    w.at(600)  # 40 passes
+    assert reads(w) == [] and decisions(w, "last_mail_6h") == [("last_mail_6h", "refused:white")]

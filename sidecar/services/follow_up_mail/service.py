@@ -235,9 +235,10 @@ class FollowUpMailService(Service):
         rt = self.tu
         if ru in self.six_h_hold or step.now <= self.six_h_after.get(ru, float("-inf")):
             return
-        pair = self.pair(ru)
-        if check.eligibility(pair, True) is not None:
-            return  # never a candidate while so: not worth a log row on every pass
+        reason = check.eligibility(self.pair(ru), True)
+        if reason is not None:  # the decision log keeps a repeated refusal once (DESIGN §13)
+            record_outcome(step, rt, ru, TYPE, src.LAST_MAIL_6H, f"refused:{reason}")
+            return
         last = next((r for r in reversed(rt.history.get(ru, ()))
                      if r.type == TYPE.value and r.source == src.LAST_MAIL_6H), None)
         trigger = src.six_hour_trigger(
