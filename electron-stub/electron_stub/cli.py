@@ -10,7 +10,7 @@ Rules / theory of operation
   failures and the result line), exit 0 only when every expectation and consistency check holds
   and every sidecar exited cleanly, else 1.  A sidecar that cannot be started or talked to is
   exit 3 with its stderr tail.
-* ``sidecar-stub generate --preset demo|smoke|shift [--seed N] [--hours H] [--tus-per-project N]
+* ``sidecar-stub generate --preset demo|smoke|shift|large [--seed N] [--hours H] [--tus-per-project N]
   [--favorites N] [-o FILE]`` — write a scenario (:mod:`generate`), deterministic for a seed.
 * ``sidecar-stub demo [--binary PATH] [--keep DIR]`` — generate the demo scenario into a temporary
   directory and replay it, printing the report.
@@ -204,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
                    help="send each world event after its own clock.advance_to instead of one "
                         "platform.events frame that advances too (same result, more round trips)")
     g = sub.add_parser("generate", help="write a scenario")
-    g.add_argument("--preset", choices=("demo", "smoke", "shift"), default="demo")
+    g.add_argument("--preset", choices=("demo", "smoke", "shift", "large"), default="demo")
     g.add_argument("--seed", type=int)
     g.add_argument("--hours", type=float)
     g.add_argument("--tus-per-project", type=int)
