@@ -50,6 +50,7 @@ from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
 from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
+from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
@@ -98,6 +99,9 @@ class SidecarApp:
         self.acked = 0  # Stack writes acknowledged (status)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
+        # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
+        self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed))
+        self.senders.attach(self.methods, self.step)
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
         # the ONE step executor (commit, then notify, then requests); this app is its ports
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
@@ -112,12 +116,23 @@ class SidecarApp:
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
         self.engine.outbox_at(await self.store.outbox_next_due())
+        await self.senders.start(self.sender_names())
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
             if self.pump is not None:
                 self._spawn(self._pump_loop())
         return port
+
+    def sender_names(self) -> list[str]:
+        """The senders health knows: ``stack`` and every configured router target."""
+        from sidecar.router.config import ConfigError, load_config
+
+        try:
+            return ["stack", *load_config(self.settings.data_dir).targets]
+        except ConfigError as exc:  # the router's wiring refuses a bad config before this
+            log.error("router config unreadable, sender health knows only stack: %s", exc)
+            return ["stack"]
 
     async def close(self) -> None:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
