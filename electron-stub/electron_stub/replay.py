@@ -29,8 +29,12 @@ Rules / theory of operation
   ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
   task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
   ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
-* Routing-world lines (``target``, ``rule``, ``group``, ``emit``, ``target_fault``, ``manage``)
-  are not played yet: each is a failed result naming its issue (:data:`ROUTING_LINES`).
+* Sender health (:mod:`senders_lines`): ``group`` lines are created on every machine the replay
+  starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the current machine (an
+  expected ``error`` must come with that code and change nothing), ``sender`` / ``history``
+  expectations ask the machines (``senders.get``, ``senders.history``).
+* The other routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage`` of
+  ``rules.*``) are not played yet: each is a failed result naming its issue (:data:`ROUTING_LINES`).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -51,6 +55,7 @@ from electron_stub import scenario as sc
 from electron_stub.machine import Machine
 from electron_stub.progress import ReplayProgress
 from electron_stub.report import RunStats
+from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
 from electron_stub.world import World
@@ -60,9 +65,9 @@ TIMELINE, ACTION = 0, 1
 # result naming the issue that brings it, so such a scenario never passes vacuously.
 ROUTING_LINES: dict[type, str] = {
     sc.Target: "the router (issue 9)", sc.Rule: "the router (issue 9)", sc.Emit: "the router (issue 9)",
-    sc.TargetFault: "the router (issue 9)", sc.Group: "sender health (issue 10)",
-    sc.Manage: "the management API (issues 9, 10)",
+    sc.TargetFault: "the router (issue 9)", sc.Manage: "the router's management API (issue 9)",
 }
+SENDER_METHODS = ("groups.", "senders.")  # manage lines sender health plays (senders_lines)
 
 
 class Replay:
@@ -97,6 +102,7 @@ class Replay:
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
         self._bar: ReplayProgress | None = None  # progress display, made at the first advance
+        self.senders = SenderLines([x for x in scenario.world if isinstance(x, sc.Group)], self.results)
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -170,6 +176,7 @@ class Replay:
         self.machines.append(m)
         await m.start()
         self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))
+        await self.senders.setup(m)  # the scenario's sender groups, through the manage API
         self.current = m
         return m
 
@@ -375,8 +382,14 @@ class Replay:
         elif k is sc.Expect and line.what == "decision":
             rows = await self._why(line.tu, line.ru)
             self.results.append(ex.evaluate_decision(line, rows, self.start))
+        elif k is sc.Expect and line.what == "sender" and self.current is not None:
+            self.results.append(await self.senders.expect_sender(self.current, line))
+        elif k is sc.Expect and line.what == "history":
+            self.results.append(await self.senders.expect_history(self.machines, line, self.start))
         elif k is sc.Expect:
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
+        elif k is sc.Manage and line.method.startswith(SENDER_METHODS) and self.current is not None:
+            await self.senders.manage(self.current, line)
         elif k in ROUTING_LINES:
             self.results.append(ex.not_yet(line.lineno, line.kind_name(), ROUTING_LINES[k]))
         else:

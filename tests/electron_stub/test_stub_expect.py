@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stubhelp import HEADER
 
 from electron_stub import expect as ex
@@ -201,9 +203,17 @@ def test_expectations_not_supported_yet_fail_and_name_their_issue():
     """An expectation the harness cannot evaluate yet never passes vacuously: it fails naming the
     issue that brings it (so its scenario is an honest expected failure)."""
     rec = Recorder(T0)
-    cases = {"delivery": dict(target="t", between=[0, 1], min=0, max=9),
-             "sender": dict(sender="t", state="active"),
-             "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9)}
+    cases = {"delivery": dict(target="t", between=[0, 1], min=0, max=9)}
     for what, kw in cases.items():
         r = ex.evaluate(E(what=what, **kw), rec, no_marker)
         assert not r.ok and "issue" in r.detail and r.lineno == 2, (what, r)
+
+
+def test_sender_expectations_are_the_replays_not_the_trace_evaluators():
+    """``sender`` / ``history`` ask the sidecars (electron_stub.senders_lines): evaluating them
+    from the trace alone is a programming error, never a silent pass."""
+    rec = Recorder(T0)
+    for what, kw in {"sender": dict(sender="t", state="active"),
+                     "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9)}.items():
+        with pytest.raises(ValueError, match="senders_lines"):
+            ex.evaluate(E(what=what, **kw), rec, no_marker)
