@@ -139,9 +139,11 @@ class GroupsList(Params, kw_only=True):
 
 
 class GroupRef(Params, kw_only=True):
-    """``groups.get`` / ``groups.delete``: the group's ``id``."""
+    """``groups.get`` / ``groups.delete``: the group's ``id``, or ``group`` = its id or its name
+    (a name must name exactly one group)."""
 
-    id: str
+    id: str | None = None
+    group: str | None = None
 
 
 class GroupFields(Params, kw_only=True):
@@ -166,10 +168,11 @@ class GroupCreate(GroupFields, kw_only=True):
 
 
 class GroupPatch(GroupFields, kw_only=True):
-    """``groups.patch {id, …fields}``: any field; applies from the sender's next failure, never
-    to a running cooldown.  Answer ``{"group": GroupView}``."""
+    """``groups.patch {id | group, …fields}``: any field; applies from the sender's next failure,
+    never to a running cooldown.  ``group``: the id or the name.  Answer ``{"group": GroupView}``."""
 
-    id: str
+    id: str | None = None
+    group: str | None = None
 
 
 class Assignments(Params, kw_only=True):
@@ -183,7 +186,8 @@ class GroupSenders(Params, kw_only=True):
     """``groups.senders.set|add|remove`` (group-centric): the group ``id`` and at most 500
     sender names.  Answer ``{"ok": true, "group": GroupView}``."""
 
-    id: str
+    id: str | None = None
+    group: str | None = None  # the id or the name, instead of ``id``
     senders: list[Any]
 
 

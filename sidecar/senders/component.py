@@ -121,7 +121,24 @@ class SendersComponent:
         return {"groups": manage.groups_list(self.gate.reg)}
 
     async def _groups_get(self, a: p.GroupRef) -> dict:
-        return {"group": self._view("groups.get", lambda r: manage.groups_get(r, a.id))}
+        gid = self._gid("groups.get", a)
+        return {"group": self._view("groups.get", lambda r: manage.groups_get(r, gid))}
+
+    def _gid(self, method: str, a: Any) -> str:
+        """The group a call names: ``id``, or ``group`` = an id or exactly one group's name."""
+        if a.id is not None:
+            return a.id
+        ref = a.group
+        if ref is None:
+            raise InvalidParams(f"{method}: id: required (or group: an id or a name)", data={"field": "id"})
+        groups = self.gate.reg.groups
+        if ref in groups:
+            return ref
+        named = [g.id for g in groups.values() if g.name == ref]
+        if len(named) != 1:
+            why = "no group has that id or name" if not named else f"{len(named)} groups have that name: use the id"
+            raise InvalidParams(f"{method}: group: {ref!r}: {why}", data={"field": "group"})
+        return named[0]
 
     def _view(self, method: str, fn: Callable[[manage.Registry], Any]) -> Any:
         try:
@@ -141,13 +158,16 @@ class SendersComponent:
         return {"group": manage.groups_get(self.gate.reg, gid)}
 
     async def _groups_patch(self, a: p.GroupPatch) -> dict:
+        gid = self._gid("groups.patch", a)
         body = _body(a)
         body.pop("id", None)
-        await self._step(lambda s: self._change("groups.patch", s, lambda r: manage.groups_patch(r, a.id, body)))
-        return {"group": manage.groups_get(self.gate.reg, a.id)}
+        body.pop("group", None)
+        await self._step(lambda s: self._change("groups.patch", s, lambda r: manage.groups_patch(r, gid, body)))
+        return {"group": manage.groups_get(self.gate.reg, gid)}
 
     async def _groups_delete(self, a: p.GroupRef) -> dict:
-        await self._step(lambda s: self._change("groups.delete", s, lambda r: manage.groups_delete(r, a.id)))
+        gid = self._gid("groups.delete", a)
+        await self._step(lambda s: self._change("groups.delete", s, lambda r: manage.groups_delete(r, gid)))
         return {"ok": True}
 
     async def _assignments(self, mode: str, a: p.Assignments) -> dict:
@@ -157,8 +177,9 @@ class SendersComponent:
 
     async def _group_senders(self, mode: str, a: p.GroupSenders) -> dict:
         name = f"groups.senders.{mode}"
-        await self._step(lambda s: self._change(name, s, lambda r: manage.group_senders(r, a.id, mode, a.senders)))
-        return {"ok": True, "group": manage.groups_get(self.gate.reg, a.id)}
+        gid = self._gid(name, a)
+        await self._step(lambda s: self._change(name, s, lambda r: manage.group_senders(r, gid, mode, a.senders)))
+        return {"ok": True, "group": manage.groups_get(self.gate.reg, gid)}
 
     # ---- manage: senders ---------------------------------------------------------------------------
     async def _senders_list(self, a: p.SendersList) -> dict:

@@ -48,8 +48,8 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
         res = await call(app, "groups.senders.set", {"id": g["id"], "senders": ["crm-hook", "hook-b"]})
         assert res["group"]["senders"] == ["crm-hook", "hook-b"]
         await call(app, "groups.assignments.remove", {"items": [{"sender": "hook-b", "groups": [g["id"]]}]})
-        patched = (await call(app, "groups.patch", {"id": g["id"], "cooldown_delay_from": 10,
-                                                     "cooldown_delay_to": 20}))["group"]
+        patched = (await call(app, "groups.patch", {"group": "night", "cooldown_delay_from": 10,
+                                                     "cooldown_delay_to": 20}))["group"]  # by name
         assert (patched["cooldown_delay_to"], patched["senders"]) == (20, ["crm-hook"])
         hook = (await call(app, "senders.get", {"sender": "crm-hook"}))["sender"]
         assert (hook["state"], hook["groups"]) == ("active", [g["id"]])
@@ -77,6 +77,8 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
     ("groups.senders.add", {"id": "G", "senders": ["crm-hook", "ghost"]}, "senders[1]"),
     ("groups.patch", {"id": "G", "priority": 2, "cooldown_delay_from": 30, "cooldown_delay_to": 10}, "cooldown_delay_to"),
     ("senders.recover", {"sender": "ghost"}, "sender"),
+    ("groups.patch", {"group": "no such group", "priority": 3}, "group"),
+    ("groups.delete", {}, "id"),
     ("senders.history", {"sender": "ghost"}, "sender"),
 ])
 async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, method, params, field):
