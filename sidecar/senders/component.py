@@ -87,6 +87,15 @@ class SendersComponent:
         """Load the stored registry, register the configured senders, re-arm every timer."""
         self.gate.load(await self.store.read(load_registry), senders)
 
+    async def reload(self) -> None:
+        """Memory got ahead of SQLite — a pump pass applied outcomes whose commit failed and the
+        runtime keeps going (the wall clock's pump loop): take the stored states back, drop the
+        notes of the lost transitions and re-arm every timer from disk."""
+        names = list(self.gate.reg.senders)
+        self.gate.notes.clear()
+        self.gate.probes.clear()
+        self.gate.load(await self.store.read(load_registry), names)
+
     # ---- effects of a health change inside a step -------------------------------------------------
     def apply(self, step: Step, rep: Report) -> None:
         """Add a health change to ``step``: ops, ``sender.state`` notes, router events, and a

@@ -126,3 +126,16 @@ async def test_sender_timer_fires_as_a_step_and_recover_notifies(tmp_path, store
     assert rows[-1]["note"] == "from cooldown by shift lead"
     assert app.engine.scheduler.due_of(timer_key("crm-hook")) is None
     assert gate.state("crm-hook").state == h.ACTIVE
+
+
+async def test_reload_takes_the_stored_states_back_after_a_lost_commit(tmp_path, store):
+    app = await make_app(tmp_path, store)
+    gate = app.senders.gate
+    for i in range(2):  # two failures applied in memory, their commit "failed": never written
+        gate.may_send("crm-hook", "webhook", T0 + i)
+        gate.report("crm-hook", "webhook", retryable("ConnectError"), T0 + i, final=False)
+    assert gate.state("crm-hook").state == h.COOLDOWN and gate.notes
+    await app.senders.reload()
+    s = gate.state("crm-hook")
+    assert (s.state, s.failed_in_row, s.cooldown_times) == ("active", 0, 0)
+    assert gate.notes == [] and app.engine.scheduler.due_of(timer_key("crm-hook")) is None
