@@ -36,6 +36,7 @@ from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, s
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.domain.favorites import Favorite
     from sidecar.runtime.step import Step
 
 
@@ -64,7 +65,7 @@ class TaskOwner(Recorder, Protocol):
     logged_in: bool
     online: set[str]
 
-    def attrs(self, ru: str) -> dict: ...
+    def attrs(self, ru: str) -> "Favorite": ...
     def spend_30d(self, ru: str) -> float | None: ...
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None: ...
     def cancel(self, key: tuple) -> bool: ...
@@ -103,8 +104,7 @@ class TaskFactory:
         refusal = self.stronger_open(rt.tu, cand.ru, cand.type)
         if refusal is not None:
             return Refused(refusal)
-        fav = rt.attrs(cand.ru)
-        if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+        if rt.attrs(cand.ru).blocked:
             return Refused("blocked")
         spec = SPECS[cand.type]
         if spec.online_only and cand.ru not in rt.online and cand.source != "post_chat":

@@ -23,6 +23,7 @@ from typing import Any, Callable, Union
 
 import msgspec
 
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import Task
 
 _encode = msgspec.json.Encoder().encode
@@ -44,12 +45,13 @@ class PutTask(Op, frozen=True):
 
 
 class PutFavorite(Op, frozen=True):
-    """Upsert a favorite; ``data`` is the whole favorite dict including its markers."""
+    """Upsert a favorite; ``data`` is the whole favorite including its markers (stored as JSON
+    without its unknown attributes, read back as a :class:`Favorite`)."""
 
     tu: str
     ru: str
     project: str
-    data: dict
+    data: Favorite
 
 
 class DeleteFavorite(Op, frozen=True):

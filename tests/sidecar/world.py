@@ -80,13 +80,14 @@ class World:
         tasks, service state, and every marker write still unacknowledged (pending)."""
         import msgspec
         from sidecar.store import ops as o
-        favs: dict[str, dict] = {}
+        from sidecar.domain.favorites import Favorite
+        favs: dict[str, Favorite] = {}
         tasks: dict[str, object] = {}
         state: dict[str, dict] = {}
         pending: dict[tuple[str, str], object] = {}
         for op in self.d.ops:
             if isinstance(op, o.PutFavorite):
-                favs[op.ru] = msgspec.json.decode(msgspec.json.encode(op.data))
+                favs[op.ru] = msgspec.json.decode(msgspec.json.encode(op.data), type=Favorite)
             elif isinstance(op, o.DeleteFavorite):
                 favs.pop(op.ru, None)
             elif isinstance(op, o.PutTask):
