@@ -16,6 +16,7 @@ from typing import Annotated, Any, Callable, ClassVar, Optional
 import msgspec
 
 from sidecar.domain.events import DialogSnapshot, DomainEvent
+from sidecar.domain.favorites import Favorite
 
 log = logging.getLogger("platform_clients")
 
@@ -136,7 +137,7 @@ class PlatformClient:
         raise KeyError(name)
 
     @staticmethod
-    def is_freeloader(fav: dict) -> bool:  # pragma: no cover - interface
+    def is_freeloader(fav: Favorite) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
     @classmethod

@@ -106,6 +106,10 @@ def weaker_than(type_: TaskType) -> tuple[TaskType, ...]:
     ch, i = _RANK[type_]
     return STRENGTH[ch][i + 1:]
 
+#: the ``Task.meta`` key that records a candidate's override of its type's ``online_only``; kept
+#: in ``meta`` so it is stored, restored and shown to Electron with the task, with no new column
+ONLINE_REQUIRED = "online_required"
+
 VIP_RANK = {"green": 3, "yellow": 2, "red": 1, None: 0}
 
 
@@ -152,6 +156,16 @@ class Task(msgspec.Struct, kw_only=True):
     @property
     def awaits_answer(self) -> bool:
         return SPECS[self.type].awaits_answer
+
+    @property
+    def online_required(self) -> bool:
+        """True when the task needs its RU online: at creation, and an open prompt expires when
+        RU Online says the RU left (DESIGN §6).  The type's default (:class:`TaskSpec`), unless
+        the candidate that made the task said otherwise (``meta[ONLINE_REQUIRED]``, set by the
+        Task Factory from :attr:`~sidecar.runtime.factory.Candidate.online_required`; e.g. the
+        post-chat Follow-up mail, seed 003 "можна писати офлайн РЮ")."""
+        value = self.meta.get(ONLINE_REQUIRED)
+        return SPECS[self.type].online_only if not isinstance(value, bool) else value
 
     def sort_key(self) -> tuple:
         """Earliest deadline (overdue first), then VIP tier (green first), then strength

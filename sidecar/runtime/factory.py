@@ -7,7 +7,8 @@ Rules / theory of operation
   - one open task per (TU, RU, type): a second trigger while one is open is refused as
     ``open`` and the deadline stays at the first trigger + TTL;
   - deadline = created_at + TTL (``unanswered_email``: the e-mail's receipt + 12 h);
-  - no task for a logged-out TU or a blocked pair; online-only types need the RU online;
+  - no task for a logged-out TU or a blocked pair; online-only types need the RU online (a
+    candidate may override its type's rule, :attr:`Candidate.online_required`);
   - one strength order per channel (:data:`~sidecar.domain.tasks.STRENGTH`): a candidate is
     refused as ``stronger_task_open`` while a stronger task of its channel is open, and a new
     task closes the weaker ones of the pair as ``superseded`` — after the services heard of the
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.runtime.decisions import Recorder, recorded
-from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
+from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 
@@ -42,13 +43,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A service's proposal.  ``anchor``: the instant the deadline counts from (default: now)."""
+    """A service's proposal.  ``anchor``: the instant the deadline counts from (default: now).
+    ``online_required``: None keeps the type's rule (:data:`~sidecar.domain.tasks.SPECS`
+    ``online_only``); True / False overrides it for this task — at creation and for the offline
+    expiry of the open task (DESIGN §6: a Follow-up mail is online-only "except post-chat").  The
+    factory applies the flag and knows nothing of why a service sets it."""
 
     type: TaskType
     ru: str
     source: str
     anchor: float | None = None
     meta: dict | None = None
+    online_required: bool | None = None
+
+    def needs_online(self) -> bool:
+        spec_rule = SPECS[self.type].online_only
+        return spec_rule if self.online_required is None else self.online_required
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +117,7 @@ class TaskFactory:
         if rt.attrs(cand.ru).blocked:
             return Refused("blocked")
         spec = SPECS[cand.type]
-        if spec.online_only and cand.ru not in rt.online and cand.source != "post_chat":
+        if cand.needs_online() and cand.ru not in rt.online:
             return Refused("offline")
         now = step.now
         anchor = now if cand.anchor is None else cand.anchor
@@ -116,6 +126,8 @@ class TaskFactory:
             type=cand.type, project=rt.project, tu=rt.tu, ru=cand.ru, source=cand.source,
             created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(cand.ru)),
             meta=dict(cand.meta or {}))
+        if cand.online_required is not None and cand.online_required != spec.online_only:
+            task.meta[ONLINE_REQUIRED] = cand.online_required  # the task keeps the override
         weaker = [t for t in (self.open_for(rt.tu, cand.ru, w) for w in weaker_than(cand.type))
                   if t is not None]
         self._index(task)
@@ -197,10 +209,11 @@ class TaskFactory:
 
     def expire_offline(self, step: "Step", rt: TaskOwner, ru: str) -> list[Task]:
         """RU Online says ``ru`` went offline: its open online-only prompts close as ``expired``
-        (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  The
-        post-chat Follow-up mail is the one online-exempt prompt (seed 003, Follow-up mail 3)."""
+        (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  A task
+        whose candidate was made online-exempt (:attr:`Candidate.online_required` False, e.g. the
+        post-chat Follow-up mail) stays open."""
         done = [t for t in self.open_of_pair(rt.tu, ru)
-                if SPECS[t.type].online_only and not t.awaits_answer and t.source != "post_chat"]
+                if t.online_required and not t.awaits_answer]
         for t in done:
             self.close(step, rt, t, CloseReason.EXPIRED)
         return done
