@@ -154,6 +154,7 @@ async def _serve(settings, guard: StopGuard) -> int:
     from bridge.lifecycle import wait_for_shutdown
     from sidecar.aio import bounded
     from sidecar.app import EXIT_STEP_FAILED, SidecarApp
+    from sidecar.router.config import ConfigError
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -181,7 +182,11 @@ async def _serve(settings, guard: StopGuard) -> int:
     app = None
     waits: set[asyncio.Future] = set()
     try:
-        app = SidecarApp(settings, store)
+        try:
+            app = SidecarApp(settings, store)
+        except ConfigError as exc:  # the router's config (env SIDECAR_ROUTER_*, router.toml)
+            print(f"sidecar: bad setting: {exc}", file=sys.stderr)
+            return 2
         try:
             port = await app.start()
         except OSError as exc:  # the port was taken between the check and the bind

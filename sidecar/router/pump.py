@@ -102,7 +102,7 @@ class DeliveryPump:
                     res.events.extend(fin.events)
                     res.settled.append((row, fin.next))
                 await self.store.commit(ops)
-            res.next_due = await self.store.next_due()
+            res.next_due = await self.store.next_due(stack=self.stack is not None)
             return res
 
     def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
