@@ -93,7 +93,8 @@ class SidecarApp:
                                    allowed_origins=settings.allowed_origins)
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
-        self._pump_kick = asyncio.Event()  # the outbox timer fired: send what is due
+        self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
+        self._others_due = False  # virtual clock: the timer fired mid-advance (see advance_to)
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
@@ -265,6 +266,7 @@ class SidecarApp:
 
     def outbox_due(self, at: float) -> None:
         self._pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
+        self._others_due = True
 
     def step_failed(self, exc: BaseException) -> None:
         log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
@@ -292,14 +294,31 @@ class SidecarApp:
             clock = self.clock
             if not clock.is_set:
                 clock.advance_to(t)
-            # Timers run one step each, in due order, at their own instants.  The outbox is
-            # pumped once at the end, with everything queued meanwhile in flight together: the
-            # Stack round trips dominate a replay, and a write's delivery instant is not part of
-            # the domain (markers are applied locally at once; Stack sees them by ``t``).
+            # Timers run one step each, in due order, at their own instants.  Stack's writes are
+            # pumped once at the end, everything queued meanwhile in flight together (one
+            # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
+            # and a write's delivery instant is not part of the domain (markers are applied
+            # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
+            # out at the instant the delivery timer fires, so alerts and their retry ladder
+            # (+30 s, +2 min, …) keep their times to the second.
+            fired = 0
+
+            async def after_timer() -> None:
+                nonlocal fired
+                fired += 1
+                if self._others_due:
+                    self._others_due = False
+                    res = await self.routing.pump(clock.now(), stack=False)
+                    self.engine.outbox_at(res.next_due)
+                    if res.events:
+                        await self._step_locked(lambda s: s.events.extend(res.events))
+                if fired % 64 == 0:
+                    await self._advance_yield()
+
             try:
                 await self.executor.fire_due(t, advance_clock=clock.advance_to,
                                              limit=MAX_FIRES_PER_ADVANCE,
-                                             every=(64, self._advance_yield))
+                                             every=(1, after_timer))
             except TooManyTimers:
                 # a far-future target must not hold the one worker (and every frame behind
                 # it) for minutes: everything so far is committed, the client continues
@@ -323,6 +342,7 @@ class SidecarApp:
 
     async def _pump_locked(self) -> None:
         self._pump_kick.clear()
+        self._others_due = False
         res = await self.routing.pump(self.clock.now())
         self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)

@@ -108,9 +108,10 @@ class RouterComponent:
         if self.stack is not None:
             self.stack.note_startup(raw)
 
-    async def pump(self, now: float) -> PassResult:
-        """One pump pass at ``now`` (unix seconds; see module rules)."""
-        res = await self.pump_.run_due(now)
+    async def pump(self, now: float, *, stack: bool = True) -> PassResult:
+        """One pump pass at ``now`` (unix seconds; see module rules); ``stack`` False leaves
+        Stack's rows for a later pass (``next_due`` then ignores them too)."""
+        res = await self.pump_.run_due(now, stack=stack)
         out = PassResult(next_due=res.next_due, events=list(res.events))
         failed = 0
         for row, nxt in res.settled:
