@@ -79,7 +79,7 @@ class RouterComponent:
     """See the module rules.  ``notify(method, struct)`` sends a note to Electron."""
 
     def __init__(self, settings: Any, store: Any, stack_client: Any,
-                 notify: Callable[[str, Any], None], *, config: RouterConfig | None = None) -> None:
+                 notify: Callable[[str, Any], object], *, config: RouterConfig | None = None) -> None:
         self.cfg = config if config is not None else load_config(settings.data_dir)
         self.store = RouterStore(store)
         self.router = Router(RouterState(prefix=""), self.cfg.channels(), rng=KeyedRandom(settings.seed))
