@@ -214,7 +214,7 @@ class TaskFactory:
         once per TU per clock hour (DESIGN §10 table)."""
         overdue = [t for t in self.open_of_tu(task.tu) if t.overdue]
         step.emit(Event(source="sidecar", subject="operator", action="overdue", priority="high",
-                        payload={"tu": task.tu, "overdue": len(overdue),
+                        payload={"tu": task.tu, "count": len(overdue),
                                  "oldest_overdue_s": round(max(step.now - t.deadline for t in overdue), 3),
                                  "task_id": task.task_id, "ru": task.ru},
                         dedup_key=f"operator-overdue:{task.tu}:{int(step.now // 3600)}"))
