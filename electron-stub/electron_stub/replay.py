@@ -291,16 +291,18 @@ class Replay:
             return result
         return call
 
-    async def _deliveries(self) -> list[dict[str, Any]]:
-        """Every machine's delivery rows: running ones over the bridge, retired ones from their
-        data dir (read-only)."""
+    async def _deliveries(self, target: str | None, since: float) -> list[dict[str, Any]]:
+        """Every machine's delivery rows to ``target`` of events at or after ``since`` (unix
+        seconds): running ones over the bridge, retired ones from their data dir (read-only)."""
         rows: list[dict[str, Any]] = []
         for m in self.machines:
             if m.running:
-                answer = await self._send(m, "deliveries.list", {"limit": 1_000_000})
+                answer = await self._send(m, "deliveries.list", {"target": target, "since": since,
+                                                                 "limit": 100_000})
                 rows += (answer or {}).get("deliveries", [])
             else:
-                rows += read_deliveries(m.data_dir)
+                rows += [r for r in read_deliveries(m.data_dir)
+                         if (target is None or r["target"] == target) and r["event_at"] >= since]
         return rows
 
     # ---- the loop --------------------------------------------------------------------------
@@ -423,7 +425,8 @@ class Replay:
             rows = await self._why(line.tu, line.ru)
             self.results.append(ex.evaluate_decision(line, rows, self.start))
         elif k is sc.Expect and line.what == "delivery":
-            self.results.append(evaluate_delivery(line, await self._deliveries(), self.start))
+            since = self.start + (line.between or (0.0, 0.0))[0] - ex.TOLERANCE_S
+            self.results.append(evaluate_delivery(line, await self._deliveries(line.target, since), self.start))
         elif k is sc.Expect:
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
         elif k is sc.Emit:

@@ -246,6 +246,6 @@ def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
 
 def rule_dict(rule: Rule) -> dict[str, Any]:
     """A rule as plain JSON-able data (the ``rules.list`` shape and :func:`parse_rule`'s input)."""
-    out: dict[str, Any] = msgspec.to_builtins(rule)
+    out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(rule))  # lists, not tuples
     out.setdefault("throttle_seconds", None)
     return out
