@@ -23,6 +23,10 @@ Rules / theory of operation
   so the answer can be correlated; otherwise ``id`` is ``None`` (sent as ``null``).
 * Batches are not supported (the bridge never needs them): an array is an ``InvalidRequest``.
 * Unknown members are ignored (DESIGN §4).  Absent ``params`` decodes as :data:`msgspec.UNSET`.
+* ``decode(frame, raw_params=True)`` leaves a call's ``params`` undecoded, as a
+  :class:`msgspec.Raw` slice of the frame (still checked to be an object or array, with the same
+  error), so the receiver decodes them **once**, straight into the method's own type (msgspec's
+  "decode the envelope with ``Raw``, then the payload" pattern; :mod:`sidecar.methods`).
 * ``id`` may be ``null`` in a request (JSON-RPC discourages it but allows it); the answer then
   carries ``"id": null`` too.
 * Encoding: ``params`` / ``result`` may be anything msgspec encodes (Structs, dicts, lists,
@@ -117,6 +121,17 @@ class _Envelope(msgspec.Struct):
     error: Union[ErrorObject, UnsetType] = UNSET  # present on error responses
 
 
+class _RawEnvelope(msgspec.Struct):
+    """:class:`_Envelope` with ``params`` kept as the frame's undecoded bytes."""
+
+    jsonrpc: Union[str, UnsetType] = UNSET
+    id: Union[Id, UnsetType] = UNSET
+    method: Union[str, UnsetType] = UNSET
+    params: Union[msgspec.Raw, UnsetType] = UNSET  # checked to be an object or array
+    result: Any = UNSET
+    error: Union[ErrorObject, UnsetType] = UNSET
+
+
 class _IdOnly(msgspec.Struct):
     """Just the ``id`` member; other members are skipped unvalidated (error path only)."""
 
@@ -124,18 +139,24 @@ class _IdOnly(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_Envelope)  # the one typed decoder
+_raw_decoder = msgspec.json.Decoder(_RawEnvelope)  # the same, params left as Raw
 _id_decoder = msgspec.json.Decoder(_IdOnly)  # salvages an id from a frame that failed validation
 _encoder = msgspec.json.Encoder()  # the one encoder
 
 
-def decode(frame: bytes | bytearray | memoryview | str) -> Message:
+def decode(frame: bytes | bytearray | memoryview | str, *, raw_params: bool = False) -> Message:
     """Decode one frame (bytes in UTF-8, or str) into a typed message.
 
+    ``raw_params``: a call's ``params`` stay a :class:`msgspec.Raw` (see the module rules).
     Raises :class:`ParseError` or :class:`InvalidRequest` (with ``.id`` set when readable);
     nothing else, for any input.
     """
+    env: _Envelope | _RawEnvelope
     try:
-        env = _decoder.decode(frame)
+        if raw_params:
+            env = _decode_raw(frame)
+        else:
+            env = _decoder.decode(frame)
     except msgspec.ValidationError as exc:
         raise InvalidRequest(_describe(exc), id=_salvage_id(frame)) from None
     except msgspec.DecodeError as exc:
@@ -149,7 +170,21 @@ def decode(frame: bytes | bytearray | memoryview | str) -> Message:
     return _classify(env)
 
 
-def _classify(env: _Envelope) -> Message:
+def _decode_raw(frame: bytes | bytearray | memoryview | str) -> _RawEnvelope:
+    """:data:`_raw_decoder`, refusing exactly what the typed decoder refuses, with its error:
+    on the error path the typed decoder runs again just to raise (params that are not an object
+    or array; the first bad member in frame order)."""
+    try:
+        env = _raw_decoder.decode(frame)
+    except msgspec.ValidationError:
+        _decoder.decode(frame)
+        raise  # the typed decoder accepts it: keep the raw error (not expected: Raw is laxer)
+    if isinstance(env.params, msgspec.Raw) and bytes(memoryview(env.params)[:1]) not in b"{[":
+        _decoder.decode(frame)  # a scalar: raises
+    return env
+
+
+def _classify(env: _Envelope | _RawEnvelope) -> Message:
     """Map a decoded envelope onto one message type (rules in the module header)."""
     msg_id = None if env.id is UNSET else env.id
     if env.jsonrpc != JSONRPC:

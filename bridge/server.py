@@ -29,7 +29,10 @@ Rules / theory of operation
   The writer sends frames in :class:`~bridge.stream.Delivery` order: a response leaves after every
   notification its handler emitted.
 * ONE **worker** task (per server, across connections) awaits ``handler(method, params)`` strictly
-  in arrival order.  Absent ``params`` are passed as ``{}``.  A request is answered with the
+  in arrival order.  Absent ``params`` are passed as ``{}``.  With ``raw_params=True`` the
+  handler gets them undecoded instead, as a :class:`msgspec.Raw` (absent: ``Raw(b"{}")``), so the
+  application decodes each method's params once, straight into its own type
+  (:mod:`sidecar.methods`); the bridge's own ``auth`` and ``stream.ack`` are decoded here.  A request is answered with the
   returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
   exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
   of notifications are only logged.  Frames of a replaced connection are still handled (nothing
@@ -48,6 +51,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -80,6 +84,7 @@ PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready
 Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
 
 
+EMPTY_RAW = msgspec.Raw(b"{}")  # absent params, undecoded (raw_params)
 CLOSE_TIMEOUT_S = 2.0  # seconds a closing handshake may take before the TCP connection is dropped
 
 
@@ -92,6 +97,7 @@ class BridgeServer:
     which websockets closes with 1009 (default 16 × ``max_frame``).  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
     accepted).  ``queue_size``: inbound frames buffered for the worker; ``queue_bytes``: their raw bytes.  ``stream_limit``: unacked
     outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
+    ``raw_params``: hand the handler params as :class:`msgspec.Raw` (default: decoded JSON).
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
     connection is closed with 1008 (it may reconnect and resume the stream).
     """
@@ -111,6 +117,7 @@ class BridgeServer:
         auth_timeout: float = 10.0,
         control_limit: int = 32 << 20,
         hard_frame: int | None = None,
+        raw_params: bool = False,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -118,6 +125,7 @@ class BridgeServer:
             raise ValueError(f"BridgeServer binds loopback only, not {host!r}")
         self._token = token.encode("utf-8")  # expected secret, bytes for compare_digest
         self._handler = handler  # async (method, params) -> result
+        self._raw_params = raw_params  # params reach the handler undecoded (msgspec.Raw)
         self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
         self._port = port  # requested port (0 = free)
         self._max_frame = max_frame  # bytes; larger frames get a -32600 error, connection lives
@@ -315,7 +323,7 @@ class BridgeServer:
                 continue
             try:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
-                msg: Any = jsonrpc.decode(raw)
+                msg: Any = jsonrpc.decode(raw, raw_params=self._raw_params)
             except RpcError as exc:
                 session.send(_error_frame(exc.id, exc))
                 continue
@@ -349,6 +357,8 @@ class BridgeServer:
     def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
         params = msg.params
+        if isinstance(params, msgspec.Raw):  # raw_params: the bridge's own method, decoded here
+            params = msgspec.json.decode(params)
         seq = params.get("seq") if isinstance(params, dict) else None
         is_request = type(msg) is jsonrpc.Request
         if type(seq) is not int or seq < 0:
@@ -366,6 +376,7 @@ class BridgeServer:
     async def _work(self) -> None:
         """The one worker: handle queued frames strictly in arrival order."""
         queue, handler, Request = self._queue, self._handler, jsonrpc.Request
+        absent = EMPTY_RAW if self._raw_params else {}
         while True:
             self._idle.set()
             session, msg, _ = await queue.get()
@@ -373,7 +384,7 @@ class BridgeServer:
             if self._closing.is_set():
                 self._dropped_on_close += 1
                 continue
-            params = {} if msg.params is UNSET else msg.params
+            params = absent if msg.params is UNSET else msg.params
             is_request = type(msg) is Request
             try:
                 result = await handler(msg.method, params)

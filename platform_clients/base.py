@@ -9,12 +9,14 @@ exactly those, so the contract lives in one place per platform.  All raw times a
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Annotated, Any, Callable, ClassVar, Optional
 
 import msgspec
 
 from sidecar.domain.events import DialogSnapshot, DomainEvent
+from sidecar.domain.favorites import Favorite
 
 log = logging.getLogger("platform_clients")
 
@@ -135,7 +137,7 @@ class PlatformClient:
         raise KeyError(name)
 
     @staticmethod
-    def is_freeloader(fav: dict) -> bool:  # pragma: no cover - interface
+    def is_freeloader(fav: Favorite) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
     @classmethod
@@ -187,8 +189,18 @@ def list_field(result: Any, name: str, project: str) -> list:
 
 
 def convert(data: Any, typ: type):
-    """msgspec.convert with the platform error type."""
+    """``data`` as ``typ``, BadRawEvent when it does not match.  Undecoded JSON
+    (:class:`msgspec.Raw`, what the bridge hands the sidecar) is decoded once, straight into
+    ``typ`` with its one decoder; a Python value (tests, a poll row) is converted."""
     try:
+        if isinstance(data, msgspec.Raw):
+            return _decoder(typ).decode(data)
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
         raise BadRawEvent(str(exc)) from exc
+
+
+@functools.cache
+def _decoder(typ: type) -> msgspec.json.Decoder:
+    """One JSON decoder per raw event type, built on first use and kept (msgspec's pattern)."""
+    return msgspec.json.Decoder(typ)

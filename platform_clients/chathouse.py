@@ -31,6 +31,7 @@ import msgspec
 from platform_clients.base import RawId, Timestamp, Pass, PlatformClient, convert
 from platform_clients.golden import IncomingEmail, _email
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 
 LIKE_BODIES = frozenset({"[like]", "❤", "❤️"})
 MAIL_IN_STATS = frozenset({"inmail_send", "inmail_photo_send", "inmail_video_send"})
@@ -144,5 +145,5 @@ class ChathouseClient(PlatformClient):
         return type_
 
     @staticmethod
-    def is_freeloader(fav: dict) -> bool:
-        return bool(fav.get("paid_with_bonuses_only"))
+    def is_freeloader(fav: Favorite) -> bool:
+        return bool(fav.paid_with_bonuses_only)

@@ -29,6 +29,7 @@ import msgspec
 
 from platform_clients.base import RawId, Timestamp, Pass, PlatformClient, convert, list_field
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 
 ROSE = "🌹"
 MAIL_IN_STATS = frozenset({"EmailSend", "EmailSendSatellite", "EmailSendBonusCoins"})
@@ -150,8 +151,8 @@ class GoldenClient(PlatformClient):
     }
 
     @staticmethod
-    def is_freeloader(fav: dict) -> bool:
-        return (fav.get("spend_total_usd") or 0.0) <= 0.0
+    def is_freeloader(fav: Favorite) -> bool:
+        return (fav.spend_total_usd or 0.0) <= 0.0
 
     @classmethod
     def decode_online(cls, result: Any):

@@ -31,6 +31,7 @@ import msgspec
 from platform_clients.base import RawId, Timestamp, BadAnswer, Pass, PlatformClient, convert, list_field
 from platform_clients.golden import ChatRequest, IncomingEmail, _chat_request, _email
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 
 LIKE_TYPES = frozenset({"likephoto", "wink", "like_newsfeed_post"})
 
@@ -138,8 +139,8 @@ class PrimeClient(PlatformClient):
     }
 
     @staticmethod
-    def is_freeloader(fav: dict) -> bool:
-        return (fav.get("paid_actions") or 0) < 11
+    def is_freeloader(fav: Favorite) -> bool:
+        return (fav.paid_actions or 0) < 11
 
     @classmethod
     def decode_unanswered_mail(cls, result: Any) -> list[UnansweredMail]:

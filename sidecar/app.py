@@ -90,7 +90,8 @@ class SidecarApp:
         self.stack = StackClient(settings.stack_url) if settings.stack_url else None
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
-                                   allowed_origins=settings.allowed_origins)
+                                   allowed_origins=settings.allowed_origins,
+                                   raw_params=True)  # decoded once, by each method
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
         self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due

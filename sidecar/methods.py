@@ -1,5 +1,5 @@
 """The registry of bridge methods (DESIGN §4, §13): one entry per method — its params Struct,
-the converter built once for that Struct, and its handler.
+the JSON decoder built once for that Struct, and its handler.
 
 Rules / theory of operation
 ---------------------------
@@ -7,10 +7,15 @@ Rules / theory of operation
   if-chain: the read-only ``why`` today; ``rules.*``, ``groups.*``, ``senders.*``,
   ``deliveries.list`` and ``events.emit`` plug in the same way (a component hands the app its
   registrations).
-* The bridge hands params as decoded JSON; each method converts them straight into its own
-  Struct with the converter bound at registration (one per method, msgspec's "one decoder per
-  type" pattern),
-  so a bad field is a -32602 naming the method and nothing reaches the domain half-read.
+* **Decode once**: the bridge hands params undecoded (``BridgeServer(raw_params=True)``: the
+  envelope is decoded with ``params`` as :class:`msgspec.Raw`); each method decodes that Raw
+  straight into its own Struct with the :class:`msgspec.json.Decoder` built at registration (one
+  per method, msgspec's "one decoder per type" pattern) — no dict in between, no second
+  conversion.  A bad field is a -32602 naming the method and the field
+  (``"favorite.update: Expected `str`, got `int` - at `$.ru`"``), and nothing reaches the domain
+  half-read.  A method registered without a Struct (``params=None``) gets the plain JSON value.
+* An in-process caller (tests, a tool) may pass a Python value instead of Raw; it is encoded to
+  JSON and goes through the same decoder, so it meets exactly the checks and errors Electron does.
 * ``needs_clock``: a step method refuses (-32602) until a virtual clock was set; read-only
   methods (``why``, ``status``, ``clock.advance_to`` itself) do not need one.
 * ``auth`` and ``stream.ack`` belong to the bridge and are never registered here.
@@ -19,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -30,8 +34,8 @@ P = TypeVar("P", bound=msgspec.Struct)
 Handler = Callable[[Any], Awaitable[Any]]
 
 
-def _convert(typ: type[P], raw: Any) -> P:
-    return msgspec.convert(raw if raw is not None else {}, typ)
+_encoder = msgspec.json.Encoder()  # in-process params only (see the module rules)
+_EMPTY = b"{}"  # absent params
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,16 +43,25 @@ class Method(Generic[P]):
     """One bridge method: ``decode(params) -> Struct`` (raises InvalidParams), ``handler``."""
 
     name: str
-    params: type[P]
+    params: type[P] | None  # None: the handler takes the plain JSON value
     handler: Callable[[P], Awaitable[Any]]
     needs_clock: bool
-    convert: Callable[[Any], P]
+    decoder: msgspec.json.Decoder  # built once, at registration
 
     def decode(self, raw: Any) -> P:
+        """``raw``: the frame's undecoded params (:class:`msgspec.Raw` or bytes) — decoded once;
+        any other value is an in-process caller's, encoded first.  InvalidParams names the method
+        and the offending field."""
+        if raw is None:
+            raw = _EMPTY
+        elif not isinstance(raw, (msgspec.Raw, bytes)):
+            raw = _encoder.encode(raw)
         try:
-            return self.convert(raw)
+            return self.decoder.decode(raw)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"{self.name}: {exc}") from None
+        except msgspec.DecodeError as exc:  # only bytes from an in-process caller can be malformed
+            raise InvalidParams(f"{self.name}: params are not JSON ({exc})") from None
 
 
 class Methods:
@@ -57,12 +70,14 @@ class Methods:
     def __init__(self) -> None:
         self._by_name: dict[str, Method[Any]] = {}
 
-    def register(self, name: str, params: type[P], handler: Callable[[P], Awaitable[Any]], *,
-                 needs_clock: bool = True) -> None:
-        """Add ``name``; ValueError when it is taken or belongs to the bridge."""
+    def register(self, name: str, params: type[P] | None, handler: Callable[[P], Awaitable[Any]],
+                 *, needs_clock: bool = True) -> None:
+        """Add ``name`` with its params Struct (None: plain JSON) and build its one decoder;
+        ValueError when it is taken or belongs to the bridge."""
         if name in self._by_name or name in BRIDGE_METHODS:
             raise ValueError(f"bridge method {name!r} is already registered")
-        self._by_name[name] = Method(name, params, handler, needs_clock, partial(_convert, params))
+        decoder = msgspec.json.Decoder(params) if params is not None else msgspec.json.Decoder()
+        self._by_name[name] = Method(name, params, handler, needs_clock, decoder)
 
     def get(self, name: str) -> Method[Any]:
         """The method; MethodNotFound (-32601) for an unknown one."""

@@ -43,12 +43,14 @@ class SessionLogout(Params, kw_only=True):
 
 
 class PlatformEvent(Params, kw_only=True):
-    """A raw platform socket event, as the platform sent it (platform_clients decode it)."""
+    """A raw platform socket event, as the platform sent it (platform_clients decode it).
+    ``data`` stays undecoded JSON (``msgspec.Raw``): the project client decodes it once,
+    straight into the event's own Struct (issue 12 "decode once")."""
 
     project: Project
     tu: Id
     name: str
-    data: Any
+    data: msgspec.Raw
     received_at: float | None = None
 
 

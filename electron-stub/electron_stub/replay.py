@@ -374,6 +374,7 @@ class Replay:
         s.wall_s, s.virtual_s = wall, self.now - self.start
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
+        s.stack_requests, s.stack_writes = self.stack.requests_by_kind()
         s.machines = len(self.machines)
         s.exits = [e for m in self.machines for e in m.exits]
         s.warnings += [w for m in self.machines for w in m.warnings]

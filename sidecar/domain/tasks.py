@@ -97,14 +97,21 @@ def strength_rank(type_: TaskType) -> int:
 
 def stronger_or_same(type_: TaskType) -> tuple[TaskType, ...]:
     """The types whose open task refuses a ``type_`` candidate (``type_`` itself included)."""
-    ch, i = _RANK[type_]
-    return STRENGTH[ch][: i + 1]
+    return _STRONGER_OR_SAME[type_]
 
 
 def weaker_than(type_: TaskType) -> tuple[TaskType, ...]:
     """The types a new ``type_`` task supersedes."""
-    ch, i = _RANK[type_]
-    return STRENGTH[ch][i + 1:]
+    return _WEAKER[type_]
+
+
+# both asked on every candidate: computed once from STRENGTH (issue 11 item 5)
+_STRONGER_OR_SAME = {t: STRENGTH[ch][: i + 1] for t, (ch, i) in _RANK.items()}
+_WEAKER = {t: STRENGTH[ch][i + 1:] for t, (ch, i) in _RANK.items()}
+
+#: the ``Task.meta`` key that records a candidate's override of its type's ``online_only``; kept
+#: in ``meta`` so it is stored, restored and shown to Electron with the task, with no new column
+ONLINE_REQUIRED = "online_required"
 
 VIP_RANK = {"green": 3, "yellow": 2, "red": 1, None: 0}
 
@@ -122,8 +129,10 @@ def vip_tier(spend_30d_usd: float | None) -> str | None:
     return None
 
 
-class Task(msgspec.Struct, kw_only=True):
-    """A task on the operator's list.  Times are unix seconds (UTC)."""
+class Task(msgspec.Struct, kw_only=True, gc=False):
+    """A task on the operator's list.  Times are unix seconds (UTC).  ``gc=False``: a task holds
+    plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
+    the garbage collector need not track every open task (issue 11 item 5)."""
 
     task_id: str
     type: TaskType
@@ -152,6 +161,16 @@ class Task(msgspec.Struct, kw_only=True):
     @property
     def awaits_answer(self) -> bool:
         return SPECS[self.type].awaits_answer
+
+    @property
+    def online_required(self) -> bool:
+        """True when the task needs its RU online: at creation, and an open prompt expires when
+        RU Online says the RU left (DESIGN §6).  The type's default (:class:`TaskSpec`), unless
+        the candidate that made the task said otherwise (``meta[ONLINE_REQUIRED]``, set by the
+        Task Factory from :attr:`~sidecar.runtime.factory.Candidate.online_required`; e.g. the
+        post-chat Follow-up mail, seed 003 "можна писати офлайн РЮ")."""
+        value = self.meta.get(ONLINE_REQUIRED)
+        return SPECS[self.type].online_only if not isinstance(value, bool) else value
 
     def sort_key(self) -> tuple:
         """Earliest deadline (overdue first), then VIP tier (green first), then strength

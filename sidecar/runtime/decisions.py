@@ -50,7 +50,7 @@ HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
 CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
+class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One row of the decision log.  ``at``: unix seconds (UTC)."""
 
     tu: str
@@ -187,6 +187,13 @@ REASON_TEXT = {
     "new_unanswered": "the customer wrote again (a new Unanswered message)",
     "attempts_done": "all three attempts were used",
     "past_60m": "60 minutes passed since the profile's last message",
+    # Follow-up mail (seed 001)
+    "tu_mail_recent": "the profile's last letter is not older than 6 hours",
+    "read_already_processed": "this read of the letter was already handled",
+    "burst_already_processed": "this burst was already rolled (never re-rolled)",
+    "follow_up_mail_after_read": "a Follow-up mail already followed this read",
+    "history_error": "the mail history could not be read (retried, nothing moved)",
+    "merged": "checked together with another reason, which made the task",
 }
 
 

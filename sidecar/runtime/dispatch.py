@@ -34,7 +34,6 @@ def dispatch(step: Step, rt: TuRuntime, event: ev.DomainEvent) -> None:
         case ev.BlockChanged():
             key = "blocked_by_tu" if event.by == "tu" else "blocked_by_ru"
             rt.update_favorite(step, event.ru, {key: event.blocked})
-    for svc in rt.services:
-        svc.on_event(step, event)
+    rt.services.event(step, event)
     if came:
         rt.came_online(step, event.ru)

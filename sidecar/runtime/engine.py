@@ -16,12 +16,13 @@ Rules / theory of operation
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
 from sidecar.runtime import decisions
 from sidecar.runtime.dispatch import dispatch
@@ -57,11 +58,11 @@ class Engine:
 
     # sessions ---------------------------------------------------------------------------------
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
-              local_favorites: dict[str, dict], local_tasks: list[Task],
+              local_favorites: Mapping[str, Favorite], local_tasks: list[Task],
               pending_markers: dict[tuple[str, str], Any],
               local_state: dict[str, dict] | None = None) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
-        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [dict],
+        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [Favorite],
         "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
         — the local cache is used and the login still succeeds."""
         old = self.tus.get(tu)
@@ -81,25 +82,17 @@ class Engine:
         history: dict[str, dict[str, HistoryRow]] = {}
         dropped: list[str] = []
         if startup is not None:
-            favorites: dict[str, dict] = {}
-            for fav in startup.get("favorites", ()):
-                ru = fav["ru"]
-                merged = dict(fav)
-                merged.setdefault("project", project)
-                merged["markers"] = dict(fav.get("markers") or {})
-                favorites[ru] = merged
+            favorites: dict[str, Favorite] = {fav.ru: fav for fav in startup.get("favorites", ())}
             dropped = sorted(set(local_favorites) - set(favorites))
             for row in startup.get("history", ()):
                 history.setdefault(row.ru, {})[row.task_id] = row
         else:
-            favorites = {ru: dict(f) for ru, f in local_favorites.items()}
+            favorites = dict(local_favorites)  # frozen values: shared, not copied
         for (ru, name), value in pending_markers.items():  # unacked local writes win
             fav = favorites.get(ru)
             if fav is None:
                 continue  # no longer a favorite: the marker has no owner here
-            markers = dict(fav.get("markers") or {})
-            markers[name] = value  # None: cleared (a fact, see TuRuntime)
-            fav["markers"] = markers
+            favorites[ru] = fav.with_marker(name, value)  # None: cleared (a fact, see TuRuntime)
         for task in local_tasks:
             history.setdefault(task.ru, {})[task.task_id] = HistoryRow.of(task)
         rt.favorites = favorites
@@ -118,8 +111,7 @@ class Engine:
             step.ops.append(ops.DeleteFavorite(tu=tu, ru=ru))
         step.ops.append(ops.PutSession(tu=tu, project=project, operator=operator, at=step.now))
         self._housekeeping(step)
-        for svc in rt.services:
-            svc.on_login(step)
+        rt.services.login(step)
         return rt
 
     def logout(self, step: Step, tu: str) -> None:
@@ -128,8 +120,7 @@ class Engine:
         if rt is None or not rt.logged_in:
             return
         self.factory.close_tu(step, rt, CloseReason.LOGOUT)
-        for svc in rt.services:
-            svc.on_logout(step)
+        rt.services.logout(step)
         rt.logged_in = False
         rt.cancel_all()
         self.decisions.forget_tu(tu)
@@ -139,8 +130,7 @@ class Engine:
         step.ops.append(ops.DeleteSession(tu=tu))
 
     def reconnected(self, step: Step, tu: str) -> None:
-        for svc in self._rt(tu).services:
-            svc.on_reconnect(step)
+        self._rt(tu).services.reconnect(step)
 
     # inputs -----------------------------------------------------------------------------------
     def platform_event(self, step: Step, tu: str, project: str, name: str, data: Any) -> int:
@@ -156,7 +146,8 @@ class Engine:
         self.events_in += 1
         return len(events)
 
-    def favorite_update(self, step: Step, tu: str, ru: str, changes: dict) -> None:
+    def favorite_update(self, step: Step, tu: str, ru: str, changes: Mapping[str, Any]) -> None:
+        """``favorite.update``: attribute changes (names of :class:`Favorite`, None = keep)."""
         rt = self._rt(tu)
         rt.update_favorite(step, ru, changes)
 
@@ -209,7 +200,7 @@ class Engine:
         if kind == "deadline":
             self.factory.on_deadline(step, rt, key[2])
         else:
-            svc = rt.by_name.get(kind)
+            svc = rt.services.named(kind)
             if svc is not None:
                 svc.on_timer(step, key[1:], payload)
         return True
@@ -220,7 +211,7 @@ class Engine:
         rt = self.tus.get(request.tu)
         if rt is None or not rt.logged_in or rt.epoch != request.epoch:
             return  # the TU logged out meanwhile: a late answer changes nothing
-        svc = rt.by_name.get(request.service)
+        svc = rt.services.named(request.service)
         if svc is None:
             return
         if error is None:

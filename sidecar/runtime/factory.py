@@ -7,7 +7,8 @@ Rules / theory of operation
   - one open task per (TU, RU, type): a second trigger while one is open is refused as
     ``open`` and the deadline stays at the first trigger + TTL;
   - deadline = created_at + TTL (``unanswered_email``: the e-mail's receipt + 12 h);
-  - no task for a logged-out TU or a blocked pair; online-only types need the RU online;
+  - no task for a logged-out TU or a blocked pair; online-only types need the RU online (a
+    candidate may override its type's rule, :attr:`Candidate.online_required`);
   - one strength order per channel (:data:`~sidecar.domain.tasks.STRENGTH`): a candidate is
     refused as ``stronger_task_open`` while a stronger task of its channel is open, and a new
     task closes the weaker ones of the pair as ``superseded`` — after the services heard of the
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.runtime.decisions import Recorder, recorded
-from sidecar.domain.tasks import (SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
+from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
 from sidecar.router.model import Event
@@ -43,18 +44,28 @@ OVERDUE_ALERT_S = 600.0  # one task overdue this long alerts the shift lead (DES
 OVERDUE_ALERT_COUNT = 5  # or this many overdue tasks of one TU at once
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.domain.favorites import Favorite
     from sidecar.runtime.step import Step
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A service's proposal.  ``anchor``: the instant the deadline counts from (default: now)."""
+    """A service's proposal.  ``anchor``: the instant the deadline counts from (default: now).
+    ``online_required``: None keeps the type's rule (:data:`~sidecar.domain.tasks.SPECS`
+    ``online_only``); True / False overrides it for this task — at creation and for the offline
+    expiry of the open task (DESIGN §6: a Follow-up mail is online-only "except post-chat").  The
+    factory applies the flag and knows nothing of why a service sets it."""
 
     type: TaskType
     ru: str
     source: str
     anchor: float | None = None
     meta: dict | None = None
+    online_required: bool | None = None
+
+    def needs_online(self) -> bool:
+        spec_rule = SPECS[self.type].online_only
+        return spec_rule if self.online_required is None else self.online_required
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +82,7 @@ class TaskOwner(Recorder, Protocol):
     logged_in: bool
     online: set[str]
 
-    def attrs(self, ru: str) -> dict: ...
+    def attrs(self, ru: str) -> "Favorite": ...
     def spend_30d(self, ru: str) -> float | None: ...
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None: ...
     def cancel(self, key: tuple) -> bool: ...
@@ -87,6 +98,7 @@ class TaskFactory:
     def __init__(self) -> None:
         self.open: dict[str, Task] = {}  # task_id -> open task
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
+        self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
         self.created_total = 0  # tasks created by this process (status)
 
     # queries ----------------------------------------------------------------------------------
@@ -97,6 +109,11 @@ class TaskFactory:
     def open_of_pair(self, tu: str, ru: str) -> list[Task]:
         pair = self.by_pair.get((tu, ru))
         return [] if not pair else list(pair.values())
+
+    def open_rus(self, tu: str) -> frozenset[str]:
+        """The RUs of ``tu`` with at least one open task — what an online pass judges, without
+        listing (and sorting) every open task of the TU on every pass (issue 11 item 5)."""
+        return frozenset(self.rus_by_tu.get(tu, ()))
 
     def open_of_tu(self, tu: str) -> list[Task]:
         return sorted((t for t in self.open.values() if t.tu == tu), key=Task.sort_key)
@@ -110,11 +127,10 @@ class TaskFactory:
         refusal = self.stronger_open(rt.tu, cand.ru, cand.type)
         if refusal is not None:
             return Refused(refusal)
-        fav = rt.attrs(cand.ru)
-        if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+        if rt.attrs(cand.ru).blocked:
             return Refused("blocked")
         spec = SPECS[cand.type]
-        if spec.online_only and cand.ru not in rt.online and cand.source != "post_chat":
+        if cand.needs_online() and cand.ru not in rt.online:
             return Refused("offline")
         now = step.now
         anchor = now if cand.anchor is None else cand.anchor
@@ -123,8 +139,10 @@ class TaskFactory:
             type=cand.type, project=rt.project, tu=rt.tu, ru=cand.ru, source=cand.source,
             created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(cand.ru)),
             meta=dict(cand.meta or {}))
-        weaker = [t for t in (self.open_for(rt.tu, cand.ru, w) for w in weaker_than(cand.type))
-                  if t is not None]
+        if cand.online_required is not None and cand.online_required != spec.online_only:
+            task.meta[ONLINE_REQUIRED] = cand.online_required  # the task keeps the override
+        pair = self.by_pair.get((rt.tu, cand.ru))
+        weaker = [pair[w] for w in weaker_than(cand.type) if w in pair] if pair else []
         self._index(task)
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
@@ -161,6 +179,11 @@ class TaskFactory:
             pair.pop(task.type, None)
             if not pair:
                 del self.by_pair[(task.tu, task.ru)]
+                rus = self.rus_by_tu.get(task.tu)
+                if rus is not None:
+                    rus.discard(task.ru)
+                    if not rus:
+                        del self.rus_by_tu[task.tu]
         rt.cancel(("deadline", task.task_id))
         task.closed_at = step.now
         task.reason = reason
@@ -221,10 +244,11 @@ class TaskFactory:
 
     def expire_offline(self, step: "Step", rt: TaskOwner, ru: str) -> list[Task]:
         """RU Online says ``ru`` went offline: its open online-only prompts close as ``expired``
-        (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  The
-        post-chat Follow-up mail is the one online-exempt prompt (seed 003, Follow-up mail 3)."""
+        (DESIGN §6; seed 003 "або RU вийде в офлайн і таск закриється як прострочений").  A task
+        whose candidate was made online-exempt (:attr:`Candidate.online_required` False, e.g. the
+        post-chat Follow-up mail) stays open."""
         done = [t for t in self.open_of_pair(rt.tu, ru)
-                if SPECS[t.type].online_only and not t.awaits_answer and t.source != "post_chat"]
+                if t.online_required and not t.awaits_answer]
         for t in done:
             self.close(step, rt, t, CloseReason.EXPIRED)
         return done
@@ -247,3 +271,4 @@ class TaskFactory:
     def _index(self, task: Task) -> None:
         self.open[task.task_id] = task
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
+        self.rus_by_tu.setdefault(task.tu, set()).add(task.ru)

@@ -3,9 +3,11 @@ service's intent into effects on the current :class:`~sidecar.services.base.Step
 
 Rules / theory of operation
 ---------------------------
-* State kept here: the favorites cache (Stack's favorites with markers, updated by
-  ``favorite.update``, block events and the online passes — seed 003 "з апі оновлюємо тільки
-  онлайн і хто кого заблокував"), the RU Online set and the last dialog snapshot per RU.
+* State kept here: the favorites cache (Stack's favorites with markers as frozen
+  :class:`~sidecar.domain.favorites.Favorite` values, updated by ``favorite.update``, block
+  events and the online passes — seed 003 "з апі оновлюємо тільки онлайн і хто кого
+  заблокував"; an update replaces only that RU's value), the RU Online set and the last dialog
+  snapshot per RU.
 * **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів обчислюємо і
   тримаємо на своїй стороні").  A block event, a limits answer, a dialog row or a
   ``favorite.update`` for any other RU is kept as that pair's attributes (``pairs``: blocks,
@@ -16,20 +18,24 @@ Rules / theory of operation
   before the services hear of the pass — also the first pass after a restart.
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
+* The services are heard through :class:`~sidecar.runtime.hooks.Services`, the one
+  broadcaster; this module never loops over them.
 * Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
 * Every marker change is written locally (favorite row) and enqueued for Stack in the same step
   (DESIGN §9), so it commits in one transaction with the state change that caused it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, TaskType
 from sidecar.runtime.decisions import DecisionLog
 from sidecar.runtime.factory import Candidate, Refused, TaskFactory
+from sidecar.runtime.hooks import Services
 from sidecar.runtime.step import Request, ServiceHooks, Step
 from sidecar.store import ops
 from sidecar.stack import writes as stack_out
@@ -58,19 +64,22 @@ class TuRuntime:
         self.operator = operator  # who is logged in (trace/status only)
         self.logged_in = False  # tasks are created only for a logged-in TU
         self.inbox_synced = False  # the login's check chat has answered (or there is none)
-        self.favorites: dict[str, dict] = {}  # ru -> favorite attributes incl. "markers"
-        self.pairs: dict[str, dict] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
+        self.favorites: dict[str, Favorite] = {}  # ru -> Stack's favorite, with its markers
+        self.pairs: dict[str, Favorite] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
         self.online: set[str] = set()  # RU Online: who is online now
         self.snapshots: dict[str, "DialogSnapshot"] = {}  # ru -> last dialog row seen by a pass
         self.history: dict[str, list[HistoryRow]] = {}  # ru -> Stack task history rows (restore input)
         self.local_state: dict[str, dict] = {}  # scope -> key -> value, loaded at login
-        self.services: list[ServiceHooks] = []  # per-TU services, in dispatch order
-        self.by_name: dict[str, ServiceHooks] = {}  # Service.name -> service
+        self.services = Services()  # per-TU services in dispatch order: the one broadcaster
 
     # wiring -----------------------------------------------------------------------------------
     def add_services(self, services: Sequence[ServiceHooks]) -> None:
-        self.services = list(services)
-        self.by_name = {s.name: s for s in services}
+        self.services = Services(services)
+
+    @property
+    def by_name(self) -> Mapping[str, ServiceHooks]:
+        """Service.name -> service (a timer's or a request's owner)."""
+        return self.services.by_name
 
     # facts handed up by the services ----------------------------------------------------------
     def propose(self, step: Step, cand: Candidate) -> "Task | Refused":
@@ -83,27 +92,28 @@ class TuRuntime:
 
     # reports from the Task Factory ------------------------------------------------------------
     def task_created(self, step: Step, task: "Task") -> None:
-        for svc in self.services:
-            svc.on_task_created(step, task)
+        self.services.task_created(step, task)
 
     def task_closed(self, step: Step, task: "Task") -> None:
-        for svc in self.services:
-            svc.on_task_closed(step, task)
+        self.services.task_closed(step, task)
 
     def is_favorite(self, ru: str) -> bool:
         return ru in self.favorites
 
-    def attrs(self, ru: str) -> dict:
-        """The pair's attributes: the favorite's, else what events told of a non-favorite."""
+    def attrs(self, ru: str) -> Favorite:
+        """The pair's attributes: the favorite's, else what events told of a non-favorite (an
+        empty value — every attribute unknown — when nothing was told)."""
         fav = self.favorites.get(ru)
-        return fav if fav is not None else self.pairs.get(ru, {})
+        if fav is None:
+            fav = self.pairs.get(ru)
+        return fav if fav is not None else Favorite(ru=ru)
 
     def limit(self, ru: str, channel: str) -> int | None:
         """The pair's ``chat`` / ``mail`` limit, None when unknown.  Every dialog row that carries
         a limit (online pass, check chat) and every live limits answer writes it into the pair's
         attributes (:meth:`note_limits`), so the latest one wins.  Unknown counts as absent
         (DESIGN §6)."""
-        return self.attrs(ru).get(f"{channel}_limit")
+        return self.attrs(ru).limit(channel)
 
     # timers -----------------------------------------------------------------------------------
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None:
@@ -140,8 +150,7 @@ class TuRuntime:
     def came_online(self, step: Step, ru: str) -> None:
         if ru not in self.online:
             return
-        for svc in self.services:
-            svc.on_online(step, {ru}, self.online, {}, False)
+        self.services.online(step, {ru}, self.online, {}, False)
 
     def apply_online_pass(self, step: Step, online: set[str],
                           snapshots: list["DialogSnapshot"]) -> None:
@@ -150,21 +159,20 @@ class TuRuntime:
         self.online = set(online)
         # judged against the open prompts, not the previous set: a restarted sidecar's first pass
         # must expire an adopted prompt whose RU left while it was down
-        for ru in sorted({t.ru for t in self.factory.open_of_tu(self.tu)} - self.online):
+        for ru in sorted(self.factory.open_rus(self.tu) - self.online):
             self.factory.expire_offline(step, self, ru)
         rows = {}
         for snap in snapshots:
             rows[snap.ru] = snap
             self.snapshots[snap.ru] = snap
             self.note_row(step, snap)
-        for svc in self.services:
-            svc.on_online(step, came, self.online, rows, True)
+        self.services.online(step, came, self.online, rows, True)
 
     def note_row(self, step: Step, snap: "DialogSnapshot") -> None:
         """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого
         заблокував") and the limits it carries."""
         known = snap.ru in self.favorites or snap.ru in self.pairs
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if known or snap.blocked_by_tu or snap.blocked_by_ru:
             changes = {"blocked_by_tu": snap.blocked_by_tu, "blocked_by_ru": snap.blocked_by_ru}
         if self.client.has_limits:
@@ -176,34 +184,25 @@ class TuRuntime:
             self.update_favorite(step, snap.ru, changes)
 
     # favorites --------------------------------------------------------------------------------
-    def update_favorite(self, step: Step, ru: str, changes: dict) -> None:
-        """Apply attribute changes (``None`` values are ignored); persist and tell services.
-        For an RU Stack does not list as a favorite the changes go to its pair attributes
-        (in memory; passes refresh them after a restart) — it does not become a favorite."""
-        fav = self.favorites.get(ru)
-        listed = fav is not None
-        if not listed:
-            fav = self.pairs.get(ru)
-        before = dict(fav) if fav is not None else {}
-        after = dict(before)
-        touched = False
-        for k, v in changes.items():
-            if k == "markers":
-                continue  # markers change only through write_marker
-            if v is not None and after.get(k) != v:
-                after[k] = v
-                touched = True
-        if not touched:
+    def update_favorite(self, step: Step, ru: str, changes: Mapping[str, Any]) -> None:
+        """Apply attribute changes (``None`` values are ignored, markers change only through
+        :meth:`write_marker`); persist and tell services.  Only the changed RU's value is
+        replaced (:meth:`Favorite.updated`).  For an RU Stack does not list as a favorite the
+        changes go to its pair attributes (in memory; passes refresh them after a restart) — it
+        does not become a favorite."""
+        listed = ru in self.favorites
+        before = self.attrs(ru)
+        after = before.updated(changes)
+        if after is None:
             return
         if listed:
             self.favorites[ru] = after
             step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=after))
         else:
             self.pairs[ru] = after
-        for svc in self.services:
-            svc.on_favorite_changed(step, ru, before, after)
-        newly_blocked = ((after.get("blocked_by_tu") and not before.get("blocked_by_tu"))
-                         or (after.get("blocked_by_ru") and not before.get("blocked_by_ru")))
+        self.services.favorite_changed(step, ru, before, after)
+        newly_blocked = ((after.blocked_by_tu and not before.blocked_by_tu)
+                         or (after.blocked_by_ru and not before.blocked_by_ru))
         if newly_blocked:  # seed 003 scenario 10: the block check removes the open tasks —
             # after the services dropped their state, so a closing task plans nothing new
             self.factory.close_pair(step, self, ru, CloseReason.BLOCKED)
@@ -211,7 +210,8 @@ class TuRuntime:
     def spend_30d(self, ru: str) -> float | None:
         """The RU's global 30-day spend (the VIP tier, seed 003 "по всіх клієнтах"): the
         favorite's when Stack lists one, else the last dialog row's; None when unknown."""
-        spend = (self.favorites.get(ru) or {}).get("spend_30d_usd")
+        fav = self.favorites.get(ru)
+        spend = None if fav is None else fav.spend_30d_usd
         if spend is None:
             snap = self.snapshots.get(ru)
             spend = None if snap is None else snap.spend_30d_usd
@@ -219,12 +219,12 @@ class TuRuntime:
 
     def marker(self, ru: str, name: str) -> Any:
         fav = self.favorites.get(ru)
-        return None if fav is None else (fav.get("markers") or {}).get(name)
+        return None if fav is None else fav.marker(name)
 
     def marker_cleared(self, ru: str, name: str) -> bool:
         """True when the marker was cleared (a fact), not merely never written (DESIGN §7)."""
-        markers = (self.favorites.get(ru) or {}).get("markers") or {}
-        return name in markers and markers[name] is None
+        fav = self.favorites.get(ru)
+        return fav is not None and fav.marker_cleared(name)
 
     def write_marker(self, step: Step, ru: str, name: str, value: Any, idem_key: str) -> None:
         """Set (or clear with ``None``) ``favorite.<name>`` locally and enqueue it for Stack in
@@ -233,9 +233,7 @@ class TuRuntime:
         fav = self.favorites.get(ru)
         if fav is None:
             raise ValueError(f"{self.tu}: marker {name} for {ru}, which is not a favorite")
-        markers = dict(fav.get("markers") or {})
-        markers[name] = value  # None: cleared, kept as a fact
-        fav["markers"] = markers
+        fav = self.favorites[ru] = fav.with_marker(name, value)  # None: cleared, kept as a fact
         step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=fav))
         step.emit(stack_out.marker_event(self.tu, ru, name, value, idem_key))
 

@@ -14,6 +14,7 @@ def default_services(rt: "TuRuntime") -> list[Service]:
     from sidecar.services.inbound import InboundService
     from sidecar.services.passes import PassService
 
+    from sidecar.services.follow_up_mail.service import FollowUpMailService
     from sidecar.services.follow_up_message import FollowUpMessageService
 
-    return [PassService(rt), InboundService(rt), FollowUpMessageService(rt)]
+    return [PassService(rt), InboundService(rt), FollowUpMessageService(rt), FollowUpMailService(rt)]

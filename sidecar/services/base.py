@@ -22,6 +22,7 @@ from sidecar.runtime.step import Request, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot, DomainEvent
+    from sidecar.domain.favorites import Favorite
     from sidecar.domain.tasks import Task
     from sidecar.runtime.tu import TuRuntime
 
@@ -68,5 +69,6 @@ class Service:
     def on_task_created(self, step: Step, task: "Task") -> None:
         """A task of this TU was created."""
 
-    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+    def on_favorite_changed(self, step: Step, ru: str, before: "Favorite",
+                            after: "Favorite") -> None:
         """A favorite's attributes changed (favorite.update, a block event, a pass refresh)."""

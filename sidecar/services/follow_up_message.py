@@ -50,6 +50,7 @@ from typing import Any
 from platform_clients.base import list_field
 from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
 from sidecar.runtime.factory import Candidate, Refused
 from sidecar.domain.notes import ChainAttempt
@@ -194,14 +195,13 @@ class FollowUpMessageService(Service):
         if task.type in STRONGER and task.reason is not CloseReason.LOGOUT:
             self._check(step, ru)  # a refused attempt may be unblocked by this close
 
-    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
-        blocked = after.get("blocked_by_tu") or after.get("blocked_by_ru")
-        if blocked:
+    def on_favorite_changed(self, step: Step, ru: str, before: Favorite, after: Favorite) -> None:
+        if after.blocked:
             # seed 003 scenario 10: a block removes the chain and its state
             self._remove(step, ru, clear_marker=True, why="blocked")
-        elif not after.get("active", True) or after.get("is_white"):
+        elif not after.is_active or after.is_white:
             self._remove(step, ru, clear_marker=False, ended=True,
-                         why="white" if after.get("is_white") else "inactive")
+                         why="white" if after.is_white else "inactive")
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
                   snapshots: dict, full_pass: bool) -> None:
@@ -350,9 +350,8 @@ class FollowUpMessageService(Service):
 
     # checks -----------------------------------------------------------------------------------
     @staticmethod
-    def _chain_allowed(fav: dict | None) -> bool:
-        return (fav is not None and fav.get("active", True) and not fav.get("is_white")
-                and not fav.get("blocked_by_tu") and not fav.get("blocked_by_ru"))
+    def _chain_allowed(fav: Favorite | None) -> bool:
+        return fav is not None and fav.is_active and not fav.is_white and not fav.blocked
 
     def _final_check(self, ru: str) -> str | None:
         """DESIGN §7 "Before the Task Factory"; None = pass, else the refusal reason."""
@@ -360,11 +359,11 @@ class FollowUpMessageService(Service):
         fav = rt.favorites.get(ru)
         if fav is None:
             return "not_favorite"
-        if not fav.get("active", True):
+        if not fav.is_active:
             return "inactive"
-        if fav.get("is_white"):
+        if fav.is_white:
             return "white"
-        if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+        if fav.blocked:
             return "blocked"
         if ru not in rt.online:
             return "offline"
@@ -437,13 +436,13 @@ class FollowUpMessageService(Service):
             self._arm(step, ru, ch.tu_wrote(chain, c.last_tu_at))  # the boundary moves
 
 
-def no_chain_reason(fav: dict | None) -> str:
+def no_chain_reason(fav: Favorite | None) -> str:
     """Why an answered Unanswered message starts no chain (DESIGN §6 "favorites only", §13)."""
     if fav is None:
         return "not_favorite"
-    if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+    if fav.blocked:
         return "blocked"
-    if fav.get("is_white"):
+    if fav.is_white:
         return "white"
     return "inactive"
 

@@ -43,6 +43,7 @@ import msgspec
 
 from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import TaskType
 from sidecar.runtime.factory import Candidate
 from sidecar.services.base import Request, Service, Step
@@ -65,8 +66,7 @@ class InboundService(Service):
         (:meth:`~sidecar.runtime.tu.TuRuntime.note_row`, the engine's ``BlockChanged``)."""
         if row is not None:
             return row.blocked_by_tu or row.blocked_by_ru
-        attrs = self.tu.attrs(ru)
-        return bool(attrs.get("blocked_by_tu") or attrs.get("blocked_by_ru"))
+        return self.tu.attrs(ru).blocked
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
         match event:
@@ -144,9 +144,9 @@ class InboundService(Service):
         record_outcome(step, self.tu, sig.ru, TaskType.OPEN_LIMITS, sig.source, reason,
                        detail={"reason": sig.reason})
 
-    def on_favorite_changed(self, step: Step, ru: str, before: dict, after: dict) -> None:
+    def on_favorite_changed(self, step: Step, ru: str, before: Favorite, after: Favorite) -> None:
         sig = self.waiting_limit.get(ru)
-        if sig is not None and after.get("chat_limit") is not None:
+        if sig is not None and after.chat_limit is not None:
             self._open_limits(step, sig)  # the limit is known now: re-check (DESIGN §6)
 
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None:

@@ -77,8 +77,7 @@ class PassService(Service):
         if rt.inbox_synced:
             return
         rt.inbox_synced = True
-        for svc in rt.services:
-            svc.on_online(step, set(), rt.online, {}, True)
+        rt.services.online(step, set(), rt.online, {}, True)
 
     @property
     def cursor(self) -> int:

@@ -7,6 +7,9 @@ Rules / theory of operation
   does not match is skipped and counted (a bad row must not make a TU impossible to log in, and
   must not poison later events of that RU with wrongly typed attributes).  An answer that is not
   such an object at all is unusable: login restores from local state, as for a Stack outage.
+* A favorite row becomes the runtime's frozen :class:`~sidecar.domain.favorites.Favorite` here,
+  once (:func:`favorite_of`), with Stack's defaults for what the row leaves out (active, not
+  white, not blocked).
 """
 from __future__ import annotations
 
@@ -15,12 +18,15 @@ from typing import Any
 
 import msgspec
 
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import HistoryRow
 
 log = logging.getLogger("sidecar.stack.startup")
 
 
 class StartupFavorite(msgspec.Struct, kw_only=True):
+    """A favorite row as Stack sends it; absent members take Stack's defaults."""
+
     ru: str
     project: str | None = None
     active: bool = True
@@ -49,9 +55,22 @@ class StartupTask(msgspec.Struct, kw_only=True):
 
 
 class Startup(msgspec.Struct, frozen=True):
-    favorites: list[dict]  # validated favorites as plain dicts (the runtime's favorite shape)
+    favorites: list[Favorite]  # validated favorites, the runtime's frozen values
     history: list[HistoryRow]  # validated task history rows
     skipped: int  # rows that did not match and were left out
+
+
+def favorite_of(row: Any) -> Favorite:
+    """One startup favorite row (a JSON object) as a :class:`Favorite`; msgspec.ValidationError
+    when it does not match :class:`StartupFavorite`."""
+    fav = msgspec.convert(row, StartupFavorite)
+    return Favorite(ru=fav.ru, project=fav.project, active=fav.active, is_white=fav.is_white,
+                    spend_30d_usd=fav.spend_30d_usd, spend_total_usd=fav.spend_total_usd,
+                    paid_actions=fav.paid_actions,
+                    paid_with_bonuses_only=fav.paid_with_bonuses_only,
+                    chat_limit=fav.chat_limit, mail_limit=fav.mail_limit,
+                    blocked_by_tu=fav.blocked_by_tu, blocked_by_ru=fav.blocked_by_ru,
+                    markers=fav.markers)
 
 
 def parse_startup(tu: str, data: Any) -> Startup | None:
@@ -63,16 +82,16 @@ def parse_startup(tu: str, data: Any) -> Startup | None:
         log.warning("Stack startup for %s: favorites/history are not lists; using local state", tu)
         return None
     skipped = 0
-    favorites: list[dict] = []
+    favorites: list[Favorite] = []
     for row in favs:
         try:
-            fav = msgspec.convert(row, StartupFavorite)
+            fav = favorite_of(row)
         except msgspec.ValidationError as exc:
             skipped += 1
             log.warning("Stack startup for %s: skipping favorite %r: %s", tu, _ident(row, "ru"), exc)
             continue
         if fav.ru:
-            favorites.append(msgspec.structs.asdict(fav))
+            favorites.append(fav)
         else:
             skipped += 1
     history: list[HistoryRow] = []

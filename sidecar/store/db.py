@@ -28,6 +28,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any, Callable, TypeVar
 import aiosqlite
 import msgspec
 
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import Task
 
 from .decisions import read_decisions
@@ -49,6 +51,8 @@ from .rows import (OUTBOX_COLUMNS, TASK_COLUMNS, OutboxRow, SessionRow, decode_j
 
 T = TypeVar("T")
 
+log = logging.getLogger("sidecar.store")
+_FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
 # Head of a pair = the pair's lowest id.  A pair whose head is not due blocks its later rows.
@@ -217,10 +221,22 @@ class Store:
         return await self._run(lambda c: [task_from_row(r) for r in c.execute(sql, args)])
 
     # ------------------------------------------------------------------ readers: state
-    async def favorites(self, tu: str) -> dict[str, dict]:
-        """``{ru: favorite dict (incl. markers)}`` of ``tu``."""
+    async def favorites(self, tu: str) -> dict[str, Favorite]:
+        """``{ru: Favorite (incl. markers)}`` of ``tu``, each row decoded once, straight into the
+        frozen value.  A row that is not one (written by hand, or by a future version) is logged
+        and left out: the login still succeeds and Stack's startup data lists the favorite."""
         sql = "SELECT ru, data FROM favorites WHERE tu = ? ORDER BY ru"
-        return await self._run(lambda c: {ru: decode_json(d) for ru, d in c.execute(sql, (tu,))})
+
+        def read(c: sqlite3.Connection) -> dict[str, Favorite]:
+            out: dict[str, Favorite] = {}
+            for ru, data in c.execute(sql, (tu,)):
+                try:
+                    out[ru] = _FAVORITE.decode(data)
+                except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                    log.warning("favorite row %s/%s is unreadable, left out: %s", tu, ru, exc)
+            return out
+
+        return await self._run(read)
 
     async def states(self, tu: str, scope: str) -> dict[str, Any]:
         """``{key: value}`` of ``(tu, scope)`` in :class:`PutState`."""

@@ -150,3 +150,50 @@ def test_error_text_keeps_the_quotes_of_a_key_error_message_balanced():
     assert error_text(ValueError("x 'y'")) == "x 'y'"
     assert error_text(KeyError("a", "b")) == "('a', 'b')"
     assert error_text(KeyError(3)) == "3"
+
+
+def _outcome(frame, **kw):
+    try:
+        msg = jsonrpc.decode(frame, **kw)
+    except RpcError as exc:
+        return ("error", type(exc), exc.message, exc.id)
+    return ("ok", msg)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_members)
+def test_raw_params_decode_like_typed_params_only_later(obj):
+    """``raw_params=True`` (decode once, sidecar.methods) classifies every frame as the typed
+    decoder does, with the same errors; a call's params are the same JSON, still undecoded."""
+    frame = msgspec.json.encode(obj)
+    typed, raw = _outcome(frame), _outcome(frame, raw_params=True)
+    assert typed[0] == raw[0], (typed, raw)
+    if typed[0] == "error":
+        assert typed == raw
+        return
+    t, r = typed[1], raw[1]
+    assert type(t) is type(r)
+    if type(t) in (Request, Notification):
+        assert t.method == r.method and getattr(t, "id", None) == getattr(r, "id", None)
+        if t.params is msgspec.UNSET:
+            assert r.params is msgspec.UNSET
+        else:
+            assert isinstance(r.params, msgspec.Raw)
+            assert msgspec.json.decode(r.params) == t.params
+
+
+@pytest.mark.parametrize("params", [b"3", b'"s"', b"null", b"true", b"-1.5"])
+def test_raw_params_refuse_a_scalar_with_the_typed_error(params):
+    frame = b'{"jsonrpc":"2.0","id":8,"method":"a","params":' + params + b"}"
+    assert _outcome(frame, raw_params=True) == _outcome(frame)
+    assert _outcome(frame)[1] is InvalidRequest
+
+
+def test_raw_params_leave_a_number_out_of_range_to_the_method():
+    """The one difference: the typed envelope parses every number, Raw does not; the method's
+    decoder then refuses it (-32602, sidecar.methods) — still before anything is handled."""
+    frame = b'{"jsonrpc":"2.0","id":9,"method":"a","params":{"x":1e999}}'
+    msg = jsonrpc.decode(frame, raw_params=True)
+    assert isinstance(msg, Request) and isinstance(msg.params, msgspec.Raw)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.Decoder(dict[str, float]).decode(msg.params)

@@ -519,3 +519,31 @@ async def test_cutting_off_a_client_that_does_not_read_logs_no_concurrency_error
     ws.transport.abort()
     assert "not reading its answers" in caplog.text
     assert "ConcurrencyError" not in caplog.text and "Traceback" not in caplog.text
+
+
+# ---- raw params (decode once, sidecar.methods) ---------------------------------------------
+
+
+async def test_raw_params_reach_the_handler_undecoded_and_the_bridge_methods_still_work(start):
+    """``raw_params=True``: params reach the handler as the frame's own bytes (msgspec.Raw),
+    absent ones as ``{}``; scalars are refused as before; ``stream.ack`` is still the bridge's."""
+    import msgspec
+
+    server, app, port = await start(raw_params=True)
+    async with await raw_authed(port) as ws:
+        await ws.send('{"jsonrpc":"2.0","id":2,"method":"record","params":{"tu": "t-1", "n":[1,2]}}')
+        assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 2, "result": None}
+        await ws.send('{"jsonrpc":"2.0","id":3,"method":"record"}')
+        await ws.recv()
+        await ws.send('{"jsonrpc":"2.0","id":4,"method":"record","params":3}')
+        reply = json.loads(await ws.recv())
+        assert (reply["id"], reply["error"]["code"]) == (4, -32600)
+        assert reply["error"]["message"] == "invalid envelope: Expected `object | array`, got `int` - at `$.params`"
+        server.notify("task.created", {"n": 1})
+        await ws.recv()
+        await ws.send('{"jsonrpc":"2.0","id":5,"method":"stream.ack","params":{"seq":1}}')
+        assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 5, "result": {"ok": True}}
+    assert len(server.stream) == 0
+    assert [m for m, _ in app.handled] == ["record", "record"]
+    assert all(isinstance(p, msgspec.Raw) for _, p in app.handled)
+    assert [bytes(p) for _, p in app.handled] == [b'{"tu": "t-1", "n":[1,2]}', b"{}"]

@@ -11,6 +11,7 @@ from electron_stub import scenario as sc
 from electron_stub.world import World
 from platform_clients import client_for, mail
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.favorites import Favorite
 from sidecar.services.follow_up_mail import check as ck
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
@@ -51,7 +52,7 @@ def test_several_sources_of_one_pair_cost_one_read_and_one_candidate():
     rng = KeyedRandom(3)
     m, _ = src.on_unanswered_answered(rng, "t", "r", mk.MailMarker(), "u-1", T0)
     now = m.post_chat_due_at
-    pair = ck.PairState("r", {"active": True}, False, True, marker=m)
+    pair = ck.PairState("r", Favorite(ru="r", active=True), False, True, marker=m)
     plan = ck.plan("t", pair, [src.Trigger("last_mail_6h", "", now), src.Trigger("mail_read", "k1", now - 3),
                                src.post_chat_trigger(m, now, T0)])
     reads = 0

@@ -54,8 +54,9 @@ def online_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
     return bad
 
 
-def attribute_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
-    """None for a pair after a block either way, or while the favorite is inactive or white."""
+def attribute_violations(scenario: list[dict], trace: list[dict], type_: str = FU) -> list[str]:
+    """No ``type_`` task for a pair after a block either way, or while the favorite is inactive
+    or white."""
     closed_after: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
     for ln in scenario:
         kind, t = ln.get("kind"), ln.get("t")
@@ -69,7 +70,7 @@ def attribute_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
         elif kind == "block":
             closed_after[(ln["tu"], ln["ru"])].append((t, f"blocked by {ln['by']}"))
     bad = []
-    for r in created(trace):
+    for r in created(trace, type_):
         for since, why in closed_after.get((r["tu"], r["ru"]), ()):
             if r["at"] > since:
                 bad.append(f"{r['task_id']} {r['tu']}/{r['ru']} at {r['at']}: {why} since {since}")
@@ -155,3 +156,70 @@ def crash_divergence(with_crash: list[dict], without: list[dict], crashes: list[
         else:
             bad.append(f"{pair} follow-up {k} differs; first difference of the pair at {t}")
     return explained, bad, len(fu_diff)
+
+
+FUM = "follow_up_mail"
+MAIL_TYPES = ("unanswered_mail", FUM)
+
+
+def mail_violations(scenario: list[dict], trace: list[dict]) -> list[str]:
+    """Follow-up mail over a whole shift (seed 001, DESIGN §8):
+
+    * a post-chat mail (its ``meta.ref`` names the source Unanswered message) comes ≥ 600 s after
+      that task's answered close, and the TU sent no letter between the close and the mail — a
+      scenario ``mail`` line from the TU, or a mail task closed ``answered`` (the operator's
+      letter);
+    * no Follow-up mail for a freeloader (the project client's rule on the favorite line in force
+      then), nor — :func:`attribute_violations` — a white, inactive or blocked favorite;
+    * at most one Follow-up mail per pair and instant (one candidate per check)."""
+    from platform_clients import client_for
+    from sidecar.domain.favorites import ATTRIBUTES, Favorite
+
+    favs: dict[tuple[str, str], list[tuple[float, Favorite]]] = defaultdict(list)
+    tu_mail: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for ln in scenario:
+        if ln.get("kind") == "favorite":  # a later line updates the attributes it names
+            pair = (ln["tu"], ln["ru"])
+            changes = {k: v for k, v in ln.items() if k in ATTRIBUTES}
+            prev = favs[pair][-1][1] if favs[pair] else Favorite(ru=ln["ru"])
+            fav = prev.updated(changes) or prev
+            favs[pair].append((-math.inf if ln.get("t") is None else ln["t"], fav))
+        elif ln.get("kind") == "mail" and ln.get("from") == "tu":
+            tu_mail[(ln["tu"], ln["ru"])].append(ln["t"])
+        elif ln.get("kind") == "mail_log" and ln.get("from") == "tu":
+            tu_mail[(ln["tu"], ln["ru"])].append(ln["at"])
+    info: dict[str, tuple[str, str]] = {}
+    closed: dict[str, tuple[float, str]] = {}
+    for ln in scenario:  # Stack's prior task history (a post-chat timer restored from a close)
+        task = ln.get("task") if ln.get("kind") == "history" else None
+        if task and task.get("closed_at") is not None:
+            closed[task["task_id"]] = (task["closed_at"], task.get("reason") or "")
+    for r in trace:
+        if r["event"] == "task.created":
+            info[r["task_id"]] = (r["type"], r["source"])
+        elif r["event"] == "task.closed" and r["task_id"] not in closed:
+            closed[r["task_id"]] = (r["at"], r["reason"])
+            if info.get(r["task_id"], ("",))[0] in MAIL_TYPES and r["reason"] == "answered":
+                tu_mail[(r["tu"], r["ru"])].append(r["at"])
+    bad = attribute_violations(scenario, trace, FUM)
+    seen: set[tuple[str, str, float]] = set()
+    for r in created(trace, FUM):
+        pair, at = (r["tu"], r["ru"]), r["at"]
+        if (pair[0], pair[1], at) in seen:
+            bad.append(f"{pair} two Follow-up mails at {at}")
+        seen.add((pair[0], pair[1], at))
+        rows = [f for t, f in favs.get(pair, ()) if t <= at]
+        if rows and client_for(r["project"]).is_freeloader(rows[-1]):
+            bad.append(f"{r['task_id']} {pair} at {at}: a freeloader")
+        if r["source"] != "post_chat":
+            continue
+        ref = (r.get("meta") or {}).get("ref")
+        close = closed.get(ref) if ref else None
+        if close is None or close[1] != "answered":
+            bad.append(f"{r['task_id']} {pair} post-chat at {at}: source {ref} not closed answered")
+            continue
+        if at - close[0] < 600.0 - 1e-3:
+            bad.append(f"{r['task_id']} {pair} post-chat at {at}: {at - close[0]:.3f} s after its close")
+        if any(close[0] < m < at for m in tu_mail.get(pair, ())):
+            bad.append(f"{r['task_id']} {pair} post-chat at {at}: the TU mailed since {close[0]}")
+    return bad

@@ -12,13 +12,7 @@ SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 
 # Scenarios of open issues: strict expected failures that name their issue, so each flips to
 # XPASS (and fails, strict) the moment its issue lands and must then leave this table.
-NOT_YET: dict[str, str] = {
-    # issue 8 — Follow-up mail (seed 001)
-    "m01_post_chat_mail_even_offline": "issue 8: Follow-up mail (seed 001) not implemented yet",
-    "m03_mail_read_golden": "issue 8: Follow-up mail (seed 001) not implemented yet",
-    "m05_last_tu_mail_older_than_6h": "issue 8: Follow-up mail (seed 001) not implemented yet",
-    "n02_chathouse_online_now_mail_when_no_chat_limit": "issue 8: Follow-up mail (seed 001) not implemented yet",
-}
+NOT_YET: dict[str, str] = {}
 # issue 10 — sender health (seed 000): the router scenarios whose `sender` expectations need it,
 # and every k* scenario
 NOT_YET.update({

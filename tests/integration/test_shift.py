@@ -57,6 +57,22 @@ def test_no_follow_up_for_offline_blocked_inactive_or_white(runs):
     assert fc.attribute_violations(scenario, trace) == []
 
 
+def test_follow_up_mail_rules_hold_over_the_shift(runs, capsys):
+    """Seed 001 over the real shift, both runs: post-chat ≥ 600 s after its close and never after
+    a TU letter since, no mail for a freeloader / white / inactive / blocked favorite, one per
+    check; and every source shows up (the report's "by source" table counts them)."""
+    scenario, out = runs
+    for name in ("crash", "nocrash"):
+        trace = out[name][1]
+        assert fc.mail_violations(scenario, trace) == [], name
+        by_source: dict[str, int] = {}
+        for r in fc.created(trace, fc.FUM):
+            by_source[r["source"]] = by_source.get(r["source"], 0) + 1
+        with capsys.disabled():
+            print(f"\n{name}: follow-up mails by source {dict(sorted(by_source.items()))}")
+        assert {"post_chat", "mail_read", "last_mail_6h", "notification"} <= set(by_source), by_source
+
+
 def test_chains_wait_60s_and_make_at_most_three(runs):
     scenario, out = runs
     assert fc.chain_violations(scenario, out["crash"][1]) == []

@@ -30,6 +30,7 @@ from sidecar.runtime.engine import REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
+from sidecar.stack.startup import favorite_of
 
 Answer = Callable[[str, str, dict], Any]
 
@@ -113,9 +114,9 @@ class Driver:
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
               local_tasks=(), pending_markers=None, local_favorites=None, local_state=None):
-        if startup is not None:  # tests write history rows as Stack sends them: decode like the app
-            startup = {**startup, "history": [msgspec.convert(r, HistoryRow)
-                                              for r in startup.get("history", ())]}
+        if startup is not None:  # tests write rows as Stack sends them: convert at the edge like the app
+            startup = {"favorites": [favorite_of(f) for f in startup.get("favorites", ())],
+                       "history": [msgspec.convert(r, HistoryRow) for r in startup.get("history", ())]}
         return self.run(partial(
             self.engine.login, tu=tu, project=project, operator=operator, startup=startup,
             local_favorites=local_favorites or {}, local_tasks=list(local_tasks),

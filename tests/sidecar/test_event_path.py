@@ -43,6 +43,6 @@ def test_platform_event_to_task_created_never_reenters_a_file(monkeypatch, proje
     path = [f for f in seen[0] if ROOT_MARK in f and "/tests/" not in f]
     hops = [f.rsplit("/sidecar/", 1)[1] for f in path]
     assert hops == ["runtime/executor.py", "runtime/engine.py", "runtime/dispatch.py",
-                    "services/inbound.py", "runtime/tu.py", "runtime/decisions.py",
+                    "runtime/hooks.py", "services/inbound.py", "runtime/tu.py", "runtime/decisions.py",
                     "runtime/factory.py"], hops
     assert len(set(seen[0])) == len(seen[0]), seen[0]  # tests' own frames included

@@ -222,3 +222,27 @@ def test_after_a_restart_the_login_pass_expires_a_follow_up_whose_ru_is_offline(
     w2 = w.restart()  # crash before the next pass: the task is adopted open
     [c] = w2.d.closed()
     assert (c.task_id, c.reason, c.closed_at) == (task.task_id, "expired", T0 + 11)
+
+
+def test_a_candidate_overrides_its_types_online_rule_and_the_task_keeps_it():
+    """The factory knows no source names (issue 8): ``Candidate.online_required`` decides, and
+    the open task carries it for the offline expiry (DESIGN §6, "except post-chat")."""
+    from sidecar.runtime.factory import Candidate, Refused
+
+    w = World()
+    w.login([fav(RU), fav("ru-2")])
+    rt = w.d.engine.tus[TU]
+    exempt = w.d.run(lambda s: rt.propose(s, Candidate(TaskType.FOLLOW_UP_MAIL, RU, "any",
+                                                         online_required=False)))
+    assert exempt.online_required is False and exempt.meta == {"online_required": False}
+    plain = w.d.run(lambda s: rt.propose(s, Candidate(TaskType.FOLLOW_UP_MAIL, RU, "other")))
+    assert isinstance(plain, Refused) and plain.reason == "open"
+    strict = w.d.run(lambda s: rt.propose(s, Candidate(TaskType.OPEN_LIMITS, "ru-2", "any",
+                                                         online_required=True)))
+    assert isinstance(strict, Refused) and strict.reason == "offline"
+    default = w.d.run(lambda s: rt.propose(s, Candidate(TaskType.FOLLOW_UP_MAIL, "ru-2", "any")))
+    assert isinstance(default, Refused) and default.reason == "offline"
+    w.at(60)  # passes report RU offline: the exempt prompt stays until its deadline
+    assert w.open_task("follow_up_mail", RU) is not None
+    w.at(900)
+    assert [(c.type, c.reason) for c in w.d.closed()] == [("follow_up_mail", "expired")]

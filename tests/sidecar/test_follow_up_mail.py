@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 import pytest
 
 from platform_clients.mail import Letter, MailHistory
 from sidecar.core.clock import from_iso
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import HistoryRow
 from sidecar.services.follow_up_mail import check as ck
 from sidecar.services.follow_up_mail import lock as lk
@@ -18,11 +20,11 @@ from sidecar.services.follow_up_mail import sources as src
 T0 = from_iso("2026-11-30T08:00:00Z")
 TU, RU = "g-tu-1", "g-ru-1"
 RNG = KeyedRandom(3)
-FAV = {"active": True, "is_white": False, "blocked_by_tu": False, "blocked_by_ru": False}
+FAV = Favorite(ru=RU, active=True, is_white=False, blocked_by_tu=False, blocked_by_ru=False)
 
 
 def pair(**kw) -> ck.PairState:
-    base = dict(ru=RU, favorite=dict(FAV), freeloader=False, online=True)
+    base = dict(ru=RU, favorite=FAV, freeloader=False, online=True)
     base.update(kw)
     return ck.PairState(**base)
 
@@ -239,11 +241,11 @@ def test_six_hours_skipped_and_at_most_once_per_6h():
 
 @pytest.mark.parametrize("change,reason", [
     (dict(favorite=None), "not_favorite"),
-    (dict(favorite={**FAV, "active": False}), "inactive"),
-    (dict(favorite={**FAV, "is_white": True}), "white"),
+    (dict(favorite=msgspec.structs.replace(FAV, active=False)), "inactive"),
+    (dict(favorite=msgspec.structs.replace(FAV, is_white=True)), "white"),
     (dict(freeloader=True), "freeloader"),
-    (dict(favorite={**FAV, "blocked_by_ru": True}), "blocked"),
-    (dict(favorite={**FAV, "blocked_by_tu": True}), "blocked"),
+    (dict(favorite=msgspec.structs.replace(FAV, blocked_by_ru=True)), "blocked"),
+    (dict(favorite=msgspec.structs.replace(FAV, blocked_by_tu=True)), "blocked"),
     (dict(online=False), "offline"),
     (dict(open_types=frozenset({"unanswered_mail"})), "stronger_task_open"),
     (dict(open_types=frozenset({"follow_up_mail"})), "stronger_task_open"),

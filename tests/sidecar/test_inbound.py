@@ -135,7 +135,7 @@ def test_prime_system_message_without_live_limits_is_refused():
     w.at(10).d.event(TU, "prime", "MessageSent",
                      {"id": "s", "type": "system", "senderId": RU, "recipientId": TU, "at": T0 + 10, "text": "limits opened"})
     assert created(w, "open_limits") == []
-    assert w.d.engine.tus[TU].favorites[RU]["chat_limit"] == 0
+    assert w.d.engine.tus[TU].favorites[RU].chat_limit == 0
     from sidecar.store.ops import PutDecision
     assert [(op.task_type, op.outcome) for op in w.d.ops if isinstance(op, PutDecision)] == [
         ("open_limits", "refused:no_chat_limit")]

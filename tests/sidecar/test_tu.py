@@ -20,7 +20,7 @@ def test_a_block_event_for_an_unknown_ru_does_not_make_it_a_favorite():
     w.at(30).d.event(TU, "golden", BLOCK_EVENT, {"blockerId": OTHER, "blockedId": TU, "at": T0 + 30,
                                                  "blocked": True})
     rt = w.d.engine.tus[TU]
-    assert not rt.is_favorite(OTHER) and rt.attrs(OTHER)["blocked_by_ru"] is True
+    assert not rt.is_favorite(OTHER) and rt.attrs(OTHER).blocked_by_ru is True
     assert not any(isinstance(op, PutFavorite) and op.ru == OTHER for op in w.d.ops)
     w.at(35).d.event(TU, "golden", BLOCK_EVENT, {"blockerId": OTHER, "blockedId": TU, "at": T0 + 35,
                                                  "blocked": False})
@@ -53,7 +53,7 @@ def test_favorite_update_or_a_limits_answer_for_an_unknown_ru_makes_no_favorite(
     assert ("tu-1", "chat_restriction", {"ru": OTHER}) in w.d.requests
     assert not rt.is_favorite(OTHER) and rt.limit(OTHER, "chat") == 2
     assert [t.type for t in w.d.created()] == ["open_limits"]  # Open Limits needs no favorite
-    assert rt.attrs(OTHER)["spend_30d_usd"] == 1000.0
+    assert rt.attrs(OTHER).spend_30d_usd == 1000.0
 
 
 def test_a_favorite_stack_stops_listing_is_dropped_at_the_next_login():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from sidecar.router.storage import PutDelivery
+from sidecar.services import default_services
 from tests.sidecar.driver import Driver, stack_writes
 
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
@@ -17,18 +18,31 @@ def fav(ru: str, project: str = "golden", **kw) -> dict:
     return base
 
 
-class World:
-    """Online RUs and chat logs; answers the platform requests the services make."""
+def without_follow_up_mail(rt):
+    return [s for s in default_services(rt) if s.name != "follow_up_mail"]
 
-    def __init__(self, project: str = "golden", tu: str = "tu-1", seed: int | str = 3) -> None:
+
+class World:
+    """Online RUs, chat and mail logs; answers the platform requests the services make.
+
+    ``follow_up_mail``: run the Follow-up mail service too.  Off by default: the other services'
+    tests assert exact task lists and marker writes, and in a world whose TU never mailed every
+    online favorite would also get a 6 h Follow-up mail (DESIGN §8.1); the Follow-up mail tests,
+    the seed scenarios and the shift run every service together."""
+
+    def __init__(self, project: str = "golden", tu: str = "tu-1", seed: int | str = 3, *,
+                 follow_up_mail: bool = False) -> None:
         self.project = project
         self.tu = tu
+        self.follow_up_mail = follow_up_mail
         self.online: set[str] = set()
         self.chat: dict[str, list[dict]] = {}  # ru -> [{"id","from","at","kind"}]
+        self.mails: dict[str, list[dict]] = {}  # ru -> [{"id","from","at"}] (platform letters)
         self.limits: dict[str, tuple[int | None, int | None]] = {}  # None: the row carries no limit
         self.new_rows: dict[str, dict] = {}  # ru -> raw row of the unanswered column (check chat)
         self.startup: dict | None = None  # what Stack served at the last login
-        self.d = Driver(self.answer, seed=seed)
+        self.d = Driver(self.answer, seed=seed,
+                        services=default_services if follow_up_mail else without_follow_up_mail)
         self.d.advance_to(T0)
 
     # platform ---------------------------------------------------------------------------------
@@ -45,6 +59,8 @@ class World:
         if method == "chat_restriction":
             c, m = self.limits.get(params["ru"], (3, 1))
             return {"chatLimit": c, "mailLimit": m}
+        if method in ("get_mail", "inmails_chain", "correspondence_get", "emails_history"):
+            return {"mails": [dict(x) for x in self.mails.get(params["ru"], [])]}
         return {"dialogs": [], "mails": []}
 
     def row(self, ru: str) -> dict:
@@ -81,13 +97,14 @@ class World:
         tasks, service state, and every marker write still unacknowledged (pending)."""
         import msgspec
         from sidecar.store import ops as o
-        favs: dict[str, dict] = {}
+        from sidecar.domain.favorites import Favorite
+        favs: dict[str, Favorite] = {}
         tasks: dict[str, object] = {}
         state: dict[str, dict] = {}
         pending: dict[tuple[str, str], object] = {}
         for op in self.d.ops:
             if isinstance(op, o.PutFavorite):
-                favs[op.ru] = msgspec.json.decode(msgspec.json.encode(op.data))
+                favs[op.ru] = msgspec.json.decode(msgspec.json.encode(op.data), type=Favorite)
             elif isinstance(op, o.DeleteFavorite):
                 favs.pop(op.ru, None)
             elif isinstance(op, o.PutTask):
@@ -107,8 +124,9 @@ class World:
     def restart(self, startup: dict | None = None) -> "World":
         """A crash and restart at the current instant: a new engine (same seed) logs the TU in
         from :meth:`local` and Stack's ``startup`` (default: what it served at the last login)."""
-        w = World(self.project, self.tu, self.d.engine.rng.seed)
+        w = World(self.project, self.tu, self.d.engine.rng.seed, follow_up_mail=self.follow_up_mail)
         w.online, w.chat, w.limits, w.new_rows = set(self.online), self.chat, self.limits, self.new_rows
+        w.mails = self.mails
         w.d.advance_to(self.d.now)
         w.startup = self.startup if startup is None else startup
         w.d.login(self.tu, self.project, startup=w.startup, **self.local())
@@ -142,6 +160,29 @@ class World:
         else:
             self.d.event(self.tu, "prime", "MessageSent",
                          {"id": mid, "type": "message", "senderId": self.tu, "recipientId": ru, "at": now, "text": "."})
+
+    def tu_mails(self, ru: str) -> None:
+        """The TU sends a letter now (the platform's echo of it)."""
+        now = self.d.now
+        mid = f"tm-{len(self.mails.get(ru, []))}-{ru}"
+        self.mails.setdefault(ru, []).append({"id": mid, "from": "tu", "at": now})
+        if self.project == "golden":
+            self.d.event(self.tu, "golden", "mailSent", {"mailId": mid, "recipientId": ru, "sentAt": now})
+        elif self.project == "chathouse":
+            self.d.event(self.tu, "chathouse", "Send",
+                         {"id": mid, "type": "inmail_message", "from": self.tu, "to": ru, "at": now, "body": ""})
+        else:
+            self.d.event(self.tu, "prime", "email", {"id": mid, "senderId": self.tu, "recipientId": ru, "at": now})
+
+    def ru_reads(self, ru: str, event_key: str, mail_id: str = "ml-0") -> None:
+        """The RU read the TU's letter: the platform's read statistics (none on Prime)."""
+        now = self.d.now
+        if self.project == "golden":
+            self.d.event(self.tu, "golden", "statistics", {"type": "EmailRead", "userId": ru, "at": now,
+                                                            "eventKey": event_key, "mailId": mail_id})
+        elif self.project == "chathouse":
+            self.d.event(self.tu, "chathouse", "statistic", {"type": "inmail_read", "from": ru, "to": self.tu,
+                                                              "at": now, "eventKey": event_key, "mailId": mail_id})
 
     def open_task(self, type_: str, ru: str):
         return self.d.engine.factory.open_for(self.tu, ru, __import__("sidecar.domain.tasks", fromlist=["TaskType"]).TaskType(type_))

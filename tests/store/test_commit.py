@@ -7,6 +7,7 @@ import msgspec
 import pytest
 
 from sidecar.domain.tasks import CloseReason, Task, TaskType
+from sidecar.domain.favorites import Favorite
 from sidecar.store import (Ack, AnyOp, DeleteFavorite, DeleteSession, DeleteState,
                            DeleteStateScope, Enqueue, OutboxRow, PruneTasks, PutFavorite, PutMeta,
                            PutSession, PutState, PutTask, Retry, SessionRow, Store, StoreError)
@@ -43,7 +44,7 @@ async def test_failing_op_in_the_middle_writes_nothing(store):
     before = await snapshot(store)
     bad = msgspec.structs.replace(task(1), project=None)  # NOT NULL violation inside the batch
     with pytest.raises(StoreError) as ei:
-        await store.commit([PutFavorite("tu1", "ru1", "golden", {"active": True}),
+        await store.commit([PutFavorite("tu1", "ru1", "golden", Favorite(ru="ru1", active=True)),
                             PutState("tu1", "chains", "ru0", {"step": 2}),
                             PutTask(bad), enq("k1"), PutSession("tu1", "golden", "op", T0)])
     assert isinstance(ei.value.__cause__, sqlite3.IntegrityError)
@@ -91,17 +92,18 @@ async def test_tasks_upsert_and_readers(store):
 
 
 async def test_favorites_state_sessions_meta(store):
-    fav = {"active": True, "is_white": False, "markers": {"followUpChat": {"step": 1}}}
+    fav = Favorite(ru="ru1", active=True, is_white=False, markers={"followUpChat": {"step": 1}})
+    fav2, fav3 = Favorite(ru="ru2", spend_30d_usd=1.5), Favorite(ru="ru1", chat_limit=2)
     await store.commit([
-        PutFavorite("tu1", "ru1", "golden", fav), PutFavorite("tu1", "ru2", "golden", {"a": 1}),
-        PutFavorite("tu2", "ru1", "prime", {"b": 2}),
+        PutFavorite("tu1", "ru1", "golden", fav), PutFavorite("tu1", "ru2", "golden", fav2),
+        PutFavorite("tu2", "ru1", "prime", fav3),
         PutState("tu1", "chains", "ru1", {"step": 0, "nextCheckAt": T0}),
         PutState("tu1", "chains", "ru2", [1, 2]), PutState("tu1", "timers", "x", 5.5),
         PutState("tu2", "chains", "ru1", None),
         PutSession("tu2", "prime", "op-2", T0), PutSession("tu1", "golden", "op-1", T0 + 1),
         PutMeta("k", "v"),
     ])
-    assert await store.favorites("tu1") == {"ru1": fav, "ru2": {"a": 1}}
+    assert await store.favorites("tu1") == {"ru1": fav, "ru2": fav2}
     assert await store.states("tu1", "chains") == {"ru1": {"step": 0, "nextCheckAt": T0},
                                                    "ru2": [1, 2]}
     assert await store.state("tu2", "chains", "ru1", "dflt") is None
@@ -117,7 +119,7 @@ async def test_favorites_state_sessions_meta(store):
         DeleteSession("tu2"), PutSession("tu1", "golden", "op-3", T0 + 9),
     ])
     assert await store.favorites("tu1") == {"ru1": fav}
-    assert await store.favorites("tu2") == {"ru1": {"b": 2}}
+    assert await store.favorites("tu2") == {"ru1": fav3}
     assert await store.states("tu1", "chains") == {"ru1": {"step": 1}}
     assert await store.states("tu1", "timers") == {}
     assert await store.states("tu2", "chains") == {"ru1": None}
@@ -177,3 +179,22 @@ async def test_closed_store(tmp_path):
     with pytest.raises(StoreError):
         await s.outbox_size()
     await s.commit([])  # an empty step never touches the database
+
+
+async def test_a_favorite_row_is_stored_compact_and_read_back_as_one_frozen_value(store, caplog):
+    """Favorites are converted once at the store's edge (issue 12): written as JSON without the
+    unknown attributes, read straight into :class:`Favorite`; an unreadable row is logged and
+    left out (Stack's startup data lists the favorite again), it never fails the login."""
+    import logging
+
+    fav = Favorite(ru="ru1", project="golden", active=True, markers={"followUpChat": None})
+    await store.commit([PutFavorite("tu1", "ru1", "golden", fav)])
+    raw = await store._run(lambda c: c.execute("SELECT data FROM favorites").fetchone()[0])
+    assert msgspec.json.decode(raw) == {"ru": "ru1", "project": "golden", "active": True,
+                                        "markers": {"followUpChat": None}}
+    await store._run(lambda c: c.execute(
+        "INSERT INTO favorites (tu, ru, project, data) VALUES ('tu1', 'ru2', 'golden', '{\"active\": 3}')"))
+    with caplog.at_level(logging.WARNING, "sidecar.store"):
+        got = await store.favorites("tu1")
+    assert got == {"ru1": fav} and type(got["ru1"]) is Favorite
+    assert "tu1/ru2 is unreadable" in caplog.text

@@ -30,6 +30,7 @@ from typing import Iterable
 
 from platform_clients.mail import Letter, MailHistory
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.favorites import Favorite
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 
@@ -48,7 +49,7 @@ class PairState:
     pair's open task types; ``mail_limit``: Chathouse from the dialog snapshot, None = unknown."""
 
     ru: str
-    favorite: dict | None
+    favorite: Favorite | None
     freeloader: bool
     online: bool
     open_types: frozenset[str] = frozenset()
@@ -96,13 +97,13 @@ def eligibility(pair: PairState, online_required: bool) -> str | None:
     fav = pair.favorite
     if fav is None:
         return "not_favorite"
-    if not fav.get("active", True):
+    if not fav.is_active:
         return "inactive"
-    if fav.get("is_white"):
+    if fav.is_white:
         return "white"
     if pair.freeloader:
         return "freeloader"
-    if fav.get("blocked_by_tu") or fav.get("blocked_by_ru"):
+    if fav.blocked:
         return "blocked"
     if online_required and not pair.online:
         return "offline"

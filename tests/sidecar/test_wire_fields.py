@@ -1,0 +1,62 @@
+"""The domain notes and their wire Structs keep the same fields (the duplicates tool flagged the
+pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol.TaskView``): :mod:`sidecar.wire`
+converts one into the other by attribute name, so a field added to one side only would be
+dropped or fail at send time instead of here."""
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+import pytest
+
+from sidecar import protocol as p
+from sidecar.domain import notes
+
+
+def _note_fields(cls: type) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = dataclasses.MISSING
+    return out
+
+
+def _wire_fields(cls: type[msgspec.Struct]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for f in msgspec.structs.fields(cls):
+        if f.name == "seq":  # stamped by the bridge's stream, never by the domain
+            continue
+        if f.default is not msgspec.NODEFAULT:
+            out[f.name] = f.default
+        elif f.default_factory is not msgspec.NODEFAULT:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = dataclasses.MISSING
+    return out
+
+
+def test_task_snapshot_and_task_view_keep_the_same_fields():
+    assert _note_fields(notes.TaskSnapshot) == _wire_fields(p.TaskView)
+    assert list(_note_fields(notes.TaskSnapshot)) == list(_wire_fields(p.TaskView))
+
+
+@pytest.mark.parametrize(("note", "method"), [
+    (notes.TaskCreated, "task.created"),
+    (notes.TaskClosed, "task.closed"),
+    (notes.TaskUpdated, "task.updated"),
+    (notes.ChainAttempt, "chain.attempt"),
+])
+def test_every_note_has_the_fields_of_its_wire_struct(note, method):
+    assert set(_note_fields(note)) == set(_wire_fields(p.OUTBOUND[method]))
+
+
+def test_a_field_added_to_one_side_only_is_caught():
+    @dataclasses.dataclass(frozen=True)
+    class Wider(notes.TaskSnapshot):
+        extra: int = 0
+
+    assert _note_fields(Wider) != _wire_fields(p.TaskView)
