@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("version", help="print the version")
     from sidecar.why_cli import add_parser as add_why
     add_why(sub)
+    from sidecar.router_cli import add_parsers as add_router
+    add_router(sub)
     return ap
 
 
@@ -117,6 +119,9 @@ def _main(argv: list[str] | None) -> int:
     if args.cmd == "why":
         from sidecar.why_cli import run as why
         return why(args)
+    if args.cmd in ("rules", "deliveries"):
+        from sidecar.router_cli import run as router_cli
+        return router_cli(args)
     return serve(args)
 
 
