@@ -117,7 +117,10 @@ async def test_sender_timer_fires_as_a_step_and_recover_notifies(tmp_path, store
     assert app.engine.scheduler.due_of(timer_key("crm-hook")) == s.probe_at
     await app.handle("clock.advance_to", {"t": s.probe_at})
     assert [(m, n.code, n.at) for m, n in sent] == [("sender.state", 104, s.probe_at)]
-    assert "crm-hook" in gate.probes  # the pump sends it (one probe)
+    # the router's pump sent the one probe at once; crm-hook is not a configured target here,
+    # so its answer is "bad target" — terminal, the path-B failure at the verdict
+    assert gate.probes == {} and not gate.state("crm-hook").probe_in_flight
+    assert gate.state("crm-hook").probe_failed_terminal
     res = await call(app, "senders.recover", {"sender": "crm-hook", "by": "shift lead"})
     assert res["sender"]["state"] == "active" and res["sender"]["cooldown_times"] == 0
     assert [(m, n.code, n.previous, n.state) for m, n in sent[1:]] == [("sender.state", 106, "cooldown", "active")]
