@@ -26,6 +26,13 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
+* **Shutdown refuses new steps; it never fails one** (issue 7; the exit-6 race of router2).
+  ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
+  a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
+  events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
+  platform request starts.  Then it cancels the background tasks, closes the bridge, and takes
+  the step lock (bounded) so the step under way commits before the delivery flush, the router
+  channels and the store close; it keeps the lock, so nothing touches the router state after.
 """
 from __future__ import annotations
 
@@ -50,7 +57,7 @@ from sidecar.methods import Methods
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
 from sidecar.routing import RouterComponent
@@ -68,6 +75,7 @@ REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
@@ -127,8 +135,14 @@ class SidecarApp:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
         each stage has its own deadline, and a stage that overruns is logged and left behind —
         the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        self.executor.stop()  # from here no step begins (module rules)
         await cancel_all(self._bg, 0.3, "background tasks")
         await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
+        # the step under way (a frame's, an answer's) commits before the store and channels
+        # close; the lock is kept: nothing runs a step or touches the router state after this
+        locked = await bounded(self._lock.acquire(), 0.2, "the step under way")
+        if not locked:
+            log.warning("closing with a step still under way; it is abandoned, not failed")
         if (self._now_or_none() is not None
                 and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
@@ -190,7 +204,11 @@ class SidecarApp:
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
         (a rule) never interleaves with one."""
+        if self.executor.stopping:
+            raise InternalError(SHUTTING_DOWN)
         async with self._lock:
+            if self.executor.stopping:
+                raise InternalError(SHUTTING_DOWN)
             return await fn()
 
     async def _why(self, a: p.Why) -> dict:
@@ -244,12 +262,16 @@ class SidecarApp:
             return await self.executor.step(fn)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         try:
             return await self.executor.run(fn, now)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     # executor ports -----------------------------------------------------------------------------
     async def commit(self, ops: list) -> None:
@@ -329,6 +351,8 @@ class SidecarApp:
                     data={"now": clock.now(), "next_due": self.next_due()}) from None
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
+            except Stopping:
+                raise InternalError(SHUTTING_DOWN) from None
             clock.advance_to(t)
             if self._pump_kick.is_set():
                 await self._pump_locked()
@@ -359,7 +383,7 @@ class SidecarApp:
                     try:
                         await self._step_locked(self.engine.fire, now=now)
                     except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
@@ -383,7 +407,7 @@ class SidecarApp:
                     try:
                         await self.step(lambda s: s.events.extend(res.events))
                     except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
                 self._wake.set()  # the ticker sleeps until the timer's new instant
@@ -427,9 +451,10 @@ class SidecarApp:
                               local_favorites=favorites, local_tasks=tasks,
                               pending_markers=pending, local_state=state)
             s.ops.extend(prune)
+            # in the step, under its lock: never between another step's decide and apply
+            self.routing.router.state.prune(now)
 
         await self.step(login)
-        self.routing.router.state.prune(now)
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
@@ -458,6 +483,9 @@ class SidecarApp:
                 "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
 
     def _spawn(self, coro) -> None:
+        if self.executor.stopping:  # nothing new starts at shutdown (module rules)
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
