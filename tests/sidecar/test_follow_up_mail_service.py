@@ -241,6 +241,24 @@ def test_a_recent_letter_is_read_once_then_not_again_before_it_is_6h_old():
     assert 5 * 3600 < task.created_at - T0 <= 5 * 3600 + 15 and len(reads(w)) == 2
 
 
+def test_a_pending_post_chat_timer_holds_the_6h_source_until_its_own_check():
+    """Seed 001 "Останній лист TU старший за 6 годин": the pair is not checked while it "awaits a
+    check from another mail source" — an armed post-chat timer is exactly that.  The TU's last
+    letter is 8 h old and the RU chats: no 6 h mail while the timer runs; the timer's check makes
+    the one Follow-up mail (post_chat) at its instant."""
+    w = World("golden", TU, 3, follow_up_mail=True)
+    w.mails[RU] = [{"id": "ml-0", "from": "tu", "at": T0 - 30000}]
+    w.login([fav(RU)])  # the RU is offline at login: no 6 h read yet
+    w.at(5)
+    task_id, closed = answered(w, 10, 12)  # closed (timer armed) before the pass that sees the RU
+    due = due_of(w, task_id, closed)
+    w.at_abs(due - 1)
+    assert mails(w) == []
+    w.at_abs(due + 1)
+    [task] = mails(w)
+    assert task.source == "post_chat" and task.created_at == due
+
+
 def test_a_tu_that_never_mailed_counts_as_older_than_6h():
     w = world(letter_ago=None)
     w.at(1)

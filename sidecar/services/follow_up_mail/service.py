@@ -299,9 +299,12 @@ class FollowUpMailService(Service):
             return
         last = next((r for r in reversed(rt.history.get(ru, ()))
                      if r.type == TYPE.value and r.source == src.LAST_MAIL_6H), None)
+        # "очікує перевірки з іншого mail-джерела": a trigger queued or in flight, and an armed
+        # post-chat timer (its check is coming; a 6 h mail now would only block or double it)
+        other_pending = self.locks.pending(ru) or self.marker(ru).post_chat_pending
         trigger = src.six_hour_trigger(
             step.now, any(t.type in MAIL_TASKS for t in rt.factory.open_of_pair(rt.tu, ru)),
-            self.locks.pending(ru), None if last is None else last.created_at)
+            other_pending, None if last is None else last.created_at)
         if trigger is not None:
             self.locks.offer(ru, trigger)
 
