@@ -164,6 +164,40 @@ def test_burst_rolls_once_at_the_sixth_answered_close_and_records_it_hit_or_miss
     assert seen == {True, False}
 
 
+def test_burst_rolls_through_the_service_hit_half_within_4_sigma():
+    """Seed 001 "Понад 5 Unanswered за 10 хвилин": one 50 % roll per burst close, end to end
+    through the service on the virtual clock (fixed seed 11, so the run is deterministic).  One
+    pair chats for ~4.4 h, a close every 20 s: every close from the sixth on is a burst close;
+    each Follow-up mail made is dismissed at once so the next close is rolled, not refused as
+    ``stronger_task_open`` (no TU letter, no post-chat timer due: nothing else refuses).
+
+    Tolerance: with n rolls the hits are Binomial(n, 0.5), σ = √n / 2; 4σ (n ≈ 790: σ ≈ 14, ±56
+    hits, ±7 points) fails a correct roll with probability 6·10⁻⁵ on a fresh seed, while a 40 %
+    or 60 % rule (10 points ≈ 5.6σ away) fails it.  Every roll is also the keyed one."""
+    import math
+
+    w = world(seed=11, letter_ago=3600.0)  # a 1 h old letter: the 6 h source stays quiet
+    hits = misses = 0
+    for i in range(800):
+        task_id, _ = answered(w, 10 + 20 * i, 15 + 20 * i)
+        w.at(16 + 20 * i)
+        made = [t for t in mails(w, "burst") if (t.meta or {}).get("ref") == task_id]
+        outcome = [o for so, o in decisions(w, "burst")][hits + misses:]
+        if i < 5:
+            assert outcome == [] and made == []
+            continue
+        assert outcome == (["created"] if made else ["miss"]), (i, outcome)
+        assert bool(made) is src.burst_roll(w.d.engine.rng, TU, RU, task_id)
+        if made:
+            hits += 1
+            w.d.close(made[0].task_id, "dismissed")
+        else:
+            misses += 1
+    n = hits + misses
+    assert n == 795 and mails(w, "post_chat") == [] and mails(w, "last_mail_6h") == []
+    assert abs(hits - n / 2) <= 4 * math.sqrt(n) / 2, (hits, n)
+
+
 def test_five_answered_closes_are_no_burst():
     w = world()
     burst(w, 5)
