@@ -10,7 +10,7 @@ Rules / theory of operation
   failures and the result line), exit 0 only when every expectation and consistency check holds
   and every sidecar exited cleanly, else 1.  A sidecar that cannot be started or talked to is
   exit 3 with its stderr tail.
-* ``sidecar-stub generate --preset demo|smoke|shift [--seed N] [--hours H] [--tus-per-project N]
+* ``sidecar-stub generate --preset demo|smoke|shift|large [--seed N] [--hours H] [--tus-per-project N]
   [--favorites N] [-o FILE]`` — write a scenario (:mod:`generate`), deterministic for a seed.
 * ``sidecar-stub demo [--binary PATH] [--keep DIR]`` — generate the demo scenario into a temporary
   directory and replay it, printing the report.
@@ -200,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="print only failures and the result")
     r.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
     g = sub.add_parser("generate", help="write a scenario")
-    g.add_argument("--preset", choices=("demo", "smoke", "shift"), default="demo")
+    g.add_argument("--preset", choices=("demo", "smoke", "shift", "large"), default="demo")
     g.add_argument("--seed", type=int)
     g.add_argument("--hours", type=float)
     g.add_argument("--tus-per-project", type=int)

@@ -17,6 +17,8 @@ Rules / theory of operation
   or a whitelisting; now and then a manual TU message or letter.
 * Options: a shift change (every TU logs out around the middle; operator ``op-2`` logs them in
   with ``"fresh": true``), crashes, Stack faults (an error-rate window and a down window).
+* ``large``: the ``shift`` preset at 60 TUs (20 per project) — the scale benchmark (issue 11);
+  the shift's 12 TUs are the first four of each project here, with the same pairs.
 * ``demo``: 1 h, 1 TU per project, 30 favorites, a crash, a shift change and a Stack fault, plus
   scripted pairs (RU ids ``*-x01`` …) that nothing random touches, with ``expect`` lines that must
   hold for a correct sidecar whatever the operator model draws.
@@ -40,6 +42,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(seed=1, hours=1.0, tus_per_project=1, favorites=40, shift_change=False, crash=0,
                   stack_faults=False, scripted=False),
     "shift": dict(seed=7, hours=8.0, tus_per_project=4, favorites=150, shift_change=True, crash=2,
+                  stack_faults=True, scripted=False),
+    # issue 11 item 6: the scale test — the shift's world at 60 TUs (20 per project, 9,000
+    # favorites); measure its first hour with ``--hours 1``
+    "large": dict(seed=7, hours=8.0, tus_per_project=20, favorites=150, shift_change=True, crash=2,
                   stack_faults=True, scripted=False),
 }
 
@@ -234,6 +240,16 @@ def generate(preset: str = "demo", *, seed: int | None = None, hours: float | No
     header = {"kind": "header", "format": 1, "name": preset, "start": START, "seed": seed,
               "duration_s": duration, "operator": dict(OPERATOR)}
     return [header] + world + tl
+
+
+def first(lines: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """The scenario's first ``seconds``: the same header (``duration_s`` = ``seconds``) and world,
+    the timeline lines with ``t <= seconds`` — e.g. the first hour of ``large`` for the scale
+    benchmark (issue 11 item 6), which a shorter ``hours`` would not give (the shift change and
+    the crashes are placed as fractions of the duration)."""
+    header, rest = lines[0], lines[1:]
+    return ([{**header, "duration_s": float(seconds)}]
+            + [x for x in rest if "t" not in x or x["t"] <= seconds])
 
 
 def dumps(lines: list[dict[str, Any]]) -> str:

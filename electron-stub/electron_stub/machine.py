@@ -44,6 +44,19 @@ class MachineError(RuntimeError):
     """The sidecar could not be started or talked to; the message carries the stderr tail."""
 
 
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set size in MB (``VmHWM`` of ``/proc/PID/status``), or None
+    where there is no such file (not Linux, or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def stderr_tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -194,6 +207,7 @@ class Machine:
     async def stop(self) -> MachineExit:
         """Graceful stop: close the connection and stdin; exit 0 within STOP_TIMEOUT_S expected."""
         assert self.proc is not None
+        peak = peak_rss_mb(self.proc.pid)  # before it exits: /proc forgets it then
         await self._close_client()
         how, note = "stdin-eof", ""
         try:
@@ -219,7 +233,8 @@ class Machine:
             note = (note + "; " if note else "") + left
         rc = self.proc.returncode
         ex = MachineExit(machine=self.name, pid=self.proc.pid, returncode=rc, how=how,
-                         clean=(how == "stdin-eof" and rc == 0 and not left), note=note)
+                         clean=(how == "stdin-eof" and rc == 0 and not left), note=note,
+                         peak_rss_mb=peak)
         if rc != 0:
             ex.note = (ex.note + "; " if ex.note else "") + f"stderr tail:\n{stderr_tail(self.log_path, 8)}"
         await self._finish()
@@ -229,12 +244,13 @@ class Machine:
     async def kill(self) -> MachineExit:
         """Hard crash (SIGKILL), as the scenario's ``crash`` asks; not a failure by itself."""
         assert self.proc is not None
+        peak = peak_rss_mb(self.proc.pid)
         self.proc.kill()
         await self.proc.wait()
         await self._close_client()
         left = self._reap_group()
         ex = MachineExit(machine=self.name, pid=self.proc.pid, returncode=self.proc.returncode, how="crash",
-                         clean=not left, note=left)
+                         clean=not left, note=left, peak_rss_mb=peak)
         await self._finish()
         self.exits.append(ex)
         return ex

@@ -326,6 +326,7 @@ class Replay:
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
         s.mail_candidates = mail_candidates(self.stack.candidates)
+        s.stack_requests, s.stack_writes = self.stack.requests_by_kind()
         s.machines = len(self.machines)
         s.exits = [e for m in self.machines for e in m.exits]
         s.warnings += [w for m in self.machines for w in m.warnings]

@@ -46,6 +46,7 @@ class MachineExit(msgspec.Struct, kw_only=True):
     how: str
     clean: bool
     note: str = ""
+    peak_rss_mb: float | None = None  # the process's peak resident set (VmHWM), Linux only
 
 
 class RunStats(msgspec.Struct, kw_only=True):
@@ -60,6 +61,8 @@ class RunStats(msgspec.Struct, kw_only=True):
     operator_sent: dict[str, int] = {}  # channel -> count
     operator_late: int = 0  # operator actions that could not run at their planned instant
     stack: dict[str, int] = {}
+    stack_requests: dict[str, int] = {}  # HTTP requests to Stack by kind (startup, marker, batch …)
+    stack_writes: dict[str, int] = {}  # writes by kind (marker, task, candidate), batched or not
     exits: list[MachineExit] = []
     warnings: list[str] = []
     crashes: int = 0

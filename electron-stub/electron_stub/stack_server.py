@@ -74,6 +74,19 @@ _ROUTES = [
 ]
 
 
+WRITE_KINDS = ("marker", "task", "candidate")
+
+
+def _kind_of(method: str, path: str) -> str:
+    """The route name of a request (``startup``, ``marker``, ``task``, ``candidate``), or
+    ``batch`` / ``health`` / ``unknown``."""
+    if path == "/v1/batch":
+        return "batch"
+    if path == "/v1/health":
+        return "health"
+    return next((name for meth, rx, name in _ROUTES if meth == method and rx.match(path)), "unknown")
+
+
 class _QuietServer(ThreadingHTTPServer):
     """A client (a sidecar) that vanished mid-request — killed by a ``crash`` line or by Ctrl-C —
     is not an error of the reference Stack: no traceback on stderr for it."""
@@ -106,6 +119,8 @@ class StackServer:
                          "refused": 0, "key_conflicts": 0, "requests": 0, "batches": 0,
                          "batched_writes": 0}
         self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
+        self.request_kinds: dict[str, int] = {}  # HTTP requests by route name (benchmarks)
+        self.write_kinds: dict[str, int] = {}  # writes by route name, single or in a batch
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -204,6 +219,14 @@ class StackServer:
                 out["capabilities"] = ["batch"]
             return out
 
+    def requests_by_kind(self) -> tuple[dict[str, int], dict[str, int]]:
+        """``(HTTP requests by kind, writes by kind)`` so far: kinds are the route names
+        (``startup``, ``marker``, ``task``, ``candidate``) plus ``batch``, ``health`` and
+        ``unknown``; a batched write counts once as a write of its kind (the benchmarks' Stack
+        requests by kind, issue 11 item 7)."""
+        with self.lock:
+            return dict(sorted(self.request_kinds.items())), dict(sorted(self.write_kinds.items()))
+
     def acked_markers(self) -> list[dict[str, Any]]:
         with self.lock:
             return [dict(a) for a in self.acked if a["kind"] == "marker"]
@@ -214,9 +237,13 @@ class StackServer:
                in_batch: bool = False) -> tuple[int, bytes] | None:
         """One request → (status, JSON body), or None to drop the connection (``down``).
         ``in_batch``: one write of a batch (the request-level faults were applied already)."""
-        if not in_batch:
-            with self.lock:
+        kind = _kind_of(method, path)
+        with self.lock:
+            if not in_batch:
                 self.counters["requests"] += 1
+                self.request_kinds[kind] = self.request_kinds.get(kind, 0) + 1
+            if kind in WRITE_KINDS:
+                self.write_kinds[kind] = self.write_kinds.get(kind, 0) + 1
         if method == "GET" and path == "/v1/health":
             return 200, b'{"ok":true}'
         if method == "POST" and path == "/v1/batch" and self.batch and not in_batch:

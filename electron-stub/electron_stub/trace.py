@@ -5,7 +5,15 @@ Rules / theory of operation
 * :class:`Recorder` receives the sidecar's notifications (``task.created``, ``task.closed``,
   ``chain.attempt``, ``sender.state``) and the harness's own actions (``operator.sent``, ``crash``,
   ``login``, ``logout``), keeps every task by ``task_id`` and writes one JSON object per line,
-  sorted by ``at`` (seconds from the scenario start, virtual time; ties keep arrival order).
+  sorted by ``at`` (seconds from the scenario start, virtual time).
+* **Canonical order within an instant** (:func:`line_order`), so two replays of one scenario
+  write byte-identical traces (issue 11): the sidecar's notifications and the harness's own
+  actions keep their arrival order — one ordered stream, deterministic, and causal (a task's
+  ``task.created`` before its ``task.closed``); ``marker.acked`` lines follow them, ordered by
+  pair (``tu``, ``ru``) and, within a pair, by arrival.  Stack acknowledges different pairs in
+  whatever order the sidecar's concurrent sends land, but one pair's writes in order (its
+  ordering lane, DESIGN §9), so this order is the same on every run and keeps each pair's
+  set-then-clear sequence.
 * Instants come from the notifications themselves (``created_at``, ``closed_at``, ``at``), not
   from when they arrived, so the trace is exact whatever the transport's timing.
 * A task announced again with the same ``task_id`` (e.g. a restarted sidecar re-announcing its
@@ -183,7 +191,8 @@ class Recorder:
         return min(still, key=lambda t: (t.created_at, t.task_id)) if still else None
 
     def sorted_lines(self) -> list[dict[str, Any]]:
-        return sorted(self.lines, key=lambda x: x["at"] if x["at"] is not None else 0.0)
+        """The lines in trace order: by ``at``, then :func:`line_order` within an instant."""
+        return [x for _, x in sorted(enumerate(self.lines), key=line_order)]
 
     def write(self, path: str | Path) -> int:
         """Write the trace as JSON lines sorted by ``at``; returns the line count."""
@@ -192,6 +201,16 @@ class Recorder:
             for x in lines:
                 fh.write(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n")
         return len(lines)
+
+
+def line_order(item: tuple[int, dict[str, Any]]) -> tuple:
+    """Sort key of ``(arrival index, line)``: ``at`` (None as 0), then the stream's lines in
+    arrival order, then ``marker.acked`` lines by (tu, ru, arrival) — see the module rules."""
+    i, x = item
+    at = x["at"] if x["at"] is not None else 0.0
+    if x["event"] == "marker.acked":
+        return (at, 1, str(x.get("tu")), str(x.get("ru")), i)
+    return (at, 0, "", "", i)
 
 
 class TraceError(Exception):

@@ -27,8 +27,10 @@ from typing import Any
 import msgspec
 
 
-class Favorite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One RU's attributes for one TU.  Money in USD; ``None``: not known (see module rules)."""
+class Favorite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One RU's attributes for one TU.  Money in USD; ``None``: not known (see module rules).
+    ``gc=False``: a frozen value of scalars and one markers mapping, never part of a reference
+    cycle, so the garbage collector need not track every favorite of every TU (issue 11)."""
 
     ru: str
     project: str | None = None  # golden | chathouse | prime

@@ -97,14 +97,17 @@ def strength_rank(type_: TaskType) -> int:
 
 def stronger_or_same(type_: TaskType) -> tuple[TaskType, ...]:
     """The types whose open task refuses a ``type_`` candidate (``type_`` itself included)."""
-    ch, i = _RANK[type_]
-    return STRENGTH[ch][: i + 1]
+    return _STRONGER_OR_SAME[type_]
 
 
 def weaker_than(type_: TaskType) -> tuple[TaskType, ...]:
     """The types a new ``type_`` task supersedes."""
-    ch, i = _RANK[type_]
-    return STRENGTH[ch][i + 1:]
+    return _WEAKER[type_]
+
+
+# both asked on every candidate: computed once from STRENGTH (issue 11 item 5)
+_STRONGER_OR_SAME = {t: STRENGTH[ch][: i + 1] for t, (ch, i) in _RANK.items()}
+_WEAKER = {t: STRENGTH[ch][i + 1:] for t, (ch, i) in _RANK.items()}
 
 #: the ``Task.meta`` key that records a candidate's override of its type's ``online_only``; kept
 #: in ``meta`` so it is stored, restored and shown to Electron with the task, with no new column
@@ -126,8 +129,10 @@ def vip_tier(spend_30d_usd: float | None) -> str | None:
     return None
 
 
-class Task(msgspec.Struct, kw_only=True):
-    """A task on the operator's list.  Times are unix seconds (UTC)."""
+class Task(msgspec.Struct, kw_only=True, gc=False):
+    """A task on the operator's list.  Times are unix seconds (UTC).  ``gc=False``: a task holds
+    plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
+    the garbage collector need not track every open task (issue 11 item 5)."""
 
     task_id: str
     type: TaskType

@@ -50,7 +50,7 @@ HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
 CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
+class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One row of the decision log.  ``at``: unix seconds (UTC)."""
 
     tu: str

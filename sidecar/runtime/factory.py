@@ -91,6 +91,7 @@ class TaskFactory:
     def __init__(self) -> None:
         self.open: dict[str, Task] = {}  # task_id -> open task
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
+        self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
         self.created_total = 0  # tasks created by this process (status)
 
     # queries ----------------------------------------------------------------------------------
@@ -101,6 +102,11 @@ class TaskFactory:
     def open_of_pair(self, tu: str, ru: str) -> list[Task]:
         pair = self.by_pair.get((tu, ru))
         return [] if not pair else list(pair.values())
+
+    def open_rus(self, tu: str) -> frozenset[str]:
+        """The RUs of ``tu`` with at least one open task — what an online pass judges, without
+        listing (and sorting) every open task of the TU on every pass (issue 11 item 5)."""
+        return frozenset(self.rus_by_tu.get(tu, ()))
 
     def open_of_tu(self, tu: str) -> list[Task]:
         return sorted((t for t in self.open.values() if t.tu == tu), key=Task.sort_key)
@@ -128,8 +134,8 @@ class TaskFactory:
             meta=dict(cand.meta or {}))
         if cand.online_required is not None and cand.online_required != spec.online_only:
             task.meta[ONLINE_REQUIRED] = cand.online_required  # the task keeps the override
-        weaker = [t for t in (self.open_for(rt.tu, cand.ru, w) for w in weaker_than(cand.type))
-                  if t is not None]
+        pair = self.by_pair.get((rt.tu, cand.ru))
+        weaker = [pair[w] for w in weaker_than(cand.type) if w in pair] if pair else []
         self._index(task)
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
@@ -166,6 +172,11 @@ class TaskFactory:
             pair.pop(task.type, None)
             if not pair:
                 del self.by_pair[(task.tu, task.ru)]
+                rus = self.rus_by_tu.get(task.tu)
+                if rus is not None:
+                    rus.discard(task.ru)
+                    if not rus:
+                        del self.rus_by_tu[task.tu]
         rt.cancel(("deadline", task.task_id))
         task.closed_at = step.now
         task.reason = reason
@@ -234,3 +245,4 @@ class TaskFactory:
     def _index(self, task: Task) -> None:
         self.open[task.task_id] = task
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
+        self.rus_by_tu.setdefault(task.tu, set()).add(task.ru)

@@ -159,7 +159,7 @@ class TuRuntime:
         self.online = set(online)
         # judged against the open prompts, not the previous set: a restarted sidecar's first pass
         # must expire an adopted prompt whose RU left while it was down
-        for ru in sorted({t.ru for t in self.factory.open_of_tu(self.tu)} - self.online):
+        for ru in sorted(self.factory.open_rus(self.tu) - self.online):
             self.factory.expire_offline(step, self, ru)
         rows = {}
         for snap in snapshots:

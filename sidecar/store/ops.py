@@ -34,8 +34,10 @@ def to_json(value: Any) -> str:
     return _encode(value).decode()
 
 
-class Op(msgspec.Struct, frozen=True, tag=True):
-    """Base of every write op."""
+class Op(msgspec.Struct, frozen=True, tag=True, gc=False):
+    """Base of every write op.  ``gc=False`` (inherited): an op holds plain values and never
+    takes part in a reference cycle, so the garbage collector need not track the thousands a
+    busy minute makes (issue 11 item 5: GC was ~40 % of the engine's time)."""
 
 
 class PutTask(Op, frozen=True):

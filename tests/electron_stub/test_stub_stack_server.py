@@ -165,3 +165,22 @@ def test_blocks_and_limits_do_not_make_a_favorite(stack):
     assert [f["ru"] for f in stack.http.get("/v1/tus/g/startup").json()["favorites"]] == ["r1"]
     stack.update_favorite("golden", "g", "r1", {"blocked_by_ru": True}, listed_only=True)
     assert stack.http.get("/v1/tus/g/startup").json()["favorites"][0]["blocked_by_ru"] is True
+
+
+def test_requests_and_writes_are_counted_by_kind(stack):
+    """The benchmarks' "Stack requests by kind" (issue 11 item 7): HTTP requests by route, and
+    writes by kind whether sent alone or in a batch."""
+    stack.http.get("/v1/tus/g/startup")
+    stack.http.get("/v1/health")
+    assert put(stack, {"step": 1}, key="kind-1").status_code == 200
+    body = {"writes": [
+        {"key": "kind-2", "method": "PUT", "path": "/v1/tus/g/favorites/r1/markers/followUpMail",
+         "body": {"value": {"a": 1}}},
+        {"key": "kind-3", "method": "POST", "path": "/v1/tus/g/candidates",
+         "body": {"ru": "r1", "type": "like", "source": "socket", "at": 1.0, "outcome": "miss"}}]}
+    assert stack.http.post("/v1/batch", json=body).status_code == 200
+    stack.http.get("/v1/nothing")
+    requests, writes = stack.requests_by_kind()
+    assert requests == {"batch": 1, "health": 1, "marker": 1, "startup": 1, "unknown": 1}
+    assert writes == {"candidate": 1, "marker": 2}
+    assert sum(requests.values()) == stack.counters["requests"]
