@@ -34,17 +34,9 @@ Rules / theory of operation
   local row, merged by the engine), task history and the Unanswered closes rebuild the post-chat
   timer (:func:`~.sources.restore_post_chat`); an overdue one is checked at once (after the check
   chat); burst and read state is only the marker's (never re-rolled, never re-processed).
-* A burst close or a read event waiting for its check survives a crash (seed 001
-  "Ініціалізація": restore the burst/read events; "Збереження": a restart restores from Stack,
-  task history **and the unsent local changes**): the trigger is a durable service-state row
-  (scope ``follow_up_mail``, :data:`PENDING`) written in the step that offers it and deleted in
-  the step that settles its check (any outcome, an API error included).  At login an unsettled
-  row whose event the marker does not show processed (``lastBurstSourceTaskId`` /
-  ``lastReadEventKey``) is offered again — after the check chat and the first RU Online report,
-  so the check sees the RU's online state — and checked **once** with its original instant; the
-  roll is keyed by the close, so it is the roll the dead process would have made, not a re-roll.
-  A logout ends the service's runtime state (seed 001: it lives in memory) and deletes the rows;
-  a fresh machine has none (another operator's machine never saw the event).
+* A burst close or a read event waiting for its check survives a crash: a durable row written
+  with the offer, deleted with the check, offered again after a restart at the first RU Online
+  report and checked once (:mod:`.pending`).
 * Last TU mail older than 6 h costs a read per pair only when it could pass: after a read
   showed a recent letter, the pair is not read again before that letter is 6 h old; after a
   refusal for another reason (limit, a task open, …) not before the RU next comes online or a
@@ -55,8 +47,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import msgspec
 
 from platform_clients import mail
 from platform_clients.base import BadAnswer
@@ -70,19 +60,13 @@ from sidecar.services.follow_up_mail import check
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 from sidecar.services.follow_up_mail.lock import PairLocks
+from sidecar.services.follow_up_mail.pending import PendingTriggers
 
 log = logging.getLogger("sidecar.follow_up_mail")
 
 TYPE = TaskType.FOLLOW_UP_MAIL
 UNANSWERED = TaskType.UNANSWERED_MESSAGE.value
 MAIL_TASKS = frozenset({TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL})
-DURABLE = (src.BURST, src.MAIL_READ)  # event triggers nothing else re-derives after a crash
-PENDING = "follow_up_mail"  # service-state scope: pending key -> {"ru", "source", "ref", "at"}
-
-
-def pending_key(ru: str, source: str, ref: str) -> str:
-    """The state key of a durable pending trigger (JSON: unambiguous whatever the ids hold)."""
-    return msgspec.json.encode([source, ru, ref]).decode()
 
 
 @dataclass(slots=True)
@@ -108,7 +92,7 @@ class FollowUpMailService(Service):
         self.six_h_after: dict[str, float] = {}  # ru -> the 6 h source may pass only later
         self.six_h_hold: set[str] = set()  # refused for another reason: wait for a change
         self.awaiting_sync: set[str] = set()  # post-chat timers due before the check chat
-        self.durable: set[str] = set()  # PENDING keys written and not yet settled
+        self.pending = PendingTriggers(tu)  # burst / read triggers kept durable until checked
         self.restored: dict[str, list[src.Trigger]] = {}  # ru -> pending triggers of a crash
 
     # marker -----------------------------------------------------------------------------------
@@ -131,18 +115,9 @@ class FollowUpMailService(Service):
     # lifecycle --------------------------------------------------------------------------------
     def on_login(self, step: Step) -> None:
         """Seed 001 "Ініціалізація": post-chat timers from marker and task history; the read key
-        of the marker counts as processed."""
+        of the marker counts as processed; burst / read triggers a crash left unchecked wait for
+        the first RU Online report (:mod:`.pending`)."""
         rt = self.tu
-        pending: dict[str, list[tuple[str, dict]]] = {}
-        for key, row in rt.local_state.get(PENDING, {}).items():
-            if isinstance(row, dict) and isinstance(row.get("ru"), str):
-                pending.setdefault(row["ru"], []).append((key, row))
-            else:
-                log.warning("%s: unreadable pending follow-up mail trigger %r dropped", rt.tu, key)
-                rt.delete_state(step, PENDING, key)
-        for ru in sorted(set(pending) - set(rt.favorites)):  # no longer a favorite: nothing to check
-            for key, _ in pending[ru]:
-                rt.delete_state(step, PENDING, key)
         for ru in sorted(rt.favorites):
             value = rt.marker(ru, mk.NAME)
             last_u = rt.last_task(ru, UNANSWERED, closed=True)
@@ -161,34 +136,15 @@ class FollowUpMailService(Service):
             m = restored.marker
             if m.last_read_event_key is not None:
                 self.processed_reads.setdefault(ru, set()).add(m.last_read_event_key)
-            for trigger in self._unsettled(step, m, pending.get(ru, ())):
-                self.restored.setdefault(ru, []).append(trigger)
             if m.post_chat_pending and not unanswered_open:
                 assert m.post_chat_source is not None
                 if restored.closed_at is not None:
                     self.closed_at[ru] = (m.post_chat_source, restored.closed_at)
                 self._arm_post_chat(step, ru, m)  # overdue: due now, checked at once
-
-    def _unsettled(self, step: Step, m: mk.MailMarker, rows: Any) -> list[src.Trigger]:
-        """The pending triggers of one pair that a crash left unchecked.  A row that does not
-        decode, or whose event the marker already shows processed, is deleted instead."""
-        out: list[src.Trigger] = []
-        for key, row in rows:
-            source, ref, at = row.get("source"), row.get("ref"), row.get("at")
-            ok = source in DURABLE and isinstance(ref, str) and isinstance(at, (int, float))
-            done = ok and ((source == src.BURST and m.last_burst_source == ref)
-                           or (source == src.MAIL_READ and m.last_read_event_key == ref))
-            if not ok or done:
-                self.tu.delete_state(step, PENDING, key)
-                continue
-            self.durable.add(key)
-            out.append(src.Trigger(source, ref, float(at)))
-        return out
+        self.restored = self.pending.restore(step, {ru: self.marker(ru) for ru in rt.favorites})
 
     def on_logout(self, step: Step) -> None:
-        for key in sorted(self.durable):  # the service's runtime state ends with the session
-            self.tu.delete_state(step, PENDING, key)
-        self.durable.clear()
+        self.pending.end(step)  # the service's runtime state ends with the session
         self.restored.clear()
         self.locks.drop()
         self.reads.clear()
@@ -324,15 +280,9 @@ class FollowUpMailService(Service):
             processed_reads=frozenset(self.processed_reads.get(ru, ())))
 
     def _offer(self, step: Step, ru: str, trigger: src.Trigger) -> None:
-        """Queue ``trigger`` for the pair's check; a burst or read trigger is also written as a
-        durable pending row in this step (module rules: it survives a crash until settled)."""
-        if not self.locks.offer(ru, trigger) or trigger.source not in DURABLE:
-            return
-        key = pending_key(ru, trigger.source, trigger.ref)
-        if key not in self.durable:
-            self.durable.add(key)
-            self.tu.put_state(step, PENDING, key, {"ru": ru, "source": trigger.source,
-                                                    "ref": trigger.ref, "at": trigger.at})
+        """Queue ``trigger`` for the pair's check; a burst / read one is made durable in this step."""
+        if self.locks.offer(ru, trigger):
+            self.pending.write(step, ru, trigger)
 
     def _flush_soon(self, step: Step) -> None:
         """Check the queued triggers in a step of their own at this instant, after every input
@@ -398,10 +348,7 @@ class FollowUpMailService(Service):
         for change in d.changes:
             self._write(step, change)
         for note in d.notes:
-            key = pending_key(ru, note.source, note.ref)
-            if key in self.durable:  # checked (any outcome): the crash-safe row is done
-                self.durable.discard(key)
-                rt.delete_state(step, PENDING, key)
+            self.pending.settle(step, ru, note.source, note.ref)  # checked, any outcome
             if note.source == src.MAIL_READ and note.outcome != "refused:history_error":
                 self.processed_reads.setdefault(ru, set()).add(note.ref)
             if note.source == src.LAST_MAIL_6H and note.outcome.startswith("refused:") \
