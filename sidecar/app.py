@@ -73,7 +73,6 @@ EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores f
 REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
-STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
@@ -443,7 +442,7 @@ class SidecarApp:
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
-        state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
+        state = await self.store.all_states(a.tu)  # every service's durable state, any scope
         prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
 
         def login(s: Step) -> None:
