@@ -11,9 +11,11 @@ Rules / theory of operation
 * Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
   runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
   everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
-* Stack writes leave only through the outbox pump; a Stack outage never blocks a step.  On the
-  wall clock the pump is its own task beside the steps (a slow Stack delays only Stack); on the
-  virtual clock it runs at the end of each advance, so a replay stays deterministic.
+* Everything outward — Stack writes included — leaves only through the router's delivery pump
+  (:mod:`sidecar.routing`, DESIGN §10); a Stack outage never blocks a step.  On the wall clock
+  the pump is its own task beside the steps (a slow Stack delays only Stack); on the virtual
+  clock it runs at the end of each advance with everything due in flight together (Stack's
+  ``POST /v1/batch`` when it has it), so a replay stays deterministic.
 * Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
   local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
 * **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
@@ -24,6 +26,13 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
+* **Shutdown refuses new steps; it never fails one** (issue 7; the exit-6 race of router2).
+  ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
+  a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
+  events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
+  platform request starts.  Then it cancels the background tasks, closes the bridge, and takes
+  the step lock (bounded) so the step under way commits before the delivery flush, the router
+  channels and the store close; it keeps the lock, so nothing touches the router state after.
 """
 from __future__ import annotations
 
@@ -48,12 +57,12 @@ from sidecar.methods import Methods
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
+from sidecar.routing import RouterComponent
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
-from sidecar.stack.outbox import OutboxPump
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
 from sidecar.wire import task_view, to_wire
@@ -65,6 +74,7 @@ REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
@@ -85,24 +95,26 @@ class SidecarApp:
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack = StackClient(settings.stack_url) if settings.stack_url else None
-        self.pump = (OutboxPump(store, self.stack, concurrency=settings.stack_concurrency)
-                     if self.stack else None)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allowed_origins,
                                    raw_params=True)  # decoded once, by each method
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
-        self._pump_kick = asyncio.Event()  # the outbox timer fired: send what is due
+        self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
+        self._others_due = False  # virtual clock: the timer fired mid-advance (see advance_to)
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.acked = 0  # Stack writes acknowledged (status)
+        # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
+        self.routing = RouterComponent(settings, store, self.stack,
+                                       lambda method, note: self.bridge.notify(method, note))
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
         # the ONE step executor (commit, then notify, then requests); this app is its ports
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
                                      spawn=None if self.clock.virtual else self._spawn,
-                                     lock=self._lock)
+                                     lock=self._lock, router=self.routing.port)
 
     @property
     def failed(self) -> BaseException | None:
@@ -111,26 +123,32 @@ class SidecarApp:
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
-        self.engine.outbox_at(await self.store.outbox_next_due())
+        self.engine.outbox_at(await self.routing.start(self._now_or_none()))
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
-            if self.pump is not None:
-                self._spawn(self._pump_loop())
+            self._spawn(self._pump_loop())
         return port
 
     async def close(self) -> None:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
         each stage has its own deadline, and a stage that overruns is logged and left behind —
         the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        self.executor.stop()  # from here no step begins (module rules)
         await cancel_all(self._bg, 0.3, "background tasks")
         await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
-        if (self.pump is not None and self._now_or_none() is not None
+        # the step under way (a frame's, an answer's) commits before the store and channels
+        # close; the lock is kept: nothing runs a step or touches the router state after this
+        locked = await bounded(self._lock.acquire(), 0.2, "the step under way")
+        if not locked:
+            log.warning("closing with a step still under way; it is abandoned, not failed")
+        if (self._now_or_none() is not None
                 and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
-            res = await bounded(self.pump.run_due(self.clock.now()), 0.4, "outbox flush at exit")
+            res = await bounded(self.routing.pump(self.clock.now()), 0.4, "delivery flush at exit")
             if res is not None:
-                self.acked += len(res.acked)
+                self.acked += res.stack_acked
+        await bounded(self.routing.close(), 0.1, "router channels close")
         if self.stack is not None:
             await bounded(self.stack.close(), 0.2, "Stack client close")
 
@@ -180,6 +198,17 @@ class SidecarApp:
         reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
         reg("task.close", p.TaskClose, self._task_close)
         reg("tasks.list", p.TasksList, self._tasks_list)
+        self.routing.register(reg, self.step, self._locked, self.clock.now)
+
+    async def _locked(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
+        (a rule) never interleaves with one."""
+        if self.executor.stopping:
+            raise InternalError(SHUTTING_DOWN)
+        async with self._lock:
+            if self.executor.stopping:
+                raise InternalError(SHUTTING_DOWN)
+            return await fn()
 
     async def _why(self, a: p.Why) -> dict:
         """``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order, no step.
@@ -232,12 +261,16 @@ class SidecarApp:
             return await self.executor.step(fn)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         try:
             return await self.executor.run(fn, now)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     # executor ports -----------------------------------------------------------------------------
     async def commit(self, ops: list) -> None:
@@ -255,6 +288,7 @@ class SidecarApp:
 
     def outbox_due(self, at: float) -> None:
         self._pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
+        self._others_due = True
 
     def step_failed(self, exc: BaseException) -> None:
         log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
@@ -282,14 +316,31 @@ class SidecarApp:
             clock = self.clock
             if not clock.is_set:
                 clock.advance_to(t)
-            # Timers run one step each, in due order, at their own instants.  The outbox is
-            # pumped once at the end, with everything queued meanwhile in flight together: the
-            # Stack round trips dominate a replay, and a write's delivery instant is not part of
-            # the domain (markers are applied locally at once; Stack sees them by ``t``).
+            # Timers run one step each, in due order, at their own instants.  Stack's writes are
+            # pumped once at the end, everything queued meanwhile in flight together (one
+            # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
+            # and a write's delivery instant is not part of the domain (markers are applied
+            # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
+            # out at the instant the delivery timer fires, so alerts and their retry ladder
+            # (+30 s, +2 min, …) keep their times to the second.
+            fired = 0
+
+            async def after_timer() -> None:
+                nonlocal fired
+                fired += 1
+                if self._others_due:
+                    self._others_due = False
+                    res = await self.routing.pump(clock.now(), stack=False)
+                    self.engine.outbox_at(res.next_due)
+                    if res.events:
+                        await self._step_locked(lambda s: s.events.extend(res.events))
+                if fired % 64 == 0:
+                    await self._advance_yield()
+
             try:
                 await self.executor.fire_due(t, advance_clock=clock.advance_to,
                                              limit=MAX_FIRES_PER_ADVANCE,
-                                             every=(64, self._advance_yield))
+                                             every=(1, after_timer))
             except TooManyTimers:
                 # a far-future target must not hold the one worker (and every frame behind
                 # it) for minutes: everything so far is committed, the client continues
@@ -299,6 +350,8 @@ class SidecarApp:
                     data={"now": clock.now(), "next_due": self.next_due()}) from None
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
+            except Stopping:
+                raise InternalError(SHUTTING_DOWN) from None
             clock.advance_to(t)
             if self._pump_kick.is_set():
                 await self._pump_locked()
@@ -313,11 +366,12 @@ class SidecarApp:
 
     async def _pump_locked(self) -> None:
         self._pump_kick.clear()
-        if self.pump is None:
-            return
-        res = await self.pump.run_due(self.clock.now())
-        self.acked += len(res.acked)
+        self._others_due = False
+        res = await self.routing.pump(self.clock.now())
+        self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)
+        if res.events:  # the pass raised router events (sidecar/stack …): a step of their own
+            await self._step_locked(lambda s: s.events.extend(res.events))
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
@@ -328,27 +382,31 @@ class SidecarApp:
                     try:
                         await self._step_locked(self.engine.fire, now=now)
                     except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
             await wait_event(self._wake, self.clock.real_delay(wait))
 
     async def _pump_loop(self) -> None:
-        """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
-        assert self.pump is not None  # started only with a Stack
+        """Wall clock: send due deliveries whenever rows are due, outside the step lock."""
         while True:
-            if self._pump_kick.is_set():  # the outbox timer fired (the ticker ran it)
+            if self._pump_kick.is_set():  # the delivery timer fired (the ticker ran it)
                 self._pump_kick.clear()
                 now = self.clock.now()
                 try:
-                    res = await self.pump.run_due(now)
+                    res = await self.routing.pump(now)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
-                    log.exception("outbox pump failed")
+                    log.exception("delivery pump failed")
                     self.engine.scheduler.schedule(OUTBOX_TIMER, now + 5.0)
                     self._wake.set()
                     continue
-                self.acked += len(res.acked)
+                self.acked += res.stack_acked
+                if res.events:
+                    try:
+                        await self.step(lambda s: s.events.extend(res.events))
+                    except InternalError:
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
                 self._wake.set()  # the ticker sleeps until the timer's new instant
@@ -366,6 +424,7 @@ class SidecarApp:
             try:
                 async with asyncio.timeout(self.settings.stack_startup_timeout_s):
                     raw = await self.stack.startup(a.tu)
+                self.routing.note_startup(raw)  # "capabilities": ["batch"]
                 parsed = parse_startup(a.tu, raw)
                 if parsed is None:
                     log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
@@ -384,9 +443,17 @@ class SidecarApp:
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
         state = await self.store.all_states(a.tu)  # every service's durable state, any scope
-        await self.step(lambda s: self.engine.login(
-            s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
-            local_tasks=tasks, pending_markers=pending, local_state=state))
+        prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
+
+        def login(s: Step) -> None:
+            self.engine.login(s, a.tu, a.project, a.operator, startup=startup,
+                              local_favorites=favorites, local_tasks=tasks,
+                              pending_markers=pending, local_state=state)
+            s.ops.extend(prune)
+            # in the step, under its lock: never between another step's decide and apply
+            self.routing.router.state.prune(now)
+
+        await self.step(login)
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
@@ -415,6 +482,9 @@ class SidecarApp:
                 "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
 
     def _spawn(self, coro) -> None:
+        if self.executor.stopping:  # nothing new starts at shutdown (module rules)
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)

@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("version", help="print the version")
     from sidecar.why_cli import add_parser as add_why
     add_why(sub)
+    from sidecar.router_cli import add_parsers as add_router
+    add_router(sub)
     return ap
 
 
@@ -117,6 +119,9 @@ def _main(argv: list[str] | None) -> int:
     if args.cmd == "why":
         from sidecar.why_cli import run as why
         return why(args)
+    if args.cmd in ("rules", "deliveries"):
+        from sidecar.router_cli import run as router_cli
+        return router_cli(args)
     return serve(args)
 
 
@@ -155,6 +160,7 @@ async def _serve(settings, guard: StopGuard) -> int:
     from sidecar import gcpolicy
     from sidecar.aio import bounded
     from sidecar.app import EXIT_STEP_FAILED, SidecarApp
+    from sidecar.router.config import ConfigError
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -182,7 +188,11 @@ async def _serve(settings, guard: StopGuard) -> int:
     app = None
     waits: set[asyncio.Future] = set()
     try:
-        app = SidecarApp(settings, store)
+        try:
+            app = SidecarApp(settings, store)
+        except ConfigError as exc:  # the router's config (env SIDECAR_ROUTER_*, router.toml)
+            print(f"sidecar: bad setting: {exc}", file=sys.stderr)
+            return 2
         try:
             port = await app.start()
         except OSError as exc:  # the port was taken between the check and the bind

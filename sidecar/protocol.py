@@ -127,6 +127,62 @@ class Why(Params, kw_only=True):
     since: float | None = None
 
 
+# ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
+# Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
+# ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
+# refused here.
+
+class RulesList(Params, kw_only=True):
+    """Every rule in application order: ``{"rules": [rule…], "match_mode"}``."""
+
+
+class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
+    """A new rule (DESIGN §10): ``name``, ``conditions`` {source?, subjects?, actions?,
+    priority_min?, payload?}, ``actions`` [{target, template?}], ``throttle_seconds``?,
+    ``weight``?, ``enabled``?.  Answer ``{"ok", "rule"}``."""
+
+    name: Any = None
+    conditions: Any = None
+    actions: Any = None
+    throttle_seconds: Any = None
+    weight: Any = None
+    enabled: Any = None
+
+
+class RulesPatch(Params, kw_only=True, forbid_unknown_fields=True):
+    """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
+
+    name: Any = None
+    changes: Any = None
+
+
+class RulesDelete(Params, kw_only=True, forbid_unknown_fields=True):
+    name: Any = None
+
+
+class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
+    """The delivery audit by seq: ``status``?, ``target``?, ``since``? (events at or after,
+    unix seconds), ``limit``? (default 1000)."""
+
+    status: str | None = None
+    target: str | None = None
+    since: float | None = None
+    limit: int | None = None
+
+
+class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):
+    """Electron routes an event of its own (DESIGN §10): ``source`` (not the sidecar's own),
+    ``subject``, ``action``, ``priority``?, ``payload``?, ``dedup_key``?, ``ttl_s``?."""
+
+    source: Any = None
+    subject: Any = None
+    action: Any = None
+    priority: Any = None
+    payload: Any = None
+    dedup_key: Any = None
+    ttl_s: Any = None
+
+
 INBOUND: dict[str, type[Params]] = {
     "auth": Auth,
     "session.login": SessionLogin,
@@ -141,6 +197,12 @@ INBOUND: dict[str, type[Params]] = {
     "tasks.list": TasksList,
     "status": Status,
     "why": Why,
+    "rules.list": RulesList,
+    "rules.create": RulesCreate,
+    "rules.patch": RulesPatch,
+    "rules.delete": RulesDelete,
+    "deliveries.list": DeliveriesList,
+    "events.emit": EventsEmit,
 }
 
 
@@ -213,6 +275,27 @@ class SenderState(Params, kw_only=True):
     at: float = 0.0
 
 
+class DeliveryNote(Params, kw_only=True):
+    """One delivery outcome of a non-Stack target (DESIGN §10): every attempt's result
+    (``delivered``, ``pending`` = failed and retried later, ``failed``) and every row settled
+    when routed (``skipped``, ``duplicate``, ``failed``).  Instants are unix seconds."""
+
+    seq: int = 0
+    delivery_id: str
+    target: str
+    channel: str
+    status: str
+    attempt: int
+    source: str
+    subject: str
+    action: str
+    priority: str
+    rule: str | None = None
+    event_at: float
+    at: float
+    error: str | None = None
+
+
 class PlatformRequest(Params, kw_only=True):
     """The sidecar asks Electron to call a platform API with the operator's session."""
 
@@ -228,5 +311,6 @@ OUTBOUND: dict[str, type[Params]] = {
     "task.updated": TaskUpdated,
     "chain.attempt": ChainAttempt,
     "sender.state": SenderState,
+    "delivery": DeliveryNote,
     "platform.request": PlatformRequest,
 }

@@ -92,6 +92,53 @@ class WhyAnswer(Answer, kw_only=True):
     decisions: list[DecisionRow]
 
 
+class RulesAnswer(Answer, kw_only=True):
+    rules: list[dict[str, Any]]  # {name, conditions, actions, throttle_seconds, weight, enabled}
+    match_mode: str  # all | first
+
+
+class RuleChanged(Ok, kw_only=True):
+    rule: dict[str, Any]  # the rule as stored (deleted: as it was)
+
+
+class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One row of the audit (DESIGN §10); instants unix seconds; no secret is ever stored."""
+
+    id: str  # the webhook-id / "<event_id>.<n>"
+    event_id: str
+    event_at: float
+    source: str
+    subject: str
+    action: str
+    priority: str
+    rule: str | None  # None: the built-in Stack route
+    channel: str
+    target: str
+    status: str  # pending | delivered | failed | skipped | duplicate
+    message: str  # what the channel sends (telegram text, JSON body)
+    attempts: int
+    next_attempt_at: float | None
+    expires_at: float | None
+    last_error: str | None
+    note: str | None  # why skipped / duplicate / critical bypass
+    delivered_at: float | None
+    pair: str | None
+    idem_key: str | None
+    method: str | None
+    path: str | None
+    tu: str | None
+    ru: str | None
+    seq: int
+
+
+class DeliveriesAnswer(Answer, kw_only=True):
+    deliveries: list[DeliveryRow]
+
+
+class EmitAnswer(Ok, kw_only=True):
+    event_id: str | None  # the event's id (its deliveries are "<event_id>.<n>")
+
+
 ANSWERS: dict[str, Any] = {
     "auth": AuthAnswer,
     "session.login": LoginAnswer,
@@ -106,6 +153,12 @@ ANSWERS: dict[str, Any] = {
     "tasks.list": list[TaskView],
     "status": StatusAnswer,
     "why": WhyAnswer,
+    "rules.list": RulesAnswer,
+    "rules.create": RuleChanged,
+    "rules.patch": RuleChanged,
+    "rules.delete": RuleChanged,
+    "deliveries.list": DeliveriesAnswer,
+    "events.emit": EmitAnswer,
 }
 PLATFORM_ANSWER: Any = dict[str, Any]  # the platform API's own JSON object
 

@@ -131,7 +131,6 @@ def _show(tasks: Iterable[Task], start: float) -> str:
 # that brings them.  They fail (never pass vacuously), so a scenario using them is an honest
 # expected failure until that issue lands.
 NOT_YET: dict[str, str] = {
-    "delivery": "the router (issue 9)",
     "sender": "sender health (issue 10)",
     "history": "sender health (issue 10)",
 }
@@ -149,6 +148,8 @@ def evaluate(e: sc.Expect, rec: Recorder, marker_of: Callable[[str, str, str], A
         return not_yet(e.lineno, w, NOT_YET[w])
     if w == "decision":  # needs the sidecars' why rows, which only the replay can ask for
         raise ValueError("a decision expectation is evaluated by evaluate_decision over why rows")
+    if w == "delivery":  # needs the sidecars' delivery rows (electron_stub.routing_world)
+        raise ValueError("a delivery expectation is evaluated by routing_world.evaluate_delivery")
     if w == "marker":
         actual = marker_of(e.tu, e.ru, e.name)
         if e.value is None:

@@ -275,6 +275,19 @@ def _deliveries(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
             "webhooks_received": received}
 
 
+def stack_requests(counters: dict[str, int]) -> dict[str, Any]:
+    """Stack HTTP requests the run cost for writes, with batching as it happened and as one
+    request per write would have cost (DESIGN §9 "Batch writes"; the reference Stack's counters:
+    every request, startup reads, ``POST /v1/batch`` requests and the writes they carried)."""
+    total = counters.get("requests", 0) - counters.get("reads", 0)
+    batches, batched = counters.get("batches", 0), counters.get("batched_writes", 0)
+    single = max(total - batches, 0)  # single writes (and health probes)
+    unbatched = single + batched
+    return {"requests": total, "batches": batches, "batched_writes": batched,
+            "single_requests": single, "one_per_write": unbatched,
+            "saving": round(unbatched / total, 1) if total else None}
+
+
 def verdict(results: list[Result], violations: list[Violation], stats: RunStats) -> str:
     """The result in words (first line of the report)."""
     unclean = [e for e in stats.exits if not e.clean]
@@ -312,6 +325,7 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "deliveries": _deliveries(lines),
         "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
         "stack": dict(stats.stack),
+        "stack_requests": stack_requests(stats.stack),
         "expectations": {"total": len(results), "passed": sum(1 for r in results if r.ok),
                          "by_kind": dict(Counter(r.what for r in results).most_common()),
                          "failed": [{"line": r.lineno, "detail": r.detail} for r in results if not r.ok]},

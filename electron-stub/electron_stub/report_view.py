@@ -134,6 +134,12 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
                       f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "
                       f"{st.get('bad_requests', 0)} bad requests, {st.get('reads', 0)} startup reads"))
+    sr = s.get("stack_requests") or {}
+    if sr.get("requests"):
+        parts.append(Text(f"Stack write requests: {sr['requests']} ({sr['batches']} batches carrying "
+                          f"{sr['batched_writes']} writes, {sr['single_requests']} single); one request "
+                          f"per write would have been {sr['one_per_write']}"
+                          + (f" — {sr['saving']}x fewer" if sr.get("saving") else "")))
     kinds = ", ".join(f"{n} {w}" for w, n in exp.get("by_kind", {}).items())
     parts.append(Text(f"Expectations: {exp['passed']} passed, {exp['total'] - exp['passed']} failed"
                       + (f" ({kinds})" if kinds else "") + "; "

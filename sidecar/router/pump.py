@@ -62,12 +62,14 @@ class DeliveryPump:
         self.concurrency = concurrency
         self._lock = asyncio.Lock()
 
-    async def run_due(self, now: float) -> PumpResult:
-        """One pass at ``now`` (see module rules).  Raises ``StoreError`` if the store fails."""
+    async def run_due(self, now: float, *, stack: bool = True) -> PumpResult:
+        """One pass at ``now`` (see module rules).  ``stack`` False: only the other targets
+        (the virtual clock sends those at their due instants and Stack's writes of a whole
+        advance together).  Raises ``StoreError`` if the store fails."""
         async with self._lock:
             res = PumpResult()
             tried: set[str] = set()
-            stack_open = self.stack is not None
+            stack_open = self.stack is not None and stack
             while True:
                 other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
                                         if r.id not in tried)[:self.concurrency]
@@ -102,7 +104,7 @@ class DeliveryPump:
                     res.events.extend(fin.events)
                     res.settled.append((row, fin.next))
                 await self.store.commit(ops)
-            res.next_due = await self.store.next_due()
+            res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
             return res
 
     def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:

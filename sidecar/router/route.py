@@ -120,6 +120,7 @@ def stack_route(event: Event) -> bool:
 
 DEFAULT_DEDUP_WINDOW_S = 86400.0
 SEQ_KEY = "router.next_seq"
+PREFIX_KEY = "router.prefix"
 
 
 @dataclass(slots=True)
@@ -147,6 +148,8 @@ class RouterState:
         self.dedup.update(routing.dedup)
         self.last_real.update(routing.last_real)
         self.seq = max(self.seq, routing.next_seq)
+        if routing.prefix is not None:
+            self.prefix = routing.prefix
 
     def prune(self, now: float) -> None:
         """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
@@ -164,11 +167,14 @@ class Routing:
     dedup: dict[tuple[str, str], float]
     last_real: dict[tuple[str, str], float]
     next_seq: int
+    prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
 
     def ops(self) -> list[Op]:
         if not self.event_ids:
             return []
         out: list[Op] = [PutDelivery(d) for d in self.deliveries]
+        if self.prefix is not None:
+            out.append(PutMeta(PREFIX_KEY, self.prefix))
         out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
         out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
         out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
@@ -230,7 +236,8 @@ def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, tar
                     rule=None if rule is None else rule.name, target=target,
                     channel=channel or "unknown", status=Status.PENDING.value, message=b"",
                     pair=None if w is None else w.pair, idem_key=None if w is None else w.idem_key,
-                    method=None if w is None else w.method, path=None if w is None else w.path)
+                    method=None if w is None else w.method, path=None if w is None else w.path,
+                    tu=None if w is None else w.tu, ru=None if w is None else w.ru)
     if channel is None:
         return replace(base, status=Status.FAILED.value,
                        last_error=f"terminal: bad target {target!r} (not configured)")

@@ -41,7 +41,8 @@ class EngineError(Exception):
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
-OUTBOX_TIMER = (None, "outbox")  # the Stack outbox's next attempt (process-wide namespace)
+OUTBOX_TIMER = (None, "outbox")  # the delivery pump's next pass: the router's stack channel and every
+# other target (process-wide namespace, DESIGN §13; the name is the old outbox's)
 
 
 class Engine:

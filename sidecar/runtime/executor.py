@@ -5,10 +5,13 @@ Rules / theory of operation
 * ``run(fn, now)`` builds a :class:`~sidecar.runtime.step.Step`, lets ``fn`` (an engine input)
   fill it, then carries out its effects in this order, always:
 
-  1. **commit** its store ops in ONE transaction (``ports.commit``);
+  0. **route** its events (``step.events``, DESIGN §10): the router (``router.decide``) turns
+     them into delivery rows whose ops join the step's ops;
+  1. **commit** its store ops in ONE transaction (``ports.commit``); only then does the router
+     learn what it decided (``router.apply``: dedup keys, throttle windows, event numbers);
   2. **notify** Electron of its notes (``ports.notify``) — only after the commit, so Electron
      never sees a task a crash could lose;
-  3. tell the outbox it has rows (``ports.outbox_queued``) when the step enqueued any;
+  3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
   4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
      clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
      platform scroll never holds up socket events); each answer is its own step.
@@ -21,6 +24,12 @@ Rules / theory of operation
   cannot be undone in place.  The executor then records :attr:`failed`, calls
   ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
   process exits and a restart restores from SQLite and Stack.
+* **Shutdown refuses, never fails** (issue 7, router2): :meth:`StepExecutor.stop` marks the
+  executor stopping; from then on every step that has not begun — a request from Electron, a
+  platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
+  before anything changes, no platform request is started, and a step already under way whose
+  commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
+  written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
 * The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
   and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
   plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
@@ -39,6 +48,10 @@ class StepFailed(Exception):
     """A step crashed or could not be committed; the process must restart (exit 6)."""
 
 
+class Stopping(Exception):
+    """The process is shutting down: the step was refused before it began (not a failure)."""
+
+
 class TooManyTimers(Exception):
     """``fire_due`` ran its ``limit`` of timers; everything so far is committed."""
 
@@ -53,11 +66,11 @@ class Ports(Protocol):
         """Send one note to Electron (after the commit)."""
 
     def outbox_due(self, at: float) -> None:
-        """The outbox timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
+        """The delivery timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
         send what is due."""
 
     def outbox_queued(self, at: float) -> None:
-        """The step enqueued Stack writes due at ``at``."""
+        """The step routed pending deliveries (Stack writes among them) due at ``at``."""
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:
         """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
@@ -67,6 +80,16 @@ class Ports(Protocol):
 
     def step_done(self) -> None:
         """A step's effects are carried out (its requests started): e.g. wake a ticker."""
+
+
+class RouterPort(Protocol):
+    """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
+
+    def decide(self, events: list, now: float) -> Any:
+        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet)."""
+
+    def apply(self, routing: Any) -> None:
+        """Evolve after the routing's ops were committed."""
 
 
 class NoLock:
@@ -90,8 +113,9 @@ class StepExecutor:
     def __init__(self, engine: Engine, clock: Clock, ports: Ports, *,
                  refusals: tuple[type[BaseException], ...] = (),
                  spawn: Callable[[Coroutine[Any, Any, None]], None] | None = None,
-                 lock: Any = None) -> None:
+                 lock: Any = None, router: RouterPort | None = None) -> None:
         self.engine = engine
+        self.router = router  # routes step.events; a step with events and no router fails
         self.clock = clock
         self.ports = ports
         self.refusals = refusals
@@ -99,49 +123,77 @@ class StepExecutor:
         self.lock = lock if lock is not None else NoLock()
         self.failed: BaseException | None = None  # the step failure that stopped this process
         self.steps = 0  # steps committed (status, tests)
+        self.stopping = False  # set by stop(): no step begins any more (module rules)
+
+    def stop(self) -> None:
+        """Shutdown began: refuse every step that has not begun (:class:`Stopping`) and start no
+        platform request.  Idempotent; there is no way back (the process is ending)."""
+        self.stopping = True
 
     # one step ---------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:
         """Run ``fn`` as one step under the lock at the clock's ``now``."""
+        if self.stopping:  # before the lock: close() keeps it to the end
+            raise Stopping("the sidecar is shutting down; the step was not started")
         async with self.lock:
             return await self.run(fn)
 
     async def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         """Run ``fn`` as one step (the caller holds the lock); see the module rules.
-        Raises a refusal unchanged, or :class:`StepFailed`."""
+        Raises a refusal unchanged, :class:`Stopping` (shutdown began: nothing was done), or
+        :class:`StepFailed`."""
         if self.failed is not None:
             raise StepFailed("the sidecar stopped after a failed step; it must be restarted")
+        if self.stopping:
+            raise Stopping("the sidecar is shutting down; the step was not started")
         step = Step(now=self.clock.now() if now is None else now)
         try:
             result = fn(step)
+            routing = self._route(step)
         except self.refusals:
             raise  # raised before anything changed
         except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
             self._fail(exc)
             raise StepFailed(f"internal error: {type(exc).__name__}") from exc
-        await self._finish(step)
+        await self._finish(step, routing)
         return result
+
+    def _route(self, step: Step) -> Any:
+        if not step.events:
+            return None
+        if self.router is None:
+            raise RuntimeError("a step emitted routing events but the executor has no router")
+        routing = self.router.decide(step.events, step.now)
+        step.ops.extend(routing.ops())
+        return routing
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is None:
             self.failed = exc
             self.ports.step_failed(exc)
 
-    async def _finish(self, step: Step) -> None:
+    async def _finish(self, step: Step, routing: Any = None) -> None:
         if step.ops:
             try:
                 await self.ports.commit(step.ops)
             except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                if self.stopping:  # the store closed beneath it: nothing was written, we exit
+                    raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
                 self._fail(exc)
                 raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+        if routing is not None:
+            assert self.router is not None
+            self.router.apply(routing)  # only after the commit (decide / evolve)
         self.steps += 1
         for method, note in step.notes:
             self.ports.notify(method, note)
-        if step.outbox:
+        if routing is not None and routing.pending:
             self.ports.outbox_queued(step.now)
         if step.outbox_due:
             self.ports.outbox_due(step.now)
         for req in step.requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:
                 result, error = await self.ports.perform(req)
                 await self.run(self._answer(req, result, error))
@@ -156,8 +208,8 @@ class StepExecutor:
         result, error = await self.ports.perform(req)
         try:
             await self.step(self._answer(req, result, error))
-        except StepFailed:
-            pass  # crash-only: the failure was reported once; the process is ending
+        except (StepFailed, Stopping):
+            pass  # crash-only (reported once) or shutdown (refused): the process is ending
 
     # time -------------------------------------------------------------------------------------
     async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stubhelp import HEADER
 
 from electron_stub import expect as ex
@@ -201,8 +203,10 @@ def test_expectations_not_supported_yet_fail_and_name_their_issue():
     """An expectation the harness cannot evaluate yet never passes vacuously: it fails naming the
     issue that brings it (so its scenario is an honest expected failure)."""
     rec = Recorder(T0)
-    cases = {"delivery": dict(target="t", between=[0, 1], min=0, max=9),
-             "sender": dict(sender="t", state="active"),
+    # delivery is evaluated by the replay over the sidecars' rows (routing_world.evaluate_delivery)
+    with pytest.raises(ValueError, match="evaluate_delivery"):
+        ex.evaluate(E(what="delivery", target="t", between=[0, 1], min=0, max=9), rec, no_marker)
+    cases = {"sender": dict(sender="t", state="active"),
              "history": dict(sender="t", code=100, between=[0, 1], min=0, max=9)}
     for what, kw in cases.items():
         r = ex.evaluate(E(what=what, **kw), rec, no_marker)

@@ -107,7 +107,8 @@ async def test_stack_never_fails_keeps_the_last_step_and_keeps_pair_order(rstore
     await emit(rstore, st, [marker_event(1), marker_event(2)], T0)
     await drive(pump, T0 + 4 * 3600)
     k1 = [n - T0 for key, n in stack.calls if key == "k1"]
-    assert k1[:5] == [0, 30, 150, 750, 2550] and k1[5] - k1[4] == 1800 and k1[6] - k1[5] == 1800
+    # the Stack ladder (STACK_LADDER): 5 s, 15 s, 30 s, 1 min, 2 min, then 2 min forever
+    assert k1[:6] == [0, 5, 20, 50, 110, 230] and k1[6] - k1[5] == 120 and k1[7] - k1[6] == 120
     assert all(key == "k1" for key, _ in stack.calls)  # k2 never overtakes its pair's head
     rows = await rstore.deliveries()
     assert [r.status for r in rows] == ["pending", "pending"] and rows[0].attempts >= 7

@@ -10,7 +10,8 @@ import pytest
 from sidecar.core.clock import to_iso
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
-from sidecar.store.ops import Enqueue, PutDecision
+from sidecar.store.ops import PutDecision
+from tests.sidecar.driver import stack_writes
 from tests.sidecar.world import T0, World, fav
 
 TU, RU = "tu-1", "ru-1"
@@ -42,9 +43,9 @@ def mails(w: World, source: str | None = None) -> list:
 
 def mail_markers(w: World) -> list[tuple[str, object]]:
     out = []
-    for op in w.d.ops:
-        if isinstance(op, Enqueue) and op.kind == "marker" and op.path.endswith("/followUpMail"):
-            out.append((op.idem_key, msgspec.json.decode(op.body)["value"]))
+    for d in stack_writes(w.d.ops, "markers"):  # the router's stack deliveries (issue 9)
+        if d.subject == "followUpMail":
+            out.append((d.idem_key, msgspec.json.decode(d.message)["value"]))
     return out
 
 
