@@ -26,6 +26,13 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
+* **Shutdown refuses new steps; it never fails one** (issue 7; the exit-6 race of router2).
+  ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
+  a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
+  events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
+  platform request starts.  Then it cancels the background tasks, closes the bridge, and takes
+  the step lock (bounded) so the step under way commits before the delivery flush, the router
+  channels and the store close; it keeps the lock, so nothing touches the router state after.
 """
 from __future__ import annotations
 
@@ -50,7 +57,7 @@ from sidecar.methods import Methods
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
 from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
@@ -67,8 +74,8 @@ EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores f
 REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
-STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
@@ -134,8 +141,14 @@ class SidecarApp:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
         each stage has its own deadline, and a stage that overruns is logged and left behind —
         the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        self.executor.stop()  # from here no step begins (module rules)
         await cancel_all(self._bg, 0.3, "background tasks")
         await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
+        # the step under way (a frame's, an answer's) commits before the store and channels
+        # close; the lock is kept: nothing runs a step or touches the router state after this
+        locked = await bounded(self._lock.acquire(), 0.2, "the step under way")
+        if not locked:
+            log.warning("closing with a step still under way; it is abandoned, not failed")
         if (self._now_or_none() is not None
                 and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
@@ -197,7 +210,11 @@ class SidecarApp:
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
         (a rule) never interleaves with one."""
+        if self.executor.stopping:
+            raise InternalError(SHUTTING_DOWN)
         async with self._lock:
+            if self.executor.stopping:
+                raise InternalError(SHUTTING_DOWN)
             return await fn()
 
     async def _why(self, a: p.Why) -> dict:
@@ -251,12 +268,16 @@ class SidecarApp:
             return await self.executor.step(fn)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         try:
             return await self.executor.run(fn, now)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     # executor ports -----------------------------------------------------------------------------
     async def commit(self, ops: list) -> None:
@@ -336,6 +357,8 @@ class SidecarApp:
                     data={"now": clock.now(), "next_due": self.next_due()}) from None
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
+            except Stopping:
+                raise InternalError(SHUTTING_DOWN) from None
             clock.advance_to(t)
             if self._pump_kick.is_set():
                 await self._pump_locked()
@@ -374,7 +397,7 @@ class SidecarApp:
                     try:
                         await self._step_locked(self.engine.fire, now=now)
                     except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits (module rules)
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
@@ -402,7 +425,7 @@ class SidecarApp:
                     try:
                         await self.step(lambda s: s.events.extend(res.events))
                     except InternalError:
-                        return  # crash-only: ``fatal`` is set, serve exits
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
                 self._wake.set()  # the ticker sleeps until the timer's new instant
@@ -438,7 +461,7 @@ class SidecarApp:
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
-        state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
+        state = await self.store.all_states(a.tu)  # every service's durable state, any scope
         prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
 
         def login(s: Step) -> None:
@@ -446,9 +469,10 @@ class SidecarApp:
                               local_favorites=favorites, local_tasks=tasks,
                               pending_markers=pending, local_state=state)
             s.ops.extend(prune)
+            # in the step, under its lock: never between another step's decide and apply
+            self.routing.router.state.prune(now)
 
         await self.step(login)
-        self.routing.router.state.prune(now)
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
@@ -477,6 +501,9 @@ class SidecarApp:
                 "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
 
     def _spawn(self, coro) -> None:
+        if self.executor.stopping:  # nothing new starts at shutdown (module rules)
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)

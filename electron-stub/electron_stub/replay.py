@@ -56,7 +56,7 @@ from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
 from electron_stub.progress import ReplayProgress
-from electron_stub.report import RunStats
+from electron_stub.report import RunStats, mail_candidates
 from electron_stub.routing_world import RoutingWorld, evaluate_delivery, read_deliveries
 from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
@@ -379,6 +379,7 @@ class Replay:
         s.wall_s, s.virtual_s = wall, self.now - self.start
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
+        s.mail_candidates = mail_candidates(self.stack.candidates)
         s.stack_requests, s.stack_writes = self.stack.requests_by_kind()
         s.machines = len(self.machines)
         s.exits = [e for m in self.machines for e in m.exits]

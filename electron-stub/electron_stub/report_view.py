@@ -43,7 +43,8 @@ def _fmt_s(v: float | None) -> str:
 def _table(title: str, *columns: str) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
     for i, c in enumerate(columns):
-        numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes")
+        numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes",
+                   "expired")
         t.add_column(c, justify="right" if i and c in numeric else "left")
     return t
 
@@ -85,6 +86,17 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     for row in tk["table"]:
         tt.add_row(row["type"], row["source"], str(row["reason"]), str(row["count"]))
     parts.append(tt)
+
+    fm = s["follow_up_mail"]
+    ft = _table(f"Follow-up mails by source ({fm['created']} created)", "source", "created", "answered",
+                "expired", "other closes", "still open")
+    for source, row in fm["by_source"].items():
+        ft.add_row(source, *(str(row[k]) for k in ("created", "answered", "expired", "other_closes", "still_open")))
+    parts.append(ft)
+    br = fm["burst_rolls"]
+    if br["rolls"]:
+        parts.append(Text(f"Burst rolls (50 %): {br['rolls']} rolled, {br['hit']} hit, {br['miss']} missed "
+                          f"({br['hit_rate'] * 100:.1f} % hit)"))
 
     ad = _table("Answer delay (created → answered)", "type", "answered", "p50", "p95")
     for typ, d in tk["answer_delay_s"].items():

@@ -24,6 +24,12 @@ Rules / theory of operation
   cannot be undone in place.  The executor then records :attr:`failed`, calls
   ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
   process exits and a restart restores from SQLite and Stack.
+* **Shutdown refuses, never fails** (issue 7, router2): :meth:`StepExecutor.stop` marks the
+  executor stopping; from then on every step that has not begun — a request from Electron, a
+  platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
+  before anything changes, no platform request is started, and a step already under way whose
+  commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
+  written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
 * The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
   and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
   plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
@@ -40,6 +46,10 @@ from sidecar.runtime.step import Request, Step
 
 class StepFailed(Exception):
     """A step crashed or could not be committed; the process must restart (exit 6)."""
+
+
+class Stopping(Exception):
+    """The process is shutting down: the step was refused before it began (not a failure)."""
 
 
 class TooManyTimers(Exception):
@@ -113,18 +123,29 @@ class StepExecutor:
         self.lock = lock if lock is not None else NoLock()
         self.failed: BaseException | None = None  # the step failure that stopped this process
         self.steps = 0  # steps committed (status, tests)
+        self.stopping = False  # set by stop(): no step begins any more (module rules)
+
+    def stop(self) -> None:
+        """Shutdown began: refuse every step that has not begun (:class:`Stopping`) and start no
+        platform request.  Idempotent; there is no way back (the process is ending)."""
+        self.stopping = True
 
     # one step ---------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:
         """Run ``fn`` as one step under the lock at the clock's ``now``."""
+        if self.stopping:  # before the lock: close() keeps it to the end
+            raise Stopping("the sidecar is shutting down; the step was not started")
         async with self.lock:
             return await self.run(fn)
 
     async def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         """Run ``fn`` as one step (the caller holds the lock); see the module rules.
-        Raises a refusal unchanged, or :class:`StepFailed`."""
+        Raises a refusal unchanged, :class:`Stopping` (shutdown began: nothing was done), or
+        :class:`StepFailed`."""
         if self.failed is not None:
             raise StepFailed("the sidecar stopped after a failed step; it must be restarted")
+        if self.stopping:
+            raise Stopping("the sidecar is shutting down; the step was not started")
         step = Step(now=self.clock.now() if now is None else now)
         try:
             result = fn(step)
@@ -156,6 +177,8 @@ class StepExecutor:
             try:
                 await self.ports.commit(step.ops)
             except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                if self.stopping:  # the store closed beneath it: nothing was written, we exit
+                    raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
                 self._fail(exc)
                 raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
         if routing is not None:
@@ -169,6 +192,8 @@ class StepExecutor:
         if step.outbox_due:
             self.ports.outbox_due(step.now)
         for req in step.requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:
                 result, error = await self.ports.perform(req)
                 await self.run(self._answer(req, result, error))
@@ -183,8 +208,8 @@ class StepExecutor:
         result, error = await self.ports.perform(req)
         try:
             await self.step(self._answer(req, result, error))
-        except StepFailed:
-            pass  # crash-only: the failure was reported once; the process is ending
+        except (StepFailed, Stopping):
+            pass  # crash-only (reported once) or shutdown (refused): the process is ending
 
     # time -------------------------------------------------------------------------------------
     async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,

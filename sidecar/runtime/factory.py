@@ -100,6 +100,7 @@ class TaskFactory:
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
         self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
         self.created_total = 0  # tasks created by this process (status)
+        self._overdue_alerted: dict[str, float] = {}  # tu -> last operator-overdue alert (unix s)
 
     # queries ----------------------------------------------------------------------------------
     def open_for(self, tu: str, ru: str, type_: TaskType) -> Task | None:
@@ -234,7 +235,13 @@ class TaskFactory:
 
     def _operator_overdue(self, step: "Step", task: Task) -> None:
         """``sidecar/operator/overdue`` (high): the shift lead hears of an operator falling behind,
-        once per TU per clock hour (DESIGN §10 table)."""
+        once per TU per hour (DESIGN §10 table): an hour after the TU's last alert at the
+        earliest — so twelve TUs do not all alert at a clock hour's first second — and, across a
+        restart that forgot it, the ``dedup_key`` (TU + clock hour) still refuses a second one."""
+        last = self._overdue_alerted.get(task.tu)
+        if last is not None and step.now < last + 3600.0:
+            return
+        self._overdue_alerted[task.tu] = step.now
         overdue = [t for t in self.open_of_tu(task.tu) if t.overdue]
         step.emit(Event(source="sidecar", subject="operator", action="overdue", priority="high",
                         payload={"tu": task.tu, "count": len(overdue),

@@ -244,6 +244,19 @@ class Store:
         return await self._run(
             lambda c: {k: decode_json(v) for k, v in c.execute(sql, (tu, scope))})
 
+    async def all_states(self, tu: str) -> dict[str, dict[str, Any]]:
+        """``{scope: {key: value}}`` of every service-state scope of ``tu`` — what a login loads,
+        so a service's new scope is restored without a list to keep in step."""
+        sql = "SELECT scope, key, value FROM service_state WHERE tu = ? ORDER BY scope, key"
+
+        def read(c: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for scope, key, value in c.execute(sql, (tu,)):
+                out.setdefault(scope, {})[key] = decode_json(value)
+            return out
+
+        return await self._run(read)
+
     async def state(self, tu: str, scope: str, key: str, default: Any = None) -> Any:
         sql = "SELECT value FROM service_state WHERE tu = ? AND scope = ? AND key = ?"
 
