@@ -59,8 +59,9 @@ from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
 from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
+from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
-from sidecar.routing import RouterComponent
+from sidecar.routing import PassResult, RouterComponent
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
 from sidecar.stack.startup import parse_startup
@@ -110,6 +111,11 @@ class SidecarApp:
                                        lambda method, note: self.bridge.notify(method, note))
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
+        # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
+        self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed))
+        self.senders.attach(self.methods, self.step)
+        self.routing.plug_health(self.senders.gate)  # the router's one attempt gate asks it
+        self.senders.route_events = lambda step, events: step.events.extend(events)
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
         # the ONE step executor (commit, then notify, then requests); this app is its ports
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
@@ -124,6 +130,7 @@ class SidecarApp:
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
         self.engine.outbox_at(await self.routing.start(self._now_or_none()))
+        await self.senders.start(["stack", *self.routing.cfg.targets])
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
@@ -145,7 +152,7 @@ class SidecarApp:
         if (self._now_or_none() is not None
                 and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
-            res = await bounded(self.routing.pump(self.clock.now()), 0.4, "delivery flush at exit")
+            res = await bounded(self._route_pass(self.clock.now()), 0.4, "delivery flush at exit")
             if res is not None:
                 self.acked += res.stack_acked
         await bounded(self.routing.close(), 0.1, "router channels close")
@@ -330,7 +337,7 @@ class SidecarApp:
                 fired += 1
                 if self._others_due:
                     self._others_due = False
-                    res = await self.routing.pump(clock.now(), stack=False)
+                    res = await self._route_pass(clock.now(), stack=False)
                     self.engine.outbox_at(res.next_due)
                     if res.events:
                         await self._step_locked(lambda s: s.events.extend(res.events))
@@ -364,10 +371,18 @@ class SidecarApp:
             raise InvalidParams("the client disconnected during clock.advance_to")
         await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
 
+    async def _route_pass(self, now: float, *, stack: bool = True) -> PassResult:
+        """One pass of the router's pump; then the sender transitions it made (committed by
+        the pass) go to Electron as ``sender.state``."""
+        res = await self.routing.pump(now, stack=stack)
+        for note in self.senders.gate.take_notes():
+            self.notify("sender.state", note)
+        return res
+
     async def _pump_locked(self) -> None:
         self._pump_kick.clear()
         self._others_due = False
-        res = await self.routing.pump(self.clock.now())
+        res = await self._route_pass(self.clock.now())
         self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)
         if res.events:  # the pass raised router events (sidecar/stack …): a step of their own
@@ -395,9 +410,13 @@ class SidecarApp:
                 self._pump_kick.clear()
                 now = self.clock.now()
                 try:
-                    res = await self.routing.pump(now)
+                    res = await self._route_pass(now)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
                     log.exception("delivery pump failed")
+                    try:  # sender health may be ahead of what the pass committed: take SQLite's
+                        await self.senders.reload()
+                    except Exception:  # noqa: BLE001 - the store is failing: the next pass retries
+                        log.exception("sender health could not reload its state")
                     self.engine.scheduler.schedule(OUTBOX_TIMER, now + 5.0)
                     self._wake.set()
                     continue

@@ -8,7 +8,8 @@ Rules / theory of operation
   :class:`~sidecar.router.config.ConfigError`, exit 2), a channel per configured target, the
   ``stack`` channel over the app's Stack client, one :class:`~sidecar.router.pump.DeliveryPump`
   (the only way out of the sidecar: Stack writes included — the old outbox pump is gone), and
-  :class:`~sidecar.router.attempt.Attempts` with :class:`AlwaysOpen` until sender health plugs in.
+  :class:`~sidecar.router.attempt.Attempts` asking sender health (:meth:`plug_health`; the app
+  plugs :class:`sidecar.senders.gate.HealthGate` in, :class:`AlwaysOpen` before that).
 * :meth:`RouterComponent.start` restores the routing state from SQLite (rules, dedup keys,
   throttle windows, the event counter and the data dir's event-id prefix).
 * The step executor routes a step's events through :attr:`port` (decide before the commit,
@@ -36,7 +37,7 @@ import msgspec
 from bridge.errors import InvalidParams
 from sidecar import protocol as p
 from sidecar.core.rng import KeyedRandom
-from sidecar.router.attempt import Attempts, Next
+from sidecar.router.attempt import Attempts, Next, SenderHealth
 from sidecar.router.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
@@ -94,6 +95,10 @@ class RouterComponent:
         self.notify = notify
         self.port = _Port(self)
         self.stack_acked = 0
+
+    def plug_health(self, health: SenderHealth) -> None:
+        """Sender health (issue 10) answers the one attempt gate from now on."""
+        self.pump_.gate = Attempts(health)
 
     async def start(self, now: float | None) -> float | None:
         """Restore the routing state; returns the first pump instant (None: nothing pending)."""

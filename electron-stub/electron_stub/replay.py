@@ -29,12 +29,14 @@ Rules / theory of operation
   ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
   task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
   ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
-* Routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage``) are played
-  by :mod:`electron_stub.routing_world` (loopback receivers, the sidecars' router config, rules
-  on every new data dir); the trace gets ``delivery`` lines (the sidecars' ``delivery`` notes)
-  and ``webhook.received`` lines (the receivers' records).  ``group`` lines are only stored and
-  sender-health ``manage`` calls fail as "not supported yet" until sender health (issue 10)
-  lands (:data:`ROUTING_LINES`).
+* Routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage`` of
+  ``rules.*``) are played by :mod:`electron_stub.routing_world` (loopback receivers, the
+  sidecars' router config, rules on every new data dir); the trace gets ``delivery`` lines (the
+  sidecars' ``delivery`` notes) and ``webhook.received`` lines (the receivers' records).
+* Sender health (:mod:`electron_stub.senders_lines`): ``group`` lines are created on every
+  machine the replay starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the
+  current machine (an expected ``error`` must come with that code and change nothing),
+  ``sender`` / ``history`` expectations ask the machines (``senders.get``, ``senders.history``).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -56,16 +58,17 @@ from electron_stub.machine import Machine
 from electron_stub.progress import ReplayProgress
 from electron_stub.report import RunStats, mail_candidates
 from electron_stub.routing_world import RoutingWorld, evaluate_delivery, read_deliveries
+from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
-# result naming the issue that brings it, so such a scenario never passes vacuously.  A ``group``
-# line itself is stored (RoutingWorld.groups); what needs a group — sender expectations,
-# groups.*/senders.* management — fails naming issue 10 where it is evaluated.
+# result naming the issue that brings it, so such a scenario never passes vacuously.  Every
+# routing-world line is played today (routing_world, senders_lines).
 ROUTING_LINES: dict[type, str] = {}
+SENDER_METHODS = ("groups.", "senders.")  # manage lines sender health plays (senders_lines)
 
 
 class Replay:
@@ -101,6 +104,7 @@ class Replay:
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
         self._bar: ReplayProgress | None = None  # progress display, made at the first advance
+        self.senders = SenderLines([x for x in scenario.world if isinstance(x, sc.Group)], self.results)
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -177,6 +181,7 @@ class Replay:
         self.machines.append(m)
         await m.start()
         self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))
+        await self.senders.setup(m)  # the scenario's sender groups, through the manage API
         if self.routing.rules:  # a new data dir: the scenario's rule set (module rules)
             self.stats.warnings += await self.routing.seed_rules(m.call)
         self.current = m
@@ -429,6 +434,10 @@ class Replay:
         elif k is sc.Expect and line.what == "delivery":
             since = self.start + (line.between or (0.0, 0.0))[0] - ex.TOLERANCE_S
             self.results.append(evaluate_delivery(line, await self._deliveries(line.target, since), self.start))
+        elif k is sc.Expect and line.what == "sender" and self.current is not None:
+            self.results.append(await self.senders.expect_sender(self.current, line))
+        elif k is sc.Expect and line.what == "history":
+            self.results.append(await self.senders.expect_history(self.machines, line, self.start))
         elif k is sc.Expect:
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
         elif k is sc.Emit:
@@ -438,6 +447,8 @@ class Replay:
             problem = self.routing.fault(line)
             if problem:
                 self.stats.warnings.append(problem)
+        elif k is sc.Manage and line.method.startswith(SENDER_METHODS) and self.current is not None:
+            await self.senders.manage(self.current, line)
         elif k is sc.Manage:
             assert self.current is not None
             self.results.append(await self.routing.manage(line, self._manage_call(self.current)))

@@ -13,12 +13,12 @@ Rules / theory of operation
 * ``rule`` lines are created (``rules.create``) on every new sidecar data dir, together with the
   rule changes ``manage`` lines made since (the harness's view of the rule set), so a fresh
   machine after a shift change routes like the one before.  A restarted one keeps its own.
-* ``group`` lines are stored only: sender groups come with sender health (issue 10).
+* ``group`` lines are stored here; :mod:`electron_stub.senders_lines` creates them on each machine.
 * ``emit``: ``events.emit`` to the current machine.  ``target_fault``: the receiver misbehaves.
 * ``manage``: ``rules.*`` / ``deliveries.list`` / ``events.emit`` are called on the current
   machine; with ``error`` the call must fail with that JSON-RPC code (and change nothing — the
   rule set is compared before and after); without it, it must succeed.  ``groups.*`` /
-  ``senders.*`` are sender health's (issue 10): a "not supported yet" result.
+  ``senders.*`` are sender health's: the replay plays them with :mod:`electron_stub.senders_lines`.
 * ``delivery`` expectation: the rows of every machine of the run (``deliveries.list`` from the
   running ones, the SQLite file read-only from the retired ones) to that target whose event was
   accepted inside the window (1 s tolerance), counted by status, source, subject and action.
@@ -34,7 +34,7 @@ from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.receivers import Receivers
 
-HEALTH_METHODS = ("groups.", "senders.")  # sender health: issue 10
+HEALTH_METHODS = ("groups.", "senders.")  # sender health's: electron_stub.senders_lines
 ROUTER_METHODS = ("rules.", "deliveries.", "events.")
 
 
@@ -105,8 +105,9 @@ class RoutingWorld:
     async def manage(self, line: sc.Manage, call: Any) -> ex.Result:
         """Play a ``manage`` line against the current machine (``call(method, params)``)."""
         what = f"manage {line.method}"
-        if line.method.startswith(HEALTH_METHODS):
-            return ex.not_yet(line.lineno, "manage", "sender health (issue 10)")
+        if line.method.startswith(HEALTH_METHODS):  # the replay hands these to senders_lines
+            return ex.Result(lineno=line.lineno, what="manage", ok=False,
+                             detail=f"{what}: sender health's, played by electron_stub.senders_lines")
         if not line.method.startswith(ROUTER_METHODS):
             return ex.Result(lineno=line.lineno, what="manage", ok=False,
                              detail=f"{what}: not a management method")

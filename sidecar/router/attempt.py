@@ -191,6 +191,14 @@ class SenderHealth(Protocol):
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report: ...
 
+    def probes_due(self, now: float) -> list[str]:
+        """Targets whose warm-up probe is to be sent now (seed 000 §3); each is returned once."""
+        ...
+
+    def probe_result(self, target: str, outcome: Outcome, now: float) -> Report:
+        """The answer of a probe :meth:`probes_due` asked for."""
+        ...
+
 
 class AlwaysOpen:
     """Sender health before it exists: every sender may always send; nothing is recorded."""
@@ -200,6 +208,12 @@ class AlwaysOpen:
 
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report:
+        return NOTHING
+
+    def probes_due(self, now: float) -> list[str]:
+        return []
+
+    def probe_result(self, target: str, outcome: Outcome, now: float) -> Report:
         return NOTHING
 
 

@@ -68,6 +68,7 @@ class DeliveryPump:
         advance together).  Raises ``StoreError`` if the store fails."""
         async with self._lock:
             res = PumpResult()
+            await self._probes(now, res)
             tried: set[str] = set()
             stack_open = self.stack is not None and stack
             while True:
@@ -106,6 +107,31 @@ class DeliveryPump:
                 await self.store.commit(ops)
             res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
             return res
+
+    async def _probes(self, now: float, res: PumpResult) -> None:
+        """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
+        health machine keeps exactly one in flight) and commit their answers together."""
+        health = self.gate.health
+        names = health.probes_due(now)
+        if not names:
+            return
+
+        async def one(name: str) -> tuple[str, Outcome]:
+            ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
+            if ch is None:
+                return name, terminal(f"bad target {name!r}: not configured")
+            try:
+                return name, await ch.probe(now)
+            except Exception as exc:  # noqa: BLE001 - a channel bug is an unconfirmed probe
+                log.exception("probe of %s raised", name)
+                return name, retryable(f"probe error: {type(exc).__name__}")
+
+        ops: list[Op] = []
+        for name, outcome in await asyncio.gather(*(one(n) for n in names)):
+            rep = health.probe_result(name, outcome, now)
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        await self.store.commit(ops)
 
     def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
         ops: list[Op] = []

@@ -13,14 +13,6 @@ SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 # Scenarios of open issues: strict expected failures that name their issue, so each flips to
 # XPASS (and fails, strict) the moment its issue lands and must then leave this table.
 NOT_YET: dict[str, str] = {}
-# issue 10 — sender health (seed 000): the router scenarios whose `sender` expectations need it,
-# and every k* scenario
-NOT_YET.update({
-    "r05_retry_ladder": "issue 10: its sender expectation needs sender health (seed 000)",
-    "r06_terminal_error_not_counted": "issue 10: its sender expectation needs sender health (seed 000)",
-})
-NOT_YET.update({p.stem: "issue 10: sender health (seed 000) not implemented yet"
-                for p in SCENARIOS if p.stem.startswith("k")})
 
 
 def _param(path):

@@ -2,7 +2,7 @@
 Stack never ``failed``, TTL at send time, claims before sends, health's plug (DESIGN §10)."""
 from __future__ import annotations
 
-from sidecar.router.attempt import Admission, Attempts, Report, ReleaseTarget
+from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, ReleaseTarget
 from sidecar.router.model import Event, StackWrite
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
@@ -134,8 +134,9 @@ async def test_ttl_is_checked_at_send_time(rstore):
     assert n["i"] == 0
 
 
-class Cooldown:
-    """A stand-in for sender health: the gate asks it before each attempt and reports after."""
+class Cooldown(AlwaysOpen):
+    """A stand-in for sender health: the gate asks it before each attempt and reports after
+    (no probes: :class:`AlwaysOpen`'s)."""
 
     def __init__(self) -> None:
         self.closed_until: float | None = None
