@@ -13,11 +13,17 @@ Rules / theory of operation
   everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
 * **Group commit** (issue 11 item 4): the timers of one advance, the timers the ticker finds due
   at once, and the events of one ``platform.events`` batch commit as one group — one SQLite
-  transaction, one thread hop — in step order (:meth:`StepExecutor.group`); the group is
-  committed before the outbox pump reads the outbox and before any yield.
-* Stack writes leave only through the outbox pump; a Stack outage never blocks a step.  On the
-  wall clock the pump is its own task beside the steps (a slow Stack delays only Stack); on the
-  virtual clock it runs at the end of each advance, so a replay stays deterministic.
+  transaction, one thread hop — in step order (:meth:`StepExecutor.group`).  Each step's
+  routing is decided before the group's commit (on the router state the group's earlier steps
+  left) and applied after it; its notes, delivery notes and sender health's ``sender.state``
+  notes are sent after it, step by step.  The group is committed before the delivery pump reads
+  SQLite (a delivery timer fired: every target's rows at that instant, Stack's at the end of the
+  advance) and before any yield.
+* Everything outward — Stack writes included — leaves only through the router's delivery pump
+  (:mod:`sidecar.routing`, DESIGN §10); a Stack outage never blocks a step.  On the wall clock
+  the pump is its own task beside the steps (a slow Stack delays only Stack); on the virtual
+  clock it runs at the end of each advance with everything due in flight together (Stack's
+  ``POST /v1/batch`` when it has it), so a replay stays deterministic.
 * Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
   local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
 * **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
@@ -28,6 +34,13 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
+* **Shutdown refuses new steps; it never fails one** (issue 7; the exit-6 race of router2).
+  ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
+  a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
+  events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
+  platform request starts.  Then it cancels the background tasks, closes the bridge, and takes
+  the step lock (bounded) so the step under way commits before the delivery flush, the router
+  channels and the store close; it keeps the lock, so nothing touches the router state after.
 """
 from __future__ import annotations
 
@@ -52,12 +65,13 @@ from sidecar.methods import Methods
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
 from sidecar.runtime.step import Request, Step
+from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
+from sidecar.routing import PassResult, RouterComponent
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
-from sidecar.stack.outbox import OutboxPump
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
 from sidecar.wire import task_view, to_wire
@@ -68,8 +82,8 @@ EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores f
 REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
-STATE_SCOPES = ("passes", "contact")  # durable service state loaded at login
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
+SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
 
 
@@ -90,27 +104,33 @@ class SidecarApp:
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack = StackClient(settings.stack_url) if settings.stack_url else None
-        self.pump = (OutboxPump(store, self.stack, concurrency=settings.stack_concurrency)
-                     if self.stack else None)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allowed_origins,
                                    raw_params=True)  # decoded once, by each method
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
-        self._pump_kick = asyncio.Event()  # the outbox timer fired: send what is due
+        self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
+        self._others_due = False  # virtual clock: the timer fired mid-advance (see advance_to)
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
-        self._noted = 0  # notes sent to Electron so far
-        self._seqs: list[int] = []  # platform.events: the seq of each note sent during the call
+        self._last_seq = 0  # stream seq of the last note this process sent (any kind)
+        self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         self.acked = 0  # Stack writes acknowledged (status)
+        # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
+        self.routing = RouterComponent(settings, store, self.stack, self._send)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
+        # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
+        self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed))
+        self.senders.attach(self.methods, self.step)
+        self.routing.plug_health(self.senders.gate)  # the router's one attempt gate asks it
+        self.senders.route_events = lambda step, events: step.events.extend(events)
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
         # the ONE step executor (commit, then notify, then requests); this app is its ports
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
                                      spawn=None if self.clock.virtual else self._spawn,
-                                     lock=self._lock)
+                                     lock=self._lock, router=self.routing.port)
 
     @property
     def failed(self) -> BaseException | None:
@@ -119,26 +139,33 @@ class SidecarApp:
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> int:
-        self.engine.outbox_at(await self.store.outbox_next_due())
+        self.engine.outbox_at(await self.routing.start(self._now_or_none()))
+        await self.senders.start(["stack", *self.routing.cfg.targets])
         port = await self.bridge.start()
         if not self.clock.virtual:
             self._spawn(self._ticker())
-            if self.pump is not None:
-                self._spawn(self._pump_loop())
+            self._spawn(self._pump_loop())
         return port
 
     async def close(self) -> None:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
         each stage has its own deadline, and a stage that overruns is logged and left behind —
         the process exits anyway (``sidecar.cli`` enforces the hard limit)."""
+        self.executor.stop()  # from here no step begins (module rules)
         await cancel_all(self._bg, 0.3, "background tasks")
         await bounded(self.bridge.close(grace=0.3), 0.6, "bridge close")
-        if (self.pump is not None and self._now_or_none() is not None
+        # the step under way (a frame's, an answer's) commits before the store and channels
+        # close; the lock is kept: nothing runs a step or touches the router state after this
+        locked = await bounded(self._lock.acquire(), 0.2, "the step under way")
+        if not locked:
+            log.warning("closing with a step still under way; it is abandoned, not failed")
+        if (self._now_or_none() is not None
                 and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
             # flush what we can (DESIGN §3); anything left stays queued for the next start
-            res = await bounded(self.pump.run_due(self.clock.now()), 0.4, "outbox flush at exit")
+            res = await bounded(self._route_pass(self.clock.now()), 0.4, "delivery flush at exit")
             if res is not None:
-                self.acked += len(res.acked)
+                self.acked += res.stack_acked
+        await bounded(self.routing.close(), 0.1, "router channels close")
         if self.stack is not None:
             await bounded(self.stack.close(), 0.2, "Stack client close")
 
@@ -189,6 +216,17 @@ class SidecarApp:
         reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
         reg("task.close", p.TaskClose, self._task_close)
         reg("tasks.list", p.TasksList, self._tasks_list)
+        self.routing.register(reg, self.step, self._locked, self.clock.now)
+
+    async def _locked(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
+        (a rule) never interleaves with one."""
+        if self.executor.stopping:
+            raise InternalError(SHUTTING_DOWN)
+        async with self._lock:
+            if self.executor.stopping:
+                raise InternalError(SHUTTING_DOWN)
+            return await fn()
 
     async def _why(self, a: p.Why) -> dict:
         """``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order, no step.
@@ -241,24 +279,32 @@ class SidecarApp:
             return await self.executor.step(fn)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         try:
             return await self.executor.run(fn, now)
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
 
     # executor ports -----------------------------------------------------------------------------
     async def commit(self, ops: list) -> None:
         await self.store.commit(ops)
 
     def notify(self, method: str, note: Any) -> None:
-        seq = self.bridge.notify(method, to_wire(method, note))
-        self._noted += 1
-        if self._batch_seen is not None:
-            self._seqs.append(seq)
+        self._send(method, to_wire(method, note))
+
+    def _send(self, method: str, wire: Any) -> None:
+        """Every note to Electron — a step's, the router's ``delivery``, ``sender.state`` —
+        goes out here, so :attr:`_last_seq` knows the stream's last seq this process sent."""
+        self._last_seq = self.bridge.notify(method, wire)
 
     def step_done(self) -> None:
+        if self._step_seqs is not None:  # platform.events: where this step's effects end
+            self._step_seqs[self.executor.steps] = self._last_seq
         if not self.clock.virtual:
             self._wake.set()  # the step may have armed a sooner timer
 
@@ -267,6 +313,7 @@ class SidecarApp:
 
     def outbox_due(self, at: float) -> None:
         self._pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
+        self._others_due = True
 
     def step_failed(self, exc: BaseException) -> None:
         log.critical("a step failed; nothing of it was committed or sent; stopping so that a "
@@ -298,17 +345,33 @@ class SidecarApp:
 
     async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
         """Run every timer due up to ``t``, one step each at its instant, as one commit group
-        (committed when this returns or raises), and move the clock to ``t``; the caller holds
-        the lock and pumps the outbox if the outbox timer fired."""
+        (committed when this returns or raises; inside an open group — ``platform.events`` —
+        it joins that one), and move the clock to ``t``; the caller holds the lock and pumps
+        Stack's rows if the delivery timer fired."""
         if not clock.is_set:
             clock.advance_to(t)
-        # Timers run one step each, in due order, at their own instants.  The outbox is
-        # pumped once at the end, with everything queued meanwhile in flight together: the
-        # Stack round trips dominate a replay, and a write's delivery instant is not part of
-        # the domain (markers are applied locally at once; Stack sees them by ``t``).
+        # Timers run one step each, in due order, at their own instants.  Stack's writes are
+        # pumped once at the end, everything queued meanwhile in flight together (one
+        # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
+        # and a write's delivery instant is not part of the domain (markers are applied
+        # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
+        # out at the instant the delivery timer fires, so alerts and their retry ladder
+        # (+30 s, +2 min, …) keep their times to the second.
+
+        async def deliver_due() -> None:
+            if self._others_due or self.executor.outbox_due_pending():
+                if self._pass_idle(stack=False):
+                    return  # only Stack's rows: they wait for the end (the group goes on)
+                await self.executor.flush()  # the pump reads SQLite: the group so far first
+                self._others_due = False
+                res = await self._route_pass(clock.now(), stack=False)
+                self.engine.outbox_at(res.next_due)
+                if res.events:  # a step of their own, in the group
+                    await self._step_locked(lambda s: s.events.extend(res.events))
+
         try:
             await self.executor.fire_due(t, advance_clock=clock.advance_to,
-                                         limit=MAX_FIRES_PER_ADVANCE,
+                                         limit=MAX_FIRES_PER_ADVANCE, after_each=deliver_due,
                                          every=(64, self._advance_yield))
         except TooManyTimers:
             # a far-future target must not hold the one worker (and every frame behind
@@ -319,21 +382,23 @@ class SidecarApp:
                 data={"now": clock.now(), "next_due": self.next_due()}) from None
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
         clock.advance_to(t)
 
     async def _platform_events(self, a: p.PlatformEvents) -> dict:
         """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
         order, each its own step, the whole call ONE commit group — plus, on the virtual clock,
-        the advance to each event's ``received_at`` first.  Per event ``{"ok", "events",
-        "seq"}`` or ``{"ok": false, "error": {"code": -32602, "message"}}``."""
+        the advance to each event's ``received_at`` first (timers, and every delivery at its
+        instant, exactly as ``clock.advance_to``).  Per event ``{"ok", "events", "seq"}`` or
+        ``{"ok": false, "error": {"code": -32602, "message"}}``."""
         clock = self.clock
         virtual = isinstance(clock, VirtualClock)
         results: list[dict] = []
-        marks: list[int] = []  # notes sent or pending once each event's step was done
+        marks: list[int] = []  # the number of the last step once each event's step was run
         async with self._lock:
-            seq0 = self.bridge.stream.last_seq
-            noted0 = self._noted
-            self._batch_seen, self._seqs = 0, []
+            seq0 = self._last_seq = self.bridge.stream.last_seq
+            self._batch_seen, self._step_seqs = 0, {}
             try:
                 async with self.executor.group():
                     for i, ev in enumerate(a.events):
@@ -345,23 +410,26 @@ class SidecarApp:
                                     raise InvalidParams("platform.events: received_at must be finite")
                                 await self._fire_until(clock, at, "platform.events")
                             self._require_clock()
-                            if self.pump is not None and (self._pump_kick.is_set()
-                                                          or self.executor.outbox_due_pending()):
-                                if i > 0:
-                                    break  # Stack's instant: the driver sends the rest again
-                                await self.executor.flush()  # the pump reads the outbox
-                                await self._pump_locked()
+                            if ((self._pump_kick.is_set() or self.executor.outbox_due_pending())
+                                    and not self._pass_idle(stack=True)):
+                                if i > 0 and self.routing.stack is not None:
+                                    break  # Stack's pass is due: the driver plays Stack on its
+                                    # own clock and sends the rest again (other targets' rows
+                                    # went out at their instants inside the advance)
+                                await self.executor.flush()  # the pump reads SQLite
+                                await self._pump_locked()  # as at the end of clock.advance_to
                         self._batch_seen = i + 1
                         results.append(await self._batch_event(ev))
-                        marks.append(self._noted + self.executor.pending_notes())
+                        marks.append(self.executor.steps + self.executor.pending_steps())
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
+            except Stopping:
+                raise InternalError(SHUTTING_DOWN) from None
             finally:
                 self._batch_seen = None
+                step_seqs, self._step_seqs = self._step_seqs or {}, None
             for res, mark in zip(results, marks):
-                k = mark - noted0
-                res["seq"] = self._seqs[k - 1] if 0 < k <= len(self._seqs) else seq0
-            self._seqs = []
+                res["seq"] = step_seqs.get(mark, seq0)
         return {"taken": len(results), "results": results, "now": self._now_or_none()}
 
     async def _batch_event(self, ev: p.PlatformEvent) -> dict:
@@ -381,13 +449,31 @@ class SidecarApp:
             raise InvalidParams("the client disconnected during clock.advance_to")
         await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
 
+    async def _route_pass(self, now: float, *, stack: bool = True) -> PassResult:
+        """One pass of the router's pump; then the sender transitions it made (committed by
+        the pass) go to Electron as ``sender.state``."""
+        res = await self.routing.pump(now, stack=stack)
+        for note in self.senders.gate.take_notes():
+            self.notify("sender.state", note)
+        return res
+
+    def _pass_idle(self, *, stack: bool) -> bool:
+        """A delivery pass could do nothing — no target but Stack is configured, no sender probe
+        waits, and Stack's rows are not part of it (``stack`` False, or no Stack) — so it need
+        neither commit the open group first nor read SQLite (the pass would find nothing)."""
+        return (not self.routing.channels and not self.senders.gate.probes
+                and (not stack or self.routing.stack is None))
+
     async def _pump_locked(self) -> None:
         self._pump_kick.clear()
-        if self.pump is None:
+        self._others_due = False
+        if self._pass_idle(stack=True):
             return
-        res = await self.pump.run_due(self.clock.now())
-        self.acked += len(res.acked)
+        res = await self._route_pass(self.clock.now())
+        self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)
+        if res.events:  # the pass raised router events (sidecar/stack …): a step of their own
+            await self._step_locked(lambda s: s.events.extend(res.events))
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
@@ -398,28 +484,36 @@ class SidecarApp:
                     async with self.executor.group():  # the timers due now: one commit
                         while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
                             await self._step_locked(self.engine.fire, now=now)
-                except (InternalError, StepFailed):
-                    return  # crash-only: ``fatal`` is set, serve exits (module rules)
+                except (InternalError, StepFailed, Stopping):
+                    return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
             await wait_event(self._wake, self.clock.real_delay(wait))
 
     async def _pump_loop(self) -> None:
-        """Wall clock: send queued Stack writes whenever rows are due, outside the step lock."""
-        assert self.pump is not None  # started only with a Stack
+        """Wall clock: send due deliveries whenever rows are due, outside the step lock."""
         while True:
-            if self._pump_kick.is_set():  # the outbox timer fired (the ticker ran it)
+            if self._pump_kick.is_set():  # the delivery timer fired (the ticker ran it)
                 self._pump_kick.clear()
                 now = self.clock.now()
                 try:
-                    res = await self.pump.run_due(now)
+                    res = await self._route_pass(now)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
-                    log.exception("outbox pump failed")
+                    log.exception("delivery pump failed")
+                    try:  # sender health may be ahead of what the pass committed: take SQLite's
+                        await self.senders.reload()
+                    except Exception:  # noqa: BLE001 - the store is failing: the next pass retries
+                        log.exception("sender health could not reload its state")
                     self.engine.scheduler.schedule(OUTBOX_TIMER, now + 5.0)
                     self._wake.set()
                     continue
-                self.acked += len(res.acked)
+                self.acked += res.stack_acked
+                if res.events:
+                    try:
+                        await self.step(lambda s: s.events.extend(res.events))
+                    except InternalError:
+                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
                 self._wake.set()  # the ticker sleeps until the timer's new instant
@@ -437,6 +531,7 @@ class SidecarApp:
             try:
                 async with asyncio.timeout(self.settings.stack_startup_timeout_s):
                     raw = await self.stack.startup(a.tu)
+                self.routing.note_startup(raw)  # "capabilities": ["batch"]
                 parsed = parse_startup(a.tu, raw)
                 if parsed is None:
                     log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
@@ -454,10 +549,18 @@ class SidecarApp:
         open_ids = {t.task_id for t in tasks}
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
-        state = {scope: await self.store.states(a.tu, scope) for scope in STATE_SCOPES}
-        await self.step(lambda s: self.engine.login(
-            s, a.tu, a.project, a.operator, startup=startup, local_favorites=favorites,
-            local_tasks=tasks, pending_markers=pending, local_state=state))
+        state = await self.store.all_states(a.tu)  # every service's durable state, any scope
+        prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
+
+        def login(s: Step) -> None:
+            self.engine.login(s, a.tu, a.project, a.operator, startup=startup,
+                              local_favorites=favorites, local_tasks=tasks,
+                              pending_markers=pending, local_state=state)
+            s.ops.extend(prune)
+            # in the step, under its lock: never between another step's decide and apply
+            self.routing.router.state.prune(now)
+
+        await self.step(login)
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
@@ -487,6 +590,9 @@ class SidecarApp:
                 "store": self.store.counters.as_dict()}
 
     def _spawn(self, coro) -> None:
+        if self.executor.stopping:  # nothing new starts at shutdown (module rules)
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)

@@ -1,5 +1,6 @@
-"""``sidecar`` command line: ``serve`` (the process Electron launches), ``schema``, ``version`` and
-``why TU RU`` (a pair's decision log, :mod:`sidecar.why_cli`).
+"""``sidecar`` command line: ``serve`` (the process Electron launches), ``schema``, ``version``,
+``why TU RU`` (a pair's decision log, :mod:`sidecar.why_cli`) and ``groups …`` / ``senders …``
+(sender health's manage API on a data dir, :mod:`sidecar.senders.cli`).
 
 ``sidecar serve`` prints exactly one JSON line on stdout when it is ready:
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
@@ -81,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("version", help="print the version")
     from sidecar.why_cli import add_parser as add_why
     add_why(sub)
+    from sidecar.senders.cli import add_parsers as add_senders
+    add_senders(sub)
+    from sidecar.router_cli import add_parsers as add_router
+    add_router(sub)
     return ap
 
 
@@ -117,6 +122,12 @@ def _main(argv: list[str] | None) -> int:
     if args.cmd == "why":
         from sidecar.why_cli import run as why
         return why(args)
+    if args.cmd in ("groups", "senders"):
+        from sidecar.senders.cli import run as manage
+        return manage(args)
+    if args.cmd in ("rules", "deliveries"):
+        from sidecar.router_cli import run as router_cli
+        return router_cli(args)
     return serve(args)
 
 
@@ -155,6 +166,7 @@ async def _serve(settings, guard: StopGuard) -> int:
     from sidecar import gcpolicy
     from sidecar.aio import bounded
     from sidecar.app import EXIT_STEP_FAILED, SidecarApp
+    from sidecar.router.config import ConfigError
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError
 
@@ -182,7 +194,11 @@ async def _serve(settings, guard: StopGuard) -> int:
     app = None
     waits: set[asyncio.Future] = set()
     try:
-        app = SidecarApp(settings, store)
+        try:
+            app = SidecarApp(settings, store)
+        except ConfigError as exc:  # the router's config (env SIDECAR_ROUTER_*, router.toml)
+            print(f"sidecar: bad setting: {exc}", file=sys.stderr)
+            return 2
         try:
             port = await app.start()
         except OSError as exc:  # the port was taken between the check and the bind

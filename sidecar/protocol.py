@@ -145,6 +145,148 @@ class Why(Params, kw_only=True):
     since: float | None = None
 
 
+# ---- sender health: the manage API (seed 000 §6; DESIGN §10 "Management") ------------------
+# Bad input — a duplicate priority, a window that does not parse, more than 500 items, an
+# unknown sender or group — is a -32602 whose ``data.field`` names the field; nothing changes.
+
+Unset = msgspec.UnsetType
+UNSET = msgspec.UNSET
+SenderName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class GroupsList(Params, kw_only=True):
+    """Every group, highest priority first.  Answer ``{"groups": [GroupView]}``."""
+
+
+class GroupRef(Params, kw_only=True):
+    """``groups.get`` / ``groups.delete``: the group's ``id``, or ``group`` = its id or its name
+    (a name must name exactly one group)."""
+
+    id: str | None = None
+    group: str | None = None
+
+
+class GroupFields(Params, kw_only=True):
+    """A group's fields (seed 000 §6): ``failed_in_row`` (0 = default 2, 1 = every failure),
+    ``cooldown_delay_from/to`` minutes (both > 0 replace the ladder), ``send_from/to_message_
+    interval`` seconds (pacing), ``from_time``/``to_time`` ``HH:MM[:SS]`` UTC (may cross midnight;
+    start inclusive, end exclusive; both null = always), ``priority`` unique, larger wins."""
+
+    name: str | Unset = UNSET
+    priority: int | Unset = UNSET
+    failed_in_row: int | None | Unset = UNSET
+    cooldown_delay_from: float | None | Unset = UNSET
+    cooldown_delay_to: float | None | Unset = UNSET
+    send_from_message_interval: float | None | Unset = UNSET
+    send_to_message_interval: float | None | Unset = UNSET
+    from_time: str | None | Unset = UNSET
+    to_time: str | None | Unset = UNSET
+
+
+class GroupCreate(GroupFields, kw_only=True):
+    """``groups.create``: ``name`` and ``priority`` required.  Answer ``{"group": GroupView}``."""
+
+
+class GroupPatch(GroupFields, kw_only=True):
+    """``groups.patch {id | group, …fields}``: any field; applies from the sender's next failure,
+    never to a running cooldown.  ``group``: the id or the name.  Answer ``{"group": GroupView}``."""
+
+    id: str | None = None
+    group: str | None = None
+
+
+class Assignments(Params, kw_only=True):
+    """``groups.assignments.set|add|remove`` (sender-centric): ``items`` = at most 500
+    ``{"sender": name, "groups": [id…]}``.  Answer ``{"ok": true, "senders": n}``."""
+
+    items: list[Any]
+
+
+class GroupSenders(Params, kw_only=True):
+    """``groups.senders.set|add|remove`` (group-centric): the group ``id`` and at most 500
+    sender names.  Answer ``{"ok": true, "group": GroupView}``."""
+
+    id: str | None = None
+    group: str | None = None  # the id or the name, instead of ``id``
+    senders: list[Any]
+
+
+class SendersList(Params, kw_only=True):
+    """Every sender with its health.  Answer ``{"senders": [SenderView]}``."""
+
+
+class SenderRef(Params, kw_only=True):
+    """``senders.get`` / ``senders.recover`` (manual recovery from cooldown or Need Check:
+    counters reset, history code 106; ``by`` goes into the row's note).  Answer
+    ``{"sender": SenderView}``."""
+
+    sender: SenderName
+    by: str = "manual"
+
+
+class SenderHistory(Params, kw_only=True):
+    """A sender's history rows since ``since`` (unix seconds), oldest first, at most ``limit``.
+    Answer ``{"sender", "rows": [{"at", "code", "note"}]}``."""
+
+    sender: SenderName
+    since: float | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=5000)] = 500
+# ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
+# Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
+# ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
+# refused here.
+
+class RulesList(Params, kw_only=True):
+    """Every rule in application order: ``{"rules": [rule…], "match_mode"}``."""
+
+
+class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
+    """A new rule (DESIGN §10): ``name``, ``conditions`` {source?, subjects?, actions?,
+    priority_min?, payload?}, ``actions`` [{target, template?}], ``throttle_seconds``?,
+    ``weight``?, ``enabled``?.  Answer ``{"ok", "rule"}``."""
+
+    name: Any = None
+    conditions: Any = None
+    actions: Any = None
+    throttle_seconds: Any = None
+    weight: Any = None
+    enabled: Any = None
+
+
+class RulesPatch(Params, kw_only=True, forbid_unknown_fields=True):
+    """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
+
+    name: Any = None
+    changes: Any = None
+
+
+class RulesDelete(Params, kw_only=True, forbid_unknown_fields=True):
+    name: Any = None
+
+
+class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
+    """The delivery audit by seq: ``status``?, ``target``?, ``since``? (events at or after,
+    unix seconds), ``limit``? (default 1000)."""
+
+    status: str | None = None
+    target: str | None = None
+    since: float | None = None
+    limit: int | None = None
+
+
+class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):
+    """Electron routes an event of its own (DESIGN §10): ``source`` (not the sidecar's own),
+    ``subject``, ``action``, ``priority``?, ``payload``?, ``dedup_key``?, ``ttl_s``?."""
+
+    source: Any = None
+    subject: Any = None
+    action: Any = None
+    priority: Any = None
+    payload: Any = None
+    dedup_key: Any = None
+    ttl_s: Any = None
+
+
 INBOUND: dict[str, type[Params]] = {
     "auth": Auth,
     "session.login": SessionLogin,
@@ -160,6 +302,23 @@ INBOUND: dict[str, type[Params]] = {
     "tasks.list": TasksList,
     "status": Status,
     "why": Why,
+    "groups.list": GroupsList,
+    "groups.get": GroupRef,
+    "groups.create": GroupCreate,
+    "groups.patch": GroupPatch,
+    "groups.delete": GroupRef,
+    **{f"groups.assignments.{m}": Assignments for m in ("set", "add", "remove")},
+    **{f"groups.senders.{m}": GroupSenders for m in ("set", "add", "remove")},
+    "senders.list": SendersList,
+    "senders.get": SenderRef,
+    "senders.history": SenderHistory,
+    "senders.recover": SenderRef,
+    "rules.list": RulesList,
+    "rules.create": RulesCreate,
+    "rules.patch": RulesPatch,
+    "rules.delete": RulesDelete,
+    "deliveries.list": DeliveriesList,
+    "events.emit": EventsEmit,
 }
 
 
@@ -224,12 +383,44 @@ class ChainAttempt(Params, kw_only=True):
 
 
 class SenderState(Params, kw_only=True):
+    """A sender's transition (seed 000; DESIGN §10): ``state`` now (``active`` | ``cooldown`` |
+    ``need_check``), ``previous`` before, ``code`` the history row's code (seed 000: 109 failed
+    send, 104 warm-up sent, 105 warm-up confirmed, 100 cooldown finished with the verdict in
+    ``note``; ours: 101 cooldown start, 102 extension, 103 Need Check with the path in ``note``,
+    106 manual recovery).  ``at`` / ``cooldown_end``: unix seconds."""
+
     seq: int = 0
     sender: str
     state: str
+    previous: str = ""
     code: int = 0
     note: str = ""
     at: float = 0.0
+    failed_in_row: int = 0
+    cooldown_times: int = 0
+    cooldown_end: float | None = None
+    need_check_path: str | None = None
+
+
+class DeliveryNote(Params, kw_only=True):
+    """One delivery outcome of a non-Stack target (DESIGN §10): every attempt's result
+    (``delivered``, ``pending`` = failed and retried later, ``failed``) and every row settled
+    when routed (``skipped``, ``duplicate``, ``failed``).  Instants are unix seconds."""
+
+    seq: int = 0
+    delivery_id: str
+    target: str
+    channel: str
+    status: str
+    attempt: int
+    source: str
+    subject: str
+    action: str
+    priority: str
+    rule: str | None = None
+    event_at: float
+    at: float
+    error: str | None = None
 
 
 class PlatformRequest(Params, kw_only=True):
@@ -255,5 +446,6 @@ OUTBOUND: dict[str, type[Params]] = {
     "task.updated": TaskUpdated,
     "chain.attempt": ChainAttempt,
     "sender.state": SenderState,
+    "delivery": DeliveryNote,
     "platform.request": PlatformRequest,
 }

@@ -131,6 +131,117 @@ class WhyAnswer(Answer, kw_only=True):
     decisions: list[DecisionRow]
 
 
+class GroupView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A sender group (seed 000 §6): delays in minutes, intervals in seconds, UTC window text."""
+
+    id: str
+    name: str
+    priority: int
+    failed_in_row: int
+    cooldown_delay_from: float
+    cooldown_delay_to: float
+    send_from_message_interval: float
+    send_to_message_interval: float
+    from_time: str | None
+    to_time: str | None
+    senders: list[str]
+
+
+class SenderView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A sender's health: ``cooldown_end`` / ``next_send_at`` unix seconds (``next_send_at``
+    covers pacing and the 10 min rest after a release); ``groups``: group ids (the built-in
+    ``builtin-stack`` for ``stack``)."""
+
+    sender: str
+    state: str  # active | cooldown | need_check
+    failed_in_row: int
+    cooldown_times: int
+    cooldown_end: float | None
+    need_check_path: str | None  # A (ladder exhausted) | B (warm-up failed terminally)
+    next_send_at: float
+    groups: list[str]
+
+
+class HistoryRowView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    at: float
+    code: int  # 100 finished, 101 started, 102 extended, 103 Need Check, 104/105 warm-up, 106, 109
+    note: str
+
+
+class GroupsAnswer(Answer, kw_only=True):
+    groups: list[GroupView]
+
+
+class GroupAnswer(Answer, kw_only=True):
+    group: GroupView
+
+
+class AssignmentsAnswer(Ok, kw_only=True):
+    senders: int  # items applied
+
+
+class GroupSendersAnswer(Ok, kw_only=True):
+    group: GroupView
+
+
+class SendersAnswer(Answer, kw_only=True):
+    senders: list[SenderView]
+
+
+class SenderAnswer(Answer, kw_only=True):
+    sender: SenderView
+
+
+class HistoryAnswer(Answer, kw_only=True):
+    sender: str
+    rows: list[HistoryRowView]
+class RulesAnswer(Answer, kw_only=True):
+    rules: list[dict[str, Any]]  # {name, conditions, actions, throttle_seconds, weight, enabled}
+    match_mode: str  # all | first
+
+
+class RuleChanged(Ok, kw_only=True):
+    rule: dict[str, Any]  # the rule as stored (deleted: as it was)
+
+
+class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One row of the audit (DESIGN §10); instants unix seconds; no secret is ever stored."""
+
+    id: str  # the webhook-id / "<event_id>.<n>"
+    event_id: str
+    event_at: float
+    source: str
+    subject: str
+    action: str
+    priority: str
+    rule: str | None  # None: the built-in Stack route
+    channel: str
+    target: str
+    status: str  # pending | delivered | failed | skipped | duplicate
+    message: str  # what the channel sends (telegram text, JSON body)
+    attempts: int
+    next_attempt_at: float | None
+    expires_at: float | None
+    last_error: str | None
+    note: str | None  # why skipped / duplicate / critical bypass
+    delivered_at: float | None
+    pair: str | None
+    idem_key: str | None
+    method: str | None
+    path: str | None
+    tu: str | None
+    ru: str | None
+    seq: int
+
+
+class DeliveriesAnswer(Answer, kw_only=True):
+    deliveries: list[DeliveryRow]
+
+
+class EmitAnswer(Ok, kw_only=True):
+    event_id: str | None  # the event's id (its deliveries are "<event_id>.<n>")
+
+
 ANSWERS: dict[str, Any] = {
     "auth": AuthAnswer,
     "session.login": LoginAnswer,
@@ -146,6 +257,23 @@ ANSWERS: dict[str, Any] = {
     "tasks.list": list[TaskView],
     "status": StatusAnswer,
     "why": WhyAnswer,
+    "groups.list": GroupsAnswer,
+    "groups.get": GroupAnswer,
+    "groups.create": GroupAnswer,
+    "groups.patch": GroupAnswer,
+    "groups.delete": Ok,
+    **{f"groups.assignments.{m}": AssignmentsAnswer for m in ("set", "add", "remove")},
+    **{f"groups.senders.{m}": GroupSendersAnswer for m in ("set", "add", "remove")},
+    "senders.list": SendersAnswer,
+    "senders.get": SenderAnswer,
+    "senders.history": HistoryAnswer,
+    "senders.recover": SenderAnswer,
+    "rules.list": RulesAnswer,
+    "rules.create": RuleChanged,
+    "rules.patch": RuleChanged,
+    "rules.delete": RuleChanged,
+    "deliveries.list": DeliveriesAnswer,
+    "events.emit": EmitAnswer,
 }
 PLATFORM_ANSWER: Any = dict[str, Any]  # the platform API's own JSON object
 

@@ -73,8 +73,10 @@ class Machine:
     def __init__(self, name: str, data_dir: Path, *, stack_url: str, seed: int, binary: str | None,
                  on_notification: Callable[["Machine", str, Any], None],
                  on_request: Callable[["Machine", str, Any], Awaitable[Any]], fresh: bool = False,
-                 operator: str = "", logs_kept: bool = True) -> None:
+                 operator: str = "", logs_kept: bool = True,
+                 env: dict[str, str] | None = None) -> None:
         self.name, self.data_dir = name, data_dir
+        self.env = dict(env or {})  # extra environment (the routing world's SIDECAR_ROUTER_*)
         self.logs_kept = logs_kept  # False: the data dir is temporary, so never print the log's path
         self.stack_url, self.seed, self.binary = stack_url, seed, binary
         self._on_notification, self._on_request = on_notification, on_request
@@ -113,7 +115,7 @@ class Machine:
         """Spawn, wait for the ready line, connect and authenticate.  Raises MachineError."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_urlsafe(32)
-        env = dict(os.environ, SIDECAR_TOKEN=token)
+        env = dict(os.environ, **self.env, SIDECAR_TOKEN=token)
         if not self.binary:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
         self._stderr = open(self.log_path, "ab")

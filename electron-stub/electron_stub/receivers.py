@@ -47,6 +47,8 @@ from electron_stub import keyed
 
 MAX_LATENCY_S = 2.0
 FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit")
+#: faults that decide the answer: setting one replaces the others (``latency`` adds to any)
+ANSWER_MODES = ("down", "error_rate", "terminal", "probe_fail", "rate_limit")
 _HOOK = re.compile(r"^/hooks/([^/]+)$")
 _BOT = re.compile(r"^/bot([^/]+)/(sendMessage|getMe)$")
 
@@ -104,6 +106,9 @@ class Receivers:
             if target not in self.faults:
                 raise KeyError(f"unknown target {target!r}")
             f = self.faults[target]
+            if mode in ANSWER_MODES:  # what the receiver answers: the new mode replaces the old
+                for m in ANSWER_MODES:  # (``down`` then ``terminal`` = 400s, not still down)
+                    f.pop(m, None)
             if mode == "up":
                 f.clear()
             elif mode in ("down", "terminal", "probe_fail"):

@@ -29,8 +29,14 @@ Rules / theory of operation
   ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
   task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
   ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
-* Routing-world lines (``target``, ``rule``, ``group``, ``emit``, ``target_fault``, ``manage``)
-  are not played yet: each is a failed result naming its issue (:data:`ROUTING_LINES`).
+* Routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage`` of
+  ``rules.*``) are played by :mod:`electron_stub.routing_world` (loopback receivers, the
+  sidecars' router config, rules on every new data dir); the trace gets ``delivery`` lines (the
+  sidecars' ``delivery`` notes) and ``webhook.received`` lines (the receivers' records).
+* Sender health (:mod:`electron_stub.senders_lines`): ``group`` lines are created on every
+  machine the replay starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the
+  current machine (an expected ``error`` must come with that code and change nothing),
+  ``sender`` / ``history`` expectations ask the machines (``senders.get``, ``senders.history``).
 * **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): a world
   line whose frames are all platform events, due when no sidecar acts before it, travels as ONE
   ``platform.events`` frame whose events' ``received_at`` advances the clock — instead of
@@ -38,8 +44,12 @@ Rules / theory of operation
   begun handling it: a ``platform.request`` with ``batch_seen`` 0 (a timer before the event) is
   answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
   is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
-  advance goes to every running machine).  The result — tasks, trace, expectations, samples —
-  is the same as without batching; the tests compare both.
+  advance goes to every running machine).  Routing-world lines never travel batched (they are
+  no platform events).  The sidecar's advance inside the frame sends non-Stack deliveries at
+  their instants exactly as ``clock.advance_to`` does, and stops before an event at which a
+  delivery pass is due (the frame's rest is sent again), so the receivers and the reference
+  Stack see the same calls at the same driver instants.  The result — tasks, trace,
+  deliveries, expectations, samples — is the same as without batching; the tests compare both.
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -59,20 +69,21 @@ from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
 from electron_stub.progress import ReplayProgress
-from electron_stub.report import RunStats
+from electron_stub.report import RunStats, mail_candidates
+from electron_stub.routing_world import RoutingWorld, evaluate_delivery, read_deliveries
+from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
-NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect)  # timeline lines that are no world event
+# timeline lines that are no world event (the routing world's are played by their own modules)
+NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage)
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
-# result naming the issue that brings it, so such a scenario never passes vacuously.
-ROUTING_LINES: dict[type, str] = {
-    sc.Target: "the router (issue 9)", sc.Rule: "the router (issue 9)", sc.Emit: "the router (issue 9)",
-    sc.TargetFault: "the router (issue 9)", sc.Group: "sender health (issue 10)",
-    sc.Manage: "the management API (issues 9, 10)",
-}
+# result naming the issue that brings it, so such a scenario never passes vacuously.  Every
+# routing-world line is played today (routing_world, senders_lines).
+ROUTING_LINES: dict[type, str] = {}
+SENDER_METHODS = ("groups.", "senders.")  # manage lines sender health plays (senders_lines)
 
 
 class Replay:
@@ -94,6 +105,7 @@ class Replay:
         self.stack = StackServer(seed=scenario.header.seed, now_fn=lambda: self.now)
         self.stack.seed_from_scenario(scenario)
         self.rec = Recorder(self.start)
+        self.routing = RoutingWorld(scenario, now_fn=lambda: self.now)
         self.results: list[ex.Result] = []
         self.samples: list[ex.MessageSample] = []
         self.stats = RunStats(scenario=scenario.header.name or Path(scenario.path).name)
@@ -110,6 +122,7 @@ class Replay:
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
         self._bar: ReplayProgress | None = None  # progress display, made at the first advance
+        self.senders = SenderLines([x for x in scenario.world if isinstance(x, sc.Group)], self.results)
 
     # ---- callbacks from machines -----------------------------------------------------------
 
@@ -128,6 +141,8 @@ class Replay:
             self.rec.chain_attempt(params, self.now)
         elif method == "sender.state":
             self.rec.sender_state(params, self.now)
+        elif method == "delivery":
+            self.rec.delivery(params, self.now)
 
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         if method != "platform.request" or not isinstance(params, dict):
@@ -181,10 +196,14 @@ class Replay:
         name = f"m{len(self.machines) + 1}"
         m = Machine(name, self.data_dir / name, stack_url=self.stack.url, seed=self.sc.header.seed,
                     binary=self.binary, on_notification=self.on_notification, on_request=self.on_request,
-                    fresh=fresh, operator=operator, logs_kept=self.logs_kept)
+                    fresh=fresh, operator=operator, logs_kept=self.logs_kept,
+                    env=self.routing.env() if self.routing.active else None)
         self.machines.append(m)
         await m.start()
         self._note_due(m, await m.call("clock.advance_to", {"t": self.now}))
+        await self.senders.setup(m)  # the scenario's sender groups, through the manage API
+        if self.routing.rules:  # a new data dir: the scenario's rule set (module rules)
+            self.stats.warnings += await self.routing.seed_rules(m.call)
         self.current = m
         return m
 
@@ -274,6 +293,43 @@ class Replay:
                     self.stats.warnings.append(f"why {tu}/{ru} on {m.name}: {exc}")
         return sorted(rows, key=lambda r: r["at"])
 
+    # ---- the routing world ------------------------------------------------------------------
+
+    async def _emit(self, line: sc.Emit) -> None:
+        m = self.current
+        if m is None or not m.running:
+            self.stats.warnings.append(f"line {line.lineno}: emit with no running sidecar")
+            return
+        params = {"source": line.source, "subject": line.subject, "action": line.action,
+                  "priority": line.priority, "payload": line.payload}
+        if line.dedup_key is not None:
+            params["dedup_key"] = line.dedup_key
+        if line.ttl_s is not None:
+            params["ttl_s"] = line.ttl_s
+        await self._send(m, "events.emit", params)
+
+    def _manage_call(self, m: Machine):
+        async def call(method: str, params: Any) -> Any:
+            self.frames[method] += 1
+            result = await m.call(method, params)  # a JSON-RPC error is the line's verdict
+            self._note_due(m, result)
+            return result
+        return call
+
+    async def _deliveries(self, target: str | None, since: float) -> list[dict[str, Any]]:
+        """Every machine's delivery rows to ``target`` of events at or after ``since`` (unix
+        seconds): running ones over the bridge, retired ones from their data dir (read-only)."""
+        rows: list[dict[str, Any]] = []
+        for m in self.machines:
+            if m.running:
+                answer = await self._send(m, "deliveries.list", {"target": target, "since": since,
+                                                                 "limit": 100_000})
+                rows += (answer or {}).get("deliveries", [])
+            else:
+                rows += [r for r in read_deliveries(m.data_dir)
+                         if (target is None or r["target"] == target) and r["event_at"] >= since]
+        return rows
+
     # ---- the loop --------------------------------------------------------------------------
 
     def _push(self, t: float, phase: int, item: Any) -> None:
@@ -283,6 +339,7 @@ class Replay:
         """Play the whole scenario; returns the number of lines played."""
         wall0 = time.monotonic()
         self.stack.start()
+        self.routing.start()
         played = 0
         try:
             for line in self.sc.world:
@@ -323,6 +380,7 @@ class Replay:
                 else:
                     await self._answer(item[1], item[2], t)
             self.rec.add_marker_acks(self.stack.acked_markers())
+            self.rec.add_webhooks(self.routing.trace_lines())
             for m in self.machines:
                 if m.running:
                     await m.stop()
@@ -333,6 +391,7 @@ class Replay:
                 if m.running:
                     await m.kill()
             self.stack.stop()
+            self.routing.stop()
             self._finish_stats(time.monotonic() - wall0)
         return played
 
@@ -347,6 +406,7 @@ class Replay:
         s.wall_s, s.virtual_s = wall, self.now - self.start
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
+        s.mail_candidates = mail_candidates(self.stack.candidates)
         s.stack_requests, s.stack_writes = self.stack.requests_by_kind()
         s.machines = len(self.machines)
         s.exits = [e for m in self.machines for e in m.exits]
@@ -398,8 +458,27 @@ class Replay:
         elif k is sc.Expect and line.what == "decision":
             rows = await self._why(line.tu, line.ru)
             self.results.append(ex.evaluate_decision(line, rows, self.start))
+        elif k is sc.Expect and line.what == "delivery":
+            since = self.start + (line.between or (0.0, 0.0))[0] - ex.TOLERANCE_S
+            self.results.append(evaluate_delivery(line, await self._deliveries(line.target, since), self.start))
+        elif k is sc.Expect and line.what == "sender" and self.current is not None:
+            self.results.append(await self.senders.expect_sender(self.current, line))
+        elif k is sc.Expect and line.what == "history":
+            self.results.append(await self.senders.expect_history(self.machines, line, self.start))
         elif k is sc.Expect:
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
+        elif k is sc.Emit:
+            await self._emit(line)
+        elif k is sc.TargetFault:
+            self.rec.context(now, "target_fault", target=line.target, mode=line.mode, value=line.value)
+            problem = self.routing.fault(line)
+            if problem:
+                self.stats.warnings.append(problem)
+        elif k is sc.Manage and line.method.startswith(SENDER_METHODS) and self.current is not None:
+            await self.senders.manage(self.current, line)
+        elif k is sc.Manage:
+            assert self.current is not None
+            self.results.append(await self.routing.manage(line, self._manage_call(self.current)))
         elif k in ROUTING_LINES:
             self.results.append(ex.not_yet(line.lineno, line.kind_name(), ROUTING_LINES[k]))
         else:

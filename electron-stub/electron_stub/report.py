@@ -6,7 +6,8 @@ Rules / theory of operation
   reading order: the verdict in words; **what happened and when** (logins, shift changes,
   logouts with machine and operator, crashes and restarts, Stack faults as episodes in words — each
   at its virtual time); per-type task totals (created, answered, overdue, still open, other
-  closes), then tasks by type × source × close reason; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
+  closes), then tasks by type × source × close reason; follow-up mails by source (seed 001's five,
+  zeros shown) with the burst source's 50 % rolls; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
   reason ``answered``); overdue tasks (``task.updated {task_id, overdue: true}`` trace lines,
   DESIGN §6: answer-awaiting tasks go overdue instead of expiring) and the answer-awaiting tasks
   never answered (overdue still open, closed by logout …); markers acked; deliveries
@@ -66,6 +67,9 @@ class RunStats(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     crashes: int = 0
     machines: int = 0
+    # follow_up_mail candidates Stack received (DESIGN §9), source -> outcome -> count: the burst
+    # source's ``created`` / ``miss`` rows are its 50 % rolls (seed 001 "Понад 5 Unanswered")
+    mail_candidates: dict[str, dict[str, int]] = {}
 
 
 def exit_code(results: list[Result], violations: list[Violation], stats: RunStats) -> int:
@@ -217,6 +221,48 @@ def _tasks(lines: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+FOLLOW_UP_MAIL_SOURCES = ("post_chat", "mail_read", "burst", "notification", "last_mail_6h")  # seed 001 "Джерела"
+
+
+def follow_up_mail(lines: list[dict[str, Any]], candidates: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Follow-up mails by source (issue 8 "Done when"): per source of seed 001 — every one listed,
+    0 included, so a source that never fired is visible — the tasks created and what became of
+    them (answered by a letter, expired at 900 s or offline, other closes, still open); and the
+    burst source's 50 % rolls from the candidates Stack received (``created`` = a hit that made a
+    task, ``miss`` = the roll failed; a hit the Task Factory then refused counts in neither)."""
+    closed = {x.get("task_id"): x.get("reason") for x in lines if x.get("event") == "task.closed"}
+    rows: dict[str, Counter] = {s: Counter() for s in FOLLOW_UP_MAIL_SOURCES}
+    seen: set[Any] = set()
+    for x in lines:
+        if x.get("event") != "task.created" or x.get("type") != "follow_up_mail" or x.get("task_id") in seen:
+            continue
+        seen.add(x.get("task_id"))
+        reason = closed.get(x.get("task_id"))
+        row = rows.setdefault(str(x.get("source", "?")), Counter())
+        row["created"] += 1
+        row["still_open" if reason is None else reason if reason in ("answered", "expired") else "other_closes"] += 1
+    burst = candidates.get("burst", {})
+    hit, miss = burst.get("created", 0), burst.get("miss", 0)
+    return {
+        "created": sum(r["created"] for r in rows.values()),
+        "by_source": {s: {k: r[k] for k in ("created", "answered", "expired", "other_closes", "still_open")}
+                      for s, r in rows.items()},
+        "burst_rolls": {"rolls": hit + miss, "hit": hit, "miss": miss,
+                        "hit_rate": round(hit / (hit + miss), 4) if hit + miss else None},
+    }
+
+
+def mail_candidates(by_tu: dict[str, list[Any]]) -> dict[str, dict[str, int]]:
+    """``RunStats.mail_candidates`` from the reference Stack's candidate rows (``{tu: [body]}``):
+    follow_up_mail rows counted by source and outcome."""
+    out: dict[str, Counter] = defaultdict(Counter)
+    for rows in by_tu.values():
+        for c in rows:
+            if isinstance(c, dict) and c.get("type") == "follow_up_mail":
+                out[str(c.get("source"))][str(c.get("outcome"))] += 1
+    return {src: dict(n) for src, n in sorted(out.items())}
+
+
 def _deliveries(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     rows = [x for x in lines if x.get("event") == "delivery"]
     if not rows:
@@ -227,6 +273,19 @@ def _deliveries(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     received = sum(1 for x in lines if x.get("event") == "webhook.received")
     return {"lines": len(rows), "by_target": {t: dict(c) for t, c in sorted(by_target.items())},
             "webhooks_received": received}
+
+
+def stack_requests(counters: dict[str, int]) -> dict[str, Any]:
+    """Stack HTTP requests the run cost for writes, with batching as it happened and as one
+    request per write would have cost (DESIGN §9 "Batch writes"; the reference Stack's counters:
+    every request, startup reads, ``POST /v1/batch`` requests and the writes they carried)."""
+    total = counters.get("requests", 0) - counters.get("reads", 0)
+    batches, batched = counters.get("batches", 0), counters.get("batched_writes", 0)
+    single = max(total - batches, 0)  # single writes (and health probes)
+    unbatched = single + batched
+    return {"requests": total, "batches": batches, "batched_writes": batched,
+            "single_requests": single, "one_per_write": unbatched,
+            "saving": round(unbatched / total, 1) if total else None}
 
 
 def verdict(results: list[Result], violations: list[Violation], stats: RunStats) -> str:
@@ -261,10 +320,12 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "exit_code": exit_code(results, violations, stats),
         "timeline": timeline(lines, rec.start),
         "tasks": {**_tasks(lines), "reannounced_ignored": rec.redelivered},
+        "follow_up_mail": follow_up_mail(lines, stats.mail_candidates),
         "markers_acked": {"total": len(markers), "by_name": dict(Counter(x.get("name") for x in markers))},
         "deliveries": _deliveries(lines),
         "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
         "stack": dict(stats.stack),
+        "stack_requests": stack_requests(stats.stack),
         "expectations": {"total": len(results), "passed": sum(1 for r in results if r.ok),
                          "by_kind": dict(Counter(r.what for r in results).most_common()),
                          "failed": [{"line": r.lineno, "detail": r.detail} for r in results if not r.ok]},

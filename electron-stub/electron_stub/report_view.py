@@ -43,7 +43,8 @@ def _fmt_s(v: float | None) -> str:
 def _table(title: str, *columns: str) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
     for i, c in enumerate(columns):
-        numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes")
+        numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes",
+                   "expired")
         t.add_column(c, justify="right" if i and c in numeric else "left")
     return t
 
@@ -86,6 +87,17 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
         tt.add_row(row["type"], row["source"], str(row["reason"]), str(row["count"]))
     parts.append(tt)
 
+    fm = s["follow_up_mail"]
+    ft = _table(f"Follow-up mails by source ({fm['created']} created)", "source", "created", "answered",
+                "expired", "other closes", "still open")
+    for source, row in fm["by_source"].items():
+        ft.add_row(source, *(str(row[k]) for k in ("created", "answered", "expired", "other_closes", "still_open")))
+    parts.append(ft)
+    br = fm["burst_rolls"]
+    if br["rolls"]:
+        parts.append(Text(f"Burst rolls (50 %): {br['rolls']} rolled, {br['hit']} hit, {br['miss']} missed "
+                          f"({br['hit_rate'] * 100:.1f} % hit)"))
+
     ad = _table("Answer delay (created → answered)", "type", "answered", "p50", "p95")
     for typ, d in tk["answer_delay_s"].items():
         ad.add_row(typ, str(d["answered"]), _fmt_s(d["p50"]), _fmt_s(d["p95"]))
@@ -122,6 +134,12 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
                       f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "
                       f"{st.get('bad_requests', 0)} bad requests, {st.get('reads', 0)} startup reads"))
+    sr = s.get("stack_requests") or {}
+    if sr.get("requests"):
+        parts.append(Text(f"Stack write requests: {sr['requests']} ({sr['batches']} batches carrying "
+                          f"{sr['batched_writes']} writes, {sr['single_requests']} single); one request "
+                          f"per write would have been {sr['one_per_write']}"
+                          + (f" — {sr['saving']}x fewer" if sr.get("saving") else "")))
     kinds = ", ".join(f"{n} {w}" for w, n in exp.get("by_kind", {}).items())
     parts.append(Text(f"Expectations: {exp['passed']} passed, {exp['total'] - exp['passed']} failed"
                       + (f" ({kinds})" if kinds else "") + "; "

@@ -159,6 +159,16 @@ class Recorder:
         self._add(float(params.get("at") or now), "sender.transition", sender=sender, **{"from": frm},
                   to=to, code=params.get("code", 0), note=params.get("note", ""))
 
+    def delivery(self, params: dict[str, Any], now: float) -> None:
+        """A sidecar's ``delivery`` note: one attempt outcome, or a row settled when routed."""
+        self.counts["delivery"] = self.counts.get("delivery", 0) + 1
+        self._add(float(params.get("at") or now), "delivery", delivery_id=params.get("delivery_id"),
+                  target=params.get("target"), channel=params.get("channel"),
+                  status=params.get("status"), attempt=params.get("attempt"),
+                  source=params.get("source"), subject=params.get("subject"),
+                  action=params.get("action"), priority=params.get("priority"),
+                  **({"error": params["error"]} if params.get("error") else {}))
+
     # ---- harness actions ------------------------------------------------------------------
 
     def operator_sent(self, now: float, channel: str, project: str, tu: str, ru: str, task_id: str) -> None:
@@ -173,6 +183,12 @@ class Recorder:
         for a in acks:
             self._add(a["at"] if a["at"] is not None else self.start, "marker.acked", tu=a["tu"], ru=a["ru"],
                       name=a["name"], value=a["value"])
+
+    def add_webhooks(self, records: Iterable[dict[str, Any]]) -> None:
+        """The loopback receivers' ``webhook.received`` records (``at`` virtual unix seconds)."""
+        for r in records:
+            self._add(r["at"] if r.get("at") is not None else self.start, "webhook.received",
+                      target=r.get("target"), webhook_id=r.get("webhook_id"), verified=r.get("verified"))
 
     # ---- queries --------------------------------------------------------------------------
 

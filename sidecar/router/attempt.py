@@ -13,8 +13,11 @@ Rules / theory of operation
 * **Ladder** (seed 002): after failed attempt k (1-based) the next try is at
   ``now + LADDER[k-1]`` = +30 s, +2 min, +10 min, +30 min; attempt 5 failing makes the delivery
   ``failed``.  A ``retry_after`` longer than the step wins.  ``stack`` deliveries never become
-  ``failed``: after the 5th they keep the last step (30 min) forever, and a terminal Stack
-  answer is retried at the last step too (DESIGN §9 "nothing is dropped").
+  ``failed`` and have a ladder of their own, :data:`STACK_LADDER` (5 s, 15 s, 30 s, 1 min,
+  2 min, then 2 min forever — the old outbox's): DESIGN §10 keeps a Stack outage to minutes
+  (the built-in Stack group's 1–2 min cooldown), and the generic ladder's 10 and 30 min steps
+  would hold every marker of a shift that long after Stack is back.  A terminal Stack answer is
+  retried at the last step too (DESIGN §9 "nothing is dropped").
 * **TTL**: a delivery whose ``expires_at`` has passed when it is about to be sent is ``failed``
   ("expired") without an attempt — checked at send time (in :meth:`Attempts.begin`), not when
   queued.
@@ -52,6 +55,19 @@ from .storage import ClaimDelivery, SettleDelivery
 #: Seconds before retry 1, 2, 3, 4 (seed 002 ``RETRY_DELAYS``).
 LADDER: tuple[float, ...] = (30.0, 120.0, 600.0, 1800.0)
 MAX_ATTEMPTS = len(LADDER) + 1  # 5 attempts in all
+#: Seconds before Stack retry 1, 2, …; the last step repeats forever (see module rules).
+STACK_LADDER: tuple[float, ...] = (5.0, 15.0, 30.0, 60.0, 120.0)
+
+
+def ladder_for(channel: str) -> tuple[float, ...]:
+    """The retry ladder of a channel's deliveries."""
+    return STACK_LADDER if channel == "stack" else LADDER
+
+
+def retry_step(channel: str, attempts: int) -> float:
+    """Seconds from failed attempt number ``attempts`` (1-based) to the next try."""
+    ladder = ladder_for(channel)
+    return ladder[min(max(attempts, 1), len(ladder)) - 1]
 RETRYABLE_STATUSES = frozenset({408, 429})
 
 
@@ -122,8 +138,9 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
         return Next(status=Status.DELIVERED.value, attempts=k, next_attempt_at=None,
                     last_error=None, delivered_at=now)
     stack = row.channel == "stack"
+    ladder = ladder_for(row.channel)
     if outcome.kind == Kind.HELD.value:  # not an attempt: back to where it was, due with the head
-        return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + LADDER[0],
+        return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + ladder[0],
                     last_error=outcome.error)
     error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
     if outcome.kind == Kind.TERMINAL.value and not stack:
@@ -132,7 +149,7 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
     if not stack and k >= MAX_ATTEMPTS:
         return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
                     final=True)
-    step = LADDER[-1] if outcome.kind == Kind.TERMINAL.value else LADDER[min(k, len(LADDER)) - 1]
+    step = ladder[-1] if outcome.kind == Kind.TERMINAL.value else retry_step(row.channel, k)
     if outcome.retry_after is not None and outcome.retry_after > step:
         step = outcome.retry_after
     return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,
@@ -174,6 +191,14 @@ class SenderHealth(Protocol):
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report: ...
 
+    def probes_due(self, now: float) -> list[str]:
+        """Targets whose warm-up probe is to be sent now (seed 000 §3); each is returned once."""
+        ...
+
+    def probe_result(self, target: str, outcome: Outcome, now: float) -> Report:
+        """The answer of a probe :meth:`probes_due` asked for."""
+        ...
+
 
 class AlwaysOpen:
     """Sender health before it exists: every sender may always send; nothing is recorded."""
@@ -183,6 +208,12 @@ class AlwaysOpen:
 
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report:
+        return NOTHING
+
+    def probes_due(self, now: float) -> list[str]:
+        return []
+
+    def probe_result(self, target: str, outcome: Outcome, now: float) -> Report:
         return NOTHING
 
 
@@ -246,8 +277,8 @@ class Attempts:
             return Begin(action="wait", ops=(DeferDelivery(row.id, adm.not_before,
                                                            adm.reason or "sender unavailable", now),))
         k = row.attempts + 1
-        step = LADDER[min(k, len(LADDER)) - 1]
-        return Begin(action="send", attempt=k, ops=(ClaimDelivery(row.id, k, now + step, now),))
+        return Begin(action="send", attempt=k,
+                     ops=(ClaimDelivery(row.id, k, now + retry_step(row.channel, k), now),))
 
     def finish(self, row: Delivery, outcome: Outcome, now: float, *, attempt: int) -> Finish:
         """``attempt`` is the number :meth:`begin` claimed."""

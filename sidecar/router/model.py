@@ -62,6 +62,8 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
     method: str  # "PUT" | "POST"
     path: str  # request path
     body: bytes  # JSON body
+    tu: str | None = None  # the TU and RU the write is about (structured columns of the row:
+    ru: str | None = None  # a login reads its unacknowledged markers by them, DESIGN §9)
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,6 +126,8 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
     idem_key: str | None = None  # stack only
     method: str | None = None  # stack only
     path: str | None = None  # stack only
+    tu: str | None = None  # stack only: the TU the write is about
+    ru: str | None = None  # stack only: the RU the write is about
     seq: int = 0  # insertion order (the store's rowid); 0 before it is stored
 
 
@@ -242,6 +246,6 @@ def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
 
 def rule_dict(rule: Rule) -> dict[str, Any]:
     """A rule as plain JSON-able data (the ``rules.list`` shape and :func:`parse_rule`'s input)."""
-    out: dict[str, Any] = msgspec.to_builtins(rule)
+    out: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(rule))  # lists, not tuples
     out.setdefault("throttle_seconds", None)
     return out

@@ -62,12 +62,15 @@ class DeliveryPump:
         self.concurrency = concurrency
         self._lock = asyncio.Lock()
 
-    async def run_due(self, now: float) -> PumpResult:
-        """One pass at ``now`` (see module rules).  Raises ``StoreError`` if the store fails."""
+    async def run_due(self, now: float, *, stack: bool = True) -> PumpResult:
+        """One pass at ``now`` (see module rules).  ``stack`` False: only the other targets
+        (the virtual clock sends those at their due instants and Stack's writes of a whole
+        advance together).  Raises ``StoreError`` if the store fails."""
         async with self._lock:
             res = PumpResult()
+            await self._probes(now, res)
             tried: set[str] = set()
-            stack_open = self.stack is not None
+            stack_open = self.stack is not None and stack
             while True:
                 other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
                                         if r.id not in tried)[:self.concurrency]
@@ -102,8 +105,33 @@ class DeliveryPump:
                     res.events.extend(fin.events)
                     res.settled.append((row, fin.next))
                 await self.store.commit(ops)
-            res.next_due = await self.store.next_due()
+            res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
             return res
+
+    async def _probes(self, now: float, res: PumpResult) -> None:
+        """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
+        health machine keeps exactly one in flight) and commit their answers together."""
+        health = self.gate.health
+        names = health.probes_due(now)
+        if not names:
+            return
+
+        async def one(name: str) -> tuple[str, Outcome]:
+            ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
+            if ch is None:
+                return name, terminal(f"bad target {name!r}: not configured")
+            try:
+                return name, await ch.probe(now)
+            except Exception as exc:  # noqa: BLE001 - a channel bug is an unconfirmed probe
+                log.exception("probe of %s raised", name)
+                return name, retryable(f"probe error: {type(exc).__name__}")
+
+        ops: list[Op] = []
+        for name, outcome in await asyncio.gather(*(one(n) for n in names)):
+            rep = health.probe_result(name, outcome, now)
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        await self.store.commit(ops)
 
     def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
         ops: list[Op] = []

@@ -33,7 +33,7 @@ from .model import Delivery, Rule, rule_dict
 
 _COLS = ("seq, id, event_id, event_at, source, subject, action, priority, rule, channel, target,"
          " status, attempts, next_attempt_at, expires_at, last_error, note, message, delivered_at,"
-         " pair, idem_key, method, path")
+         " pair, idem_key, method, path, tu, ru")
 
 
 class PutDelivery(Op, frozen=True):
@@ -99,14 +99,14 @@ def _delivery_params(op: PutDelivery) -> tuple:
     return (d.id, d.event_id, d.event_at, d.source, d.subject, d.action, d.priority, d.rule,
             d.channel, d.target, d.status, d.attempts, d.next_attempt_at, d.expires_at,
             d.last_error, d.note, bytes(d.message), d.delivered_at, d.pair, d.idem_key, d.method,
-            d.path, d.event_at, d.channel, d.idem_key)
+            d.path, d.tu, d.ru, d.event_at, d.channel, d.idem_key)
 
 
 register(PutDelivery,
          "INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule,"
          " channel, target, status, attempts, next_attempt_at, expires_at, last_error, note, message,"
-         " delivered_at, pair, idem_key, method, path, updated_at)"
-         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
+         " delivered_at, pair, idem_key, method, path, tu, ru, updated_at)"
+         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
          " (SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?))",
          _delivery_params)
 register(ClaimDelivery,
@@ -165,7 +165,7 @@ def delivery_from_row(r: tuple) -> Delivery:
                     action=r[6], priority=r[7], rule=r[8], channel=r[9], target=r[10], status=r[11],
                     attempts=r[12], next_attempt_at=r[13], expires_at=r[14], last_error=r[15],
                     note=r[16], message=bytes(r[17]), delivered_at=r[18], pair=r[19], idem_key=r[20],
-                    method=r[21], path=r[22])
+                    method=r[21], path=r[22], tu=r[23], ru=r[24])
 
 
 class Loaded(msgspec.Struct, frozen=True):
@@ -222,10 +222,13 @@ def due_stack(conn: sqlite3.Connection, now: float, limit: int) -> list[list[Del
     return list(runs.values())
 
 
-def next_due(conn: sqlite3.Connection) -> float | None:
-    """The earliest instant a pending row may be tried (Stack: pairs' heads only)."""
+def next_due(conn: sqlite3.Connection, stack: bool = True) -> float | None:
+    """The earliest instant a pending row may be tried (Stack: pairs' heads only; ``stack``
+    False: not Stack's rows — no Stack is configured, they wait for one)."""
     a = conn.execute("SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'pending'"
                      " AND channel != 'stack'").fetchone()[0]
+    if not stack:
+        return a
     b = conn.execute(f"SELECT MIN(h.next_attempt_at) FROM deliveries h WHERE h.{_STACK_PENDING.replace(' AND ', ' AND h.')}"
                      " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE"
                      f" p.{_STACK_PENDING.replace(' AND ', ' AND p.')} AND p.pair = h.pair AND p.seq < h.seq)"
@@ -270,8 +273,8 @@ class RouterStore:
     async def due_stack(self, now: float, limit: int = 500) -> list[list[Delivery]]:
         return await self.store.read(due_stack, now, limit)
 
-    async def next_due(self) -> float | None:
-        return await self.store.read(next_due)
+    async def next_due(self, stack: bool = True) -> float | None:
+        return await self.store.read(next_due, stack)
 
     async def deliveries(self, **kw: Any) -> list[Delivery]:
         return await self.store.read(lambda c: list_deliveries(c, **kw))

@@ -122,10 +122,9 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
     step.ops.append(ops.PutDecision(tu=d.tu, ru=d.ru, at=d.at, task_type=d.type, source=d.source,
                                     outcome=d.outcome, task_id=d.task_id, detail=dict(d.detail)))
     if d.outcome.split(":", 1)[0] in CANDIDATE_OUTCOMES:
-        write = stack_out.candidate(d.tu, d.ru, d.type, d.source, d.at, outcome=d.outcome,
-                                    task_id=d.task_id, detail=dict(d.detail))
-        step.ops.append(write.enqueue(step.now))
-        step.outbox += 1
+        step.emit(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
+                                            outcome=d.outcome, task_id=d.task_id,
+                                            detail=dict(d.detail)))
     return True
 
 

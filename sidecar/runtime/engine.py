@@ -41,7 +41,8 @@ class EngineError(Exception):
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
-OUTBOX_TIMER = (None, "outbox")  # the Stack outbox's next attempt (process-wide namespace)
+OUTBOX_TIMER = (None, "outbox")  # the delivery pump's next pass: the router's stack channel and every
+# other target (process-wide namespace, DESIGN §13; the name is the old outbox's)
 
 
 class Engine:
@@ -54,6 +55,8 @@ class Engine:
         self.events_in = 0  # platform events handled (status)
         self.decisions = decisions.DecisionLog()  # the decision log's memory (DESIGN §13)
         self._epochs = 0  # login sessions so far (TuRuntime.epoch)
+        # process-wide components' timers: kind -> handler(step, key, payload) (register_timer)
+        self._global_timers: dict[str, Callable[[Step, tuple, Any], None]] = {}
 
     # sessions ---------------------------------------------------------------------------------
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
@@ -160,6 +163,15 @@ class Engine:
             raise EngineError(f"unknown close reason {reason!r}") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
+    def register_timer(self, kind: str, handler: Callable[[Step, tuple, Any], None]) -> None:
+        """A process-wide component (sender health, the router) owns the timers keyed
+        ``(None, kind, ...)``: each due one is handed to ``handler(step, key, payload)`` as a step
+        of its own (DESIGN §13: "their timers share the one scheduler in a namespace of their
+        own").  ValueError when ``kind`` is taken."""
+        if kind in self._global_timers or kind in ("outbox", "housekeeping"):
+            raise ValueError(f"process-wide timer kind {kind!r} is already registered")
+        self._global_timers[kind] = handler
+
     def outbox_at(self, at: float | None) -> None:
         """Arm the outbox timer at ``at`` (unix seconds) unless it is armed sooner; None: no
         change.  The outbox's next attempt lives in the one scheduler like every other timer
@@ -190,7 +202,11 @@ class Engine:
             step.outbox_due = True
             return True
         if key[0] is None:  # the process-wide namespace (DESIGN §13), not a TU's
-            self._housekeeping(step)
+            handler = self._global_timers.get(key[1])
+            if handler is not None:
+                handler(step, key, payload)
+            else:
+                self._housekeeping(step)
             return True
         rt = self.tus.get(key[0])
         if rt is None:

@@ -5,10 +5,13 @@ Rules / theory of operation
 * ``run(fn, now)`` builds a :class:`~sidecar.runtime.step.Step`, lets ``fn`` (an engine input)
   fill it, then carries out its effects in this order, always:
 
-  1. **commit** its store ops in ONE transaction (``ports.commit``);
+  0. **route** its events (``step.events``, DESIGN §10): the router (``router.decide``) turns
+     them into delivery rows whose ops join the step's ops;
+  1. **commit** its store ops in ONE transaction (``ports.commit``); only then does the router
+     learn what it decided (``router.apply``: dedup keys, throttle windows, event numbers);
   2. **notify** Electron of its notes (``ports.notify``) — only after the commit, so Electron
      never sees a task a crash could lose;
-  3. tell the outbox it has rows (``ports.outbox_queued``) when the step enqueued any;
+  3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
   4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
      clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
      platform scroll never holds up socket events); each answer is its own step.
@@ -20,26 +23,40 @@ Rules / theory of operation
   advance or one batch still run one at a time, each deciding on the memory the step before left,
   but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
   hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
-  what one commit per step would have left.  Until then nothing a step did leaves the process:
-  its notes, its "outbox due" and (wall clock) its background requests wait for the group's
-  commit; only two things happen at once because nothing outside sees them — the outbox timer
-  is armed in the one scheduler (``ports.outbox_queued``), and on the virtual clock a step's
-  platform requests are made inline (a read of the platform; its answer is the next step of the
-  same group).  A failed group commit is a failed step (crash-only, below): nothing of any step
-  of the group reaches SQLite, Electron or Stack.  Whoever lets other code observe memory (a
-  yield, the Stack pump reading the outbox) flushes first.
+  what one commit per step would have left.  Each step's routing is decided before that commit
+  on top of the group's earlier routings (``router.decide(..., after)``: their dedup keys,
+  throttle windows, event numbers, as if applied) and applied after it, step by step.  Until
+  then nothing a step did leaves the process: the router's ``apply`` (and the ``delivery`` notes
+  it sends), the step's notes (``sender.state`` among them), its "delivery due" and (wall
+  clock) its background requests wait for the group's commit, then run per step in the order
+  one commit per step would have run them; only two things happen at once because nothing
+  outside sees them — the delivery timer is armed in the one scheduler
+  (``ports.outbox_queued``), and on the virtual clock a step's platform requests are made
+  inline (a read of the platform; its answer is the next step of the same group).  A failed
+  group commit is a failed step (crash-only, below): nothing of any step of the group reaches
+  SQLite, Electron, Stack or a target, and the router never learns of its routings.  Whoever
+  lets other code observe memory (a yield) or reads SQLite (the delivery pump) flushes first.
+  At shutdown a group behaves as its steps would alone: a step not begun is refused
+  (:class:`Stopping`), the steps that ran are committed, a commit that meets the closing store
+  is abandoned.
 * **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
   anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
   cannot be undone in place.  The executor then records :attr:`failed`, calls
   ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
   process exits and a restart restores from SQLite and Stack.
+* **Shutdown refuses, never fails** (issue 7, router2): :meth:`StepExecutor.stop` marks the
+  executor stopping; from then on every step that has not begun — a request from Electron, a
+  platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
+  before anything changes, no platform request is started, and a step already under way whose
+  commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
+  written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
 * The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
   and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
   plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -51,6 +68,10 @@ from sidecar.runtime.step import Request, Step
 
 class StepFailed(Exception):
     """A step crashed or could not be committed; the process must restart (exit 6)."""
+
+
+class Stopping(Exception):
+    """The process is shutting down: the step was refused before it began (not a failure)."""
 
 
 class TooManyTimers(Exception):
@@ -67,11 +88,11 @@ class Ports(Protocol):
         """Send one note to Electron (after the commit)."""
 
     def outbox_due(self, at: float) -> None:
-        """The outbox timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
+        """The delivery timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
         send what is due."""
 
     def outbox_queued(self, at: float) -> None:
-        """The step enqueued Stack writes due at ``at``."""
+        """The step routed pending deliveries (Stack writes among them) due at ``at``."""
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:
         """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
@@ -83,15 +104,37 @@ class Ports(Protocol):
         """A step's effects are carried out (its requests started): e.g. wake a ticker."""
 
 
+class RouterPort(Protocol):
+    """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
+
+    def decide(self, events: list, now: float, after: Sequence[Any] = ()) -> Any:
+        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet).  ``after``: the
+        routings of the open group's earlier steps, decided but not yet applied (their commit is
+        still to come) — this routing sees their dedup keys, throttle windows and event numbers
+        exactly as if they had been applied."""
+
+    def apply(self, routing: Any) -> None:
+        """Evolve after the routing's ops were committed."""
+
+
+@dataclass(slots=True)
+class _Done:
+    """One step of the open group: what it leaves to carry out once the group has committed."""
+
+    now: float
+    routing: Any  # the router's decision (applied after the commit), or None
+    notes: list[tuple[str, Any]]
+    outbox_due: bool
+    requests: list[Request] = field(default_factory=list)  # wall clock: spawned after the commit
+
+
 @dataclass(slots=True)
 class _Pending:
-    """What the open group's steps left to carry out at its commit."""
+    """What the open group's steps left to carry out at its commit, in step order."""
 
-    steps: int = 0
+    steps: list[_Done] = field(default_factory=list)
     ops: list = field(default_factory=list)
-    notes: list[tuple[str, Any]] = field(default_factory=list)
-    outbox_due: float | None = None  # instant of the last step whose outbox timer fired
-    requests: list[Request] = field(default_factory=list)  # wall clock: spawned after the commit
+    routings: list[Any] = field(default_factory=list)  # decided, not applied: later steps see them
 
 
 class NoLock:
@@ -115,8 +158,9 @@ class StepExecutor:
     def __init__(self, engine: Engine, clock: Clock, ports: Ports, *,
                  refusals: tuple[type[BaseException], ...] = (),
                  spawn: Callable[[Coroutine[Any, Any, None]], None] | None = None,
-                 lock: Any = None) -> None:
+                 lock: Any = None, router: RouterPort | None = None) -> None:
         self.engine = engine
+        self.router = router  # routes step.events; a step with events and no router fails
         self.clock = clock
         self.ports = ports
         self.refusals = refusals
@@ -126,28 +170,50 @@ class StepExecutor:
         self.steps = 0  # steps committed (status, tests)
         self.commits = 0  # ports.commit calls made (one per step with ops, or per group)
         self._pending: _Pending | None = None  # the open group's effects, None outside a group
+        self.stopping = False  # set by stop(): no step begins any more (module rules)
+
+    def stop(self) -> None:
+        """Shutdown began: refuse every step that has not begun (:class:`Stopping`) and start no
+        platform request.  Idempotent; there is no way back (the process is ending)."""
+        self.stopping = True
 
     # one step ---------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:
         """Run ``fn`` as one step under the lock at the clock's ``now``."""
+        if self.stopping:  # before the lock: close() keeps it to the end
+            raise Stopping("the sidecar is shutting down; the step was not started")
         async with self.lock:
             return await self.run(fn)
 
     async def run(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         """Run ``fn`` as one step (the caller holds the lock); see the module rules.
-        Raises a refusal unchanged, or :class:`StepFailed`."""
+        Raises a refusal unchanged, :class:`Stopping` (shutdown began: nothing was done), or
+        :class:`StepFailed`."""
         if self.failed is not None:
             raise StepFailed("the sidecar stopped after a failed step; it must be restarted")
+        if self.stopping:
+            raise Stopping("the sidecar is shutting down; the step was not started")
         step = Step(now=self.clock.now() if now is None else now)
         try:
             result = fn(step)
+            routing = self._route(step)
         except self.refusals:
             raise  # raised before anything changed
         except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
             self._fail(exc)
             raise StepFailed(f"internal error: {type(exc).__name__}") from exc
-        await self._finish(step)
+        await self._finish(step, routing)
         return result
+
+    def _route(self, step: Step) -> Any:
+        if not step.events:
+            return None
+        if self.router is None:
+            raise RuntimeError("a step emitted routing events but the executor has no router")
+        after = () if self._pending is None else self._pending.routings
+        routing = self.router.decide(step.events, step.now, after)
+        step.ops.extend(routing.ops())
+        return routing
 
     def _fail(self, exc: BaseException) -> None:
         if self.failed is None:
@@ -155,29 +221,34 @@ class StepExecutor:
             self.ports.step_failed(exc)
 
     async def _commit(self, ops: list) -> None:
+        """ONE transaction of a step's or a group's ops; on failure nothing of them may leave
+        the process: the open group is dropped (its routings never applied), then crash-only —
+        or, at shutdown, the store closed beneath it: abandoned, not failed (module rules)."""
         try:
             self.commits += 1
             await self.ports.commit(ops)
         except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
             self._pending = None  # nothing of the group may leave the process
+            if self.stopping:  # the store closed beneath it: nothing was written, we exit
+                raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
             self._fail(exc)
             raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
 
-    async def _finish(self, step: Step) -> None:
+    async def _finish(self, step: Step, routing: Any = None) -> None:
         pending = self._pending
         if pending is not None:
-            await self._join(pending, step)
+            await self._join(pending, step, routing)
             return
         if step.ops:
             await self._commit(step.ops)
-        self.steps += 1
-        for method, note in step.notes:
-            self.ports.notify(method, note)
-        if step.outbox:
+        self._committed(routing, step.notes)
+        if routing is not None and routing.pending:
             self.ports.outbox_queued(step.now)
         if step.outbox_due:
             self.ports.outbox_due(step.now)
         for req in step.requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:
                 result, error = await self.ports.perform(req)
                 await self.run(self._answer(req, result, error))
@@ -185,12 +256,23 @@ class StepExecutor:
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
 
+    def _committed(self, routing: Any, notes: list[tuple[str, Any]]) -> None:
+        """A step's ops are committed: the router learns what it decided (only now: decide /
+        evolve, so a failed commit leaves it as it was), then Electron gets the step's notes."""
+        if routing is not None:
+            assert self.router is not None
+            self.router.apply(routing)
+        self.steps += 1
+        for method, note in notes:
+            self.ports.notify(method, note)
+
     # group commit -------------------------------------------------------------------------------
     @asynccontextmanager
     async def group(self) -> AsyncIterator[None]:
         """Run the steps inside as one commit group (module rules); the caller holds the lock.
-        Committed when the block ends normally or with a refusal; a :class:`StepFailed` inside
-        leaves nothing of the group.  Nested groups join the outer one."""
+        Committed when the block ends normally or with a refusal, :class:`Stopping` or a
+        cancelled yield (the steps that ran stand, as each would have been committed alone); a
+        :class:`StepFailed` inside leaves nothing of the group.  Nested groups join the outer one."""
         if self._pending is not None:
             yield
             return
@@ -202,7 +284,7 @@ class StepExecutor:
             raise
         except BaseException:
             if self._pending is not None and self.failed is None:
-                await self.flush()  # a refusal or a cancelled yield: the steps before it stand
+                await self.flush()  # a refusal, Stopping or a cancelled yield: the steps before it stand
             self._pending = None
             raise
         try:
@@ -211,47 +293,54 @@ class StepExecutor:
             self._pending = None
 
     async def flush(self) -> None:
-        """Commit the open group's steps so far in one transaction, then carry out what waited
-        for it: notes in step order, the outbox's "due", background requests, ``step_done``.
-        No-op outside a group or when it has nothing."""
+        """Commit the open group's steps so far in ONE transaction, then carry out, step by step
+        in order, what waited for it — exactly what each step's own commit would have been
+        followed by: the router's ``apply`` of its routing, its notes, its outbox "due", its
+        background requests (wall clock; none at shutdown), ``step_done``.  No-op outside a group
+        or when it has nothing.  Raises :class:`StepFailed` (nothing of the group was written or
+        applied; crash-only) or, at shutdown, :class:`Stopping`."""
         pending = self._pending
         if pending is None or not pending.steps:
             return
         self._pending = _Pending()
         if pending.ops:
             await self._commit(pending.ops)
-        self.steps += pending.steps
-        for method, note in pending.notes:
-            self.ports.notify(method, note)
-        if pending.outbox_due is not None:
-            self.ports.outbox_due(pending.outbox_due)
-        for req in pending.requests:
-            self.spawn(self._request_bg(req))  # type: ignore[misc]  # wall clock only
-        self.ports.step_done()
+        for done in pending.steps:
+            self._committed(done.routing, done.notes)
+            if done.outbox_due:
+                self.ports.outbox_due(done.now)
+            for req in done.requests:
+                if self.stopping:
+                    break  # no new platform request at shutdown
+                assert self.spawn is not None  # only the wall clock defers requests
+                self.spawn(self._request_bg(req))
+            self.ports.step_done()
 
-    def pending_notes(self) -> int:
-        """Notes of the open group not sent yet (0 outside a group): a caller marks where a step
-        ended in the stream before the group commits."""
-        return 0 if self._pending is None else len(self._pending.notes)
+    def pending_steps(self) -> int:
+        """Steps of the open group not committed yet (0 outside a group)."""
+        return 0 if self._pending is None else len(self._pending.steps)
 
     def outbox_due_pending(self) -> bool:
-        """The outbox timer fired in the open group (``ports.outbox_due`` waits for its commit)."""
-        return self._pending is not None and self._pending.outbox_due is not None
+        """The delivery timer fired in the open group (``ports.outbox_due`` waits for its
+        commit): flush before the delivery pump reads SQLite."""
+        return self._pending is not None and any(d.outbox_due for d in self._pending.steps)
 
-    async def _join(self, pending: "_Pending", step: Step) -> None:
-        pending.steps += 1
+    async def _join(self, pending: _Pending, step: Step, routing: Any) -> None:
+        done = _Done(step.now, routing, step.notes, step.outbox_due)
+        pending.steps.append(done)
         pending.ops += step.ops
-        pending.notes += step.notes
-        if step.outbox:
-            self.ports.outbox_queued(step.now)  # in memory: the one scheduler's outbox timer
-        if step.outbox_due:
-            pending.outbox_due = step.now
+        if routing is not None:
+            pending.routings.append(routing)
+            if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
+                self.ports.outbox_queued(step.now)
         for req in step.requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:  # virtual clock: the answer is the group's next step
                 result, error = await self.ports.perform(req)
                 await self.run(self._answer(req, result, error))
             else:
-                pending.requests.append(req)
+                done.requests.append(req)
 
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)
@@ -260,20 +349,23 @@ class StepExecutor:
         result, error = await self.ports.perform(req)
         try:
             await self.step(self._answer(req, result, error))
-        except StepFailed:
-            pass  # crash-only: the failure was reported once; the process is ending
+        except (StepFailed, Stopping):
+            pass  # crash-only (reported once) or shutdown (refused): the process is ending
 
     # time -------------------------------------------------------------------------------------
     async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,
                        limit: int | None = None,
-                       every: tuple[int, Callable[[], Awaitable[None]]] | None = None) -> int:
+                       every: tuple[int, Callable[[], Awaitable[None]]] | None = None,
+                       after_each: Callable[[], Awaitable[None]] | None = None) -> int:
         """Run every timer due at or before ``t`` in due order, each its own step at
         ``max(due, now)`` (the caller holds the lock).  ``advance_clock`` moves a virtual clock to
         each due instant first.  ``limit``: raise :class:`TooManyTimers` before the timer past
-        it.  ``every = (n, hook)``: await ``hook()`` after every ``n`` timers (a yield; it may
-        raise to stop).  The timers form one commit group (:meth:`group`), flushed before each
-        ``hook`` and at the end — also when a limit or the hook stops it: every step that ran is
-        committed.  Returns how many timers ran."""
+        it.  ``after_each``: awaited after every timer, inside the group (it calls :meth:`flush`
+        itself before it reads SQLite or lets other code look, e.g. to send what the delivery
+        timer made due at that instant).  ``every = (n, hook)``: await ``hook()`` after every
+        ``n`` timers (a yield; it may raise to stop).  The timers form one commit group
+        (:meth:`group`), flushed before each ``hook`` and at the end — also when a limit or a
+        hook stops it: every step that ran is committed.  Returns how many timers ran."""
         fired = 0
         scheduler = self.engine.scheduler
         async with self.group():
@@ -284,6 +376,8 @@ class StepExecutor:
                     advance_clock(nxt)
                 await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
                 fired += 1
+                if after_each is not None:
+                    await after_each()
                 if every is not None and fired % every[0] == 0:
                     await self.flush()  # the hook may let other code look: commit first
                     await every[1]()

@@ -16,7 +16,10 @@ Rules / theory of operation
     chain's removal, never a step and its clear in one step (DESIGN §6, §7).
 * Every open task has a timer at its deadline (``("deadline", task_id)``): an answer-awaiting task
   becomes **overdue** (``task.updated {overdue: true}``, stays open); a prompt closes ``expired``
-  (DESIGN §6).  An online-only prompt (Follow-up message; Follow-up mail except post-chat) also
+  (DESIGN §6).  The same timer fires again :data:`OVERDUE_ALERT_S` after the deadline: the
+  operator is told through the router (``sidecar`` / ``operator`` / ``overdue``, DESIGN §10) when
+  a TU has ≥ :data:`OVERDUE_ALERT_COUNT` overdue tasks or one overdue ≥ 10 min, at most once per
+  TU per clock hour (the event's ``dedup_key`` names the TU and the hour).  An online-only prompt (Follow-up message; Follow-up mail except post-chat) also
   expires as soon as RU Online says its RU went offline (:meth:`TaskFactory.expire_offline`).
 * Create and close each produce: the task row (store op), a Stack task-history outbox row, a
   notification for Electron, and the services' ``on_task_created`` / ``on_task_closed`` hooks —
@@ -35,6 +38,10 @@ from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
+from sidecar.router.model import Event
+
+OVERDUE_ALERT_S = 600.0  # one task overdue this long alerts the shift lead (DESIGN §10)
+OVERDUE_ALERT_COUNT = 5  # or this many overdue tasks of one TU at once
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.favorites import Favorite
@@ -93,6 +100,7 @@ class TaskFactory:
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
         self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
         self.created_total = 0  # tasks created by this process (status)
+        self._overdue_alerted: dict[str, float] = {}  # tu -> last operator-overdue alert (unix s)
 
     # queries ----------------------------------------------------------------------------------
     def open_for(self, tu: str, ru: str, type_: TaskType) -> Task | None:
@@ -217,6 +225,29 @@ class TaskFactory:
             step.notify("task.updated", TaskUpdated(task_id=task.task_id, type=task.type.value,
                                                     tu=task.tu, ru=task.ru, overdue=True,
                                                     deadline=task.deadline, at=step.now))
+            rt.schedule(("deadline", task.task_id), task.deadline + OVERDUE_ALERT_S)
+            if self._overdue_count(task.tu) < OVERDUE_ALERT_COUNT:
+                return
+        self._operator_overdue(step, task)
+
+    def _overdue_count(self, tu: str) -> int:
+        return sum(1 for t in self.open_of_tu(tu) if t.overdue)
+
+    def _operator_overdue(self, step: "Step", task: Task) -> None:
+        """``sidecar/operator/overdue`` (high): the shift lead hears of an operator falling behind,
+        once per TU per hour (DESIGN §10 table): an hour after the TU's last alert at the
+        earliest — so twelve TUs do not all alert at a clock hour's first second — and, across a
+        restart that forgot it, the ``dedup_key`` (TU + clock hour) still refuses a second one."""
+        last = self._overdue_alerted.get(task.tu)
+        if last is not None and step.now < last + 3600.0:
+            return
+        self._overdue_alerted[task.tu] = step.now
+        overdue = [t for t in self.open_of_tu(task.tu) if t.overdue]
+        step.emit(Event(source="sidecar", subject="operator", action="overdue", priority="high",
+                        payload={"tu": task.tu, "count": len(overdue),
+                                 "oldest_overdue_s": round(max(step.now - t.deadline for t in overdue), 3),
+                                 "task_id": task.task_id, "ru": task.ru},
+                        dedup_key=f"operator-overdue:{task.tu}:{int(step.now // 3600)}"))
 
     def expire_offline(self, step: "Step", rt: TaskOwner, ru: str) -> list[Task]:
         """RU Online says ``ru`` went offline: its open online-only prompts close as ``expired``
@@ -239,6 +270,8 @@ class TaskFactory:
         self._index(task)
         if task.awaits_answer and task.deadline <= now:
             task.overdue = True
+            if now < task.deadline + OVERDUE_ALERT_S:
+                rt.schedule(("deadline", task.task_id), task.deadline + OVERDUE_ALERT_S)
         else:
             rt.schedule(("deadline", task.task_id), task.deadline)
 

@@ -4,10 +4,16 @@ Rules / theory of operation
 ---------------------------
 * Every input — a domain event, a due timer, a poll result, a login — is handled in one
   **step**.  A step owns a :class:`Step` that services write their effects into: store ops,
-  outbox rows, notifications to Electron, platform requests.  Timers go straight into the one
+  routing events, notifications to Electron, platform requests.  Timers go straight into the one
   scheduler (the step is the only writer while it runs).
 * The executor (:mod:`sidecar.runtime.executor`) commits the ops in ONE transaction, only then
   sends the notes, and only then makes the requests; each answer is a new step.
+* **Routing events** (DESIGN §10, issue 9): a step that changes a marker, creates or closes a
+  task or hands the Task Factory a candidate appends a :class:`sidecar.router.model.Event` to
+  ``events`` (``markers`` high, ``tasks`` normal, ``candidates`` low; each carries its Stack
+  write for the built-in route).  The executor has the router turn them into delivery rows that
+  join the step's ONE transaction — a marker change and its Stack delivery land together or not
+  at all.
 * A request names its TU (``tu``, ``project``) and the login session that asked (``epoch``), so
   a late answer for a TU that logged out (or logged in again) changes nothing.
 * :class:`ServiceHooks` is what the runtime calls on a service; services implement it
@@ -47,11 +53,15 @@ class Step:
     ops: list = field(default_factory=list)  # sidecar.store.ops.* committed together
     notes: list[tuple[str, Any]] = field(default_factory=list)  # (method, domain note) to Electron
     requests: list[Request] = field(default_factory=list)  # made after the commit
-    outbox: int = 0  # outbox rows enqueued in this step (the executor arms the outbox timer)
-    outbox_due: bool = False  # the outbox timer fired: the executor tells the pump to send
+    events: list = field(default_factory=list)  # sidecar.router.model.Event, routed in the commit
+    outbox_due: bool = False  # the delivery timer fired: the executor tells the pump to send
 
     def notify(self, method: str, params: Any) -> None:
         self.notes.append((method, params))
+
+    def emit(self, event: Any) -> None:
+        """Route ``event`` (a :class:`sidecar.router.model.Event`) with this step's commit."""
+        self.events.append(event)
 
 
 class ServiceHooks(Protocol):

@@ -228,15 +228,14 @@ class TuRuntime:
 
     def write_marker(self, step: Step, ru: str, name: str, value: Any, idem_key: str) -> None:
         """Set (or clear with ``None``) ``favorite.<name>`` locally and enqueue it for Stack in
-        the same step (DESIGN §9).  ``idem_key`` per DESIGN §9 (operation included).  Markers
+        the same step (DESIGN §9): a ``markers`` routing event whose built-in route is the Stack write.  ``idem_key`` per DESIGN §9 (operation included).  Markers
         exist only on favorites: ValueError for any other RU (a programming error)."""
         fav = self.favorites.get(ru)
         if fav is None:
             raise ValueError(f"{self.tu}: marker {name} for {ru}, which is not a favorite")
         fav = self.favorites[ru] = fav.with_marker(name, value)  # None: cleared, kept as a fact
         step.ops.append(ops.PutFavorite(tu=self.tu, ru=ru, project=self.project, data=fav))
-        step.ops.append(stack_out.marker_write(self.tu, ru, name, value, idem_key).enqueue(step.now))
-        step.outbox += 1
+        step.emit(stack_out.marker_event(self.tu, ru, name, value, idem_key))
 
     # state ------------------------------------------------------------------------------------
     def put_state(self, step: Step, scope: str, key: str, value: Any) -> None:
@@ -249,8 +248,7 @@ class TuRuntime:
     def persist_task(self, step: Step, task: "Task", event: str) -> None:
         """Task row + Stack task-history event, in the step's transaction (DESIGN §9)."""
         step.ops.append(ops.PutTask(task=task))
-        step.ops.append(stack_out.task_event(task, event).enqueue(step.now))
-        step.outbox += 1
+        step.emit(stack_out.task_routed(task, event))
         self.note_history(task)
 
     def note_history(self, task: "Task") -> None:

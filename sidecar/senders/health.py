@@ -38,6 +38,7 @@ Transitions (``TRANSITIONS``; state × event kind → new state, history code):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Literal, Union
 
 import msgspec
@@ -293,7 +294,7 @@ class HealthMachine:
         facts = [self._fact("cooldown", s, number=n, end=end)]
         if cycling:
             facts.append(self._fact("need_check", s, path="A", cycling=True))
-        note = f"#{n} until {end:.0f} ({(end - now) / MIN:.1f} min)" + (", cycling last step" if cycling else "")
+        note = f"#{n} until {_utc(end)} ({(end - now) / MIN:.1f} min)" + (", cycling last step" if cycling else "")
         return Step(s, [History(s.sender, now, STARTED, note)], facts)
 
     def _probe_result(self, s: SenderState, ev: ProbeResult) -> Step:
@@ -334,7 +335,7 @@ class HealthMachine:
             # a new probe for the extension, unless the earlier one is still in flight (one at a time)
             s = replace(s, extensions=k, cooldown_end=end, exit_at=end + self._draw(*STEP_LAG, s, "step", k),
                         probe_at=now, probe_sent_at=s.probe_sent_at if s.probe_in_flight else None)
-            return Step(s, [History(s.sender, now, EXTENDED, f"{k} until {end:.0f}")])
+            return Step(s, [History(s.sender, now, EXTENDED, f"{k} until {_utc(end)} ({(end - now) / MIN:.1f} min)")])
         return self._release(s, now, "fail-open")
 
     def _release(self, s: SenderState, now: float, verdict: str) -> Step:
@@ -353,6 +354,12 @@ class HealthMachine:
     def _fact(action: str, s: SenderState, **payload: object) -> Fact:
         return Fact(action, "critical" if action == "need_check" else "high",
                     {"sender": s.sender, "state": s.state, **payload})
+
+
+def _utc(t: float) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS UTC`` for history notes a shift lead reads (pure
+    arithmetic on the value, no clock read)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def may_send(s: SenderState, now: float) -> tuple[bool, float | None]:

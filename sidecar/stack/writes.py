@@ -2,8 +2,11 @@
 
 Rules / theory of operation
 ---------------------------
-* Every Stack write is built here and queued as an :class:`~sidecar.store.ops.Enqueue` op in the
-  same store transaction as the state change that caused it (:meth:`StackWrite.enqueue`).
+* Every Stack write is built here and handed to the router as the routing event it stands for
+  (:meth:`StackWrite.event`; DESIGN §10 sources ``markers`` / ``tasks`` / ``candidates``); the
+  router's built-in route turns it into a pending ``stack`` delivery in the same store
+  transaction as the state change that caused it.  (:meth:`StackWrite.enqueue` builds the
+  legacy outbox op, kept for files written before schema v6.)
 * Contract (DESIGN §9):
   - marker: ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}``, body ``{"value": <marker|null>}``
     (the whole marker; ``null`` clears it);
@@ -32,6 +35,8 @@ from urllib.parse import quote
 import msgspec
 
 from sidecar.domain.tasks import Task
+from sidecar.router.model import Event
+from sidecar.router.model import StackWrite as RoutedWrite
 from sidecar.store.ops import Enqueue
 
 
@@ -62,9 +67,49 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     marker: str | None = None  # a marker write's name
 
     def enqueue(self, at: float) -> Enqueue:
-        """The store op that queues this write, due at ``at`` (unix seconds, usually now)."""
+        """The legacy outbox op queueing this write, due at ``at`` (unix seconds)."""
         return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at,
                        tu=self.tu, ru=self.ru, marker=self.marker)
+
+    def event(self, subject: str, action: str, payload: dict[str, Any]) -> Event:
+        """The routing event this write stands for (DESIGN §10 table: ``markers`` high,
+        ``tasks`` normal, ``candidates`` low); the built-in route delivers exactly this write."""
+        source, priority = _SOURCES[self.kind]
+        return Event(source=source, subject=subject, action=action, priority=priority,
+                     payload=payload,
+                     write=RoutedWrite(pair=self.pair, idem_key=self.idem_key, method=self.method,
+                                       path=self.path, body=self.body, tu=self.tu, ru=self.ru))
+
+
+#: write kind -> (router source, priority) (DESIGN §10's table of the sidecar's own sources)
+_SOURCES = {"marker": ("markers", "high"), "task": ("tasks", "normal"),
+            "candidate": ("candidates", "low")}
+
+
+def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Event:
+    """``markers`` / ``<name>`` / ``set`` | ``clear``: a marker change and its Stack write."""
+    return marker_write(tu, ru, name, value, idem_key).event(
+        name, "clear" if value is None else "set",
+        {"tu": tu, "ru": ru, "name": name, "value": value})
+
+
+def task_routed(task: Task, event: str) -> Event:
+    """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write."""
+    return task_event(task, event).event("task", event, {
+        "tu": task.tu, "ru": task.ru, "project": task.project, "task_id": task.task_id,
+        "type": getattr(task.type, "value", task.type), "source": task.source,
+        "reason": getattr(task.reason, "value", task.reason), "vip": task.vip})
+
+
+def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
+                    task_id: str | None = None, detail: dict | None = None) -> Event:
+    """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
+    write (``outcome`` keeps the reason: ``refused:offline``)."""
+    type_ = getattr(type, "value", type)
+    return candidate(tu, ru, type_, source, at, outcome=outcome, task_id=task_id,
+                     detail=detail).event(type_, outcome.split(":", 1)[0], {
+        "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
+        "task_id": task_id})
 
 
 def pair_of(tu: str, ru: str) -> str:

@@ -265,6 +265,19 @@ class Store:
         return await self._run(
             lambda c: {k: decode_json(v) for k, v in c.execute(sql, (tu, scope))})
 
+    async def all_states(self, tu: str) -> dict[str, dict[str, Any]]:
+        """``{scope: {key: value}}`` of every service-state scope of ``tu`` — what a login loads,
+        so a service's new scope is restored without a list to keep in step."""
+        sql = "SELECT scope, key, value FROM service_state WHERE tu = ? ORDER BY scope, key"
+
+        def read(c: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for scope, key, value in c.execute(sql, (tu,)):
+                out.setdefault(scope, {})[key] = decode_json(value)
+            return out
+
+        return await self._run(read)
+
     async def state(self, tu: str, scope: str, key: str, default: Any = None) -> Any:
         sql = "SELECT value FROM service_state WHERE tu = ? AND scope = ? AND key = ?"
 
@@ -319,21 +332,27 @@ class Store:
 
     async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
         """``tu``'s unacknowledged marker writes, newest per (ru, marker name) → value (``None``
-        = cleared), read by the outbox's structured columns (DESIGN §9: they win over Stack's
-        startup data at login).  A row queued before schema v5 whose ids needed quoting has no
-        columns; it is read from its request path, the only place that knew them then."""
-        sql = ("SELECT ru, marker, body, path FROM outbox WHERE kind = 'marker'"
-               " AND (tu = ? OR tu IS NULL) ORDER BY id")
+        = cleared) — DESIGN §9: they win over Stack's startup data at login.  They are the
+        pending deliveries of the router's ``stack`` channel (issue 9), read by their structured
+        columns (``tu``, ``ru``, the marker's name as ``subject``); rows still in the legacy
+        outbox table come first (older).  A row queued before schema v5 whose ids needed quoting
+        has no columns; it is read from its request path, the only place that knew them then."""
+        legacy = ("SELECT ru, marker, body, path FROM outbox WHERE kind = 'marker'"
+                  " AND (tu = ? OR tu IS NULL) ORDER BY id")
+        routed = ("SELECT ru, subject, message, path FROM deliveries WHERE status = 'pending'"
+                  " AND channel = 'stack' AND source = 'markers' AND (tu = ? OR tu IS NULL)"
+                  " ORDER BY seq")
 
         def read(c: Any) -> dict[tuple[str, str], Any]:
             out: dict[tuple[str, str], Any] = {}
-            for ru, name, body, path in c.execute(sql, (tu,)):
-                if ru is None or name is None:
-                    legacy = _legacy_marker_path(path)
-                    if legacy is None or legacy[0] != tu:
-                        continue
-                    _, ru, name = legacy
-                out[(ru, name)] = msgspec.json.decode(bytes(body)).get("value")
+            for sql in (legacy, routed):
+                for ru, name, body, path in c.execute(sql, (tu,)):
+                    if ru is None or name is None:
+                        parsed = _legacy_marker_path(path or "")
+                        if parsed is None or parsed[0] != tu:
+                            continue
+                        _, ru, name = parsed
+                    out[(ru, name)] = msgspec.json.decode(bytes(body)).get("value")
             return out
 
         return await self._run(read)

@@ -259,8 +259,38 @@ UPDATE outbox SET
 CREATE INDEX outbox_markers_by_tu ON outbox (tu, kind, id);
 """
 
+# The Stack outbox moves onto the router's ``stack`` channel (issue 9, DESIGN §10 "built-in
+# route"): a stack delivery row carries the TU and RU its write is about (a login reads its
+# unacknowledged markers by column), and every unsent outbox row becomes a pending ``stack``
+# delivery in the same order (seq follows the outbox id), keeping its idempotency key, body,
+# attempts and next attempt.  The outbox table stays (empty) so a file written by an older sidecar
+# still opens; nothing queues into it any more.
+V6 = """
+ALTER TABLE deliveries ADD COLUMN tu TEXT;
+ALTER TABLE deliveries ADD COLUMN ru TEXT;
+CREATE INDEX deliveries_stack_markers ON deliveries (tu, source, seq)
+    WHERE status = 'pending' AND channel = 'stack';
+INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule, channel,
+                        target, status, attempts, next_attempt_at, last_error, note, message,
+                        pair, idem_key, method, path, tu, ru, updated_at)
+  SELECT 'outbox-' || id || '.0', 'outbox-' || id, created_at,
+         CASE kind WHEN 'marker' THEN 'markers' WHEN 'task' THEN 'tasks' ELSE 'candidates' END,
+         CASE WHEN kind = 'marker' THEN coalesce(marker, 'marker') WHEN kind = 'task' THEN 'task'
+              ELSE 'candidate' END,
+         CASE WHEN kind = 'marker' AND idem_key LIKE '%:clear' THEN 'clear'
+              WHEN kind = 'marker' THEN 'set'
+              WHEN kind = 'task' AND idem_key LIKE '%:closed' THEN 'closed'
+              WHEN kind = 'task' THEN 'created' ELSE 'queued' END,
+         CASE kind WHEN 'marker' THEN 'high' WHEN 'task' THEN 'normal' ELSE 'low' END,
+         NULL, 'stack', 'stack', 'pending', attempts, next_at, last_error,
+         'carried over from the outbox (schema v6)', body, pair, idem_key, method, path, tu, ru,
+         created_at
+    FROM outbox ORDER BY id;
+DELETE FROM outbox;
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

@@ -67,6 +67,21 @@ def test_fault_modes(rx):
         rx.set_fault("nobody", "down")
 
 
+def test_an_answer_fault_replaces_the_one_before(rx):
+    """k06: ``down`` at 0 then ``terminal`` at 600 means 400s from 600 on (not still down);
+    latency adds to whatever answers."""
+    rx.set_fault("tg", "down")
+    rx.set_fault("tg", "terminal")
+    assert send(rx).status_code == 400
+    rx.set_fault("tg", "error_rate", 1.0)
+    assert send(rx).status_code == 500
+    rx.set_fault("tg", "latency", 0.1)
+    assert send(rx).status_code == 500  # still the error rate, now late
+    rx.set_fault("tg", "down")
+    with pytest.raises(httpx.TransportError):
+        send(rx)
+
+
 def test_error_rate_draws_are_keyed_by_seed_target_and_request_number():
     def run() -> list[int]:
         r = Receivers(seed=4)

@@ -162,3 +162,38 @@ def test_pass_names_the_kinds_of_expectations():
     s = report.summarize(recorder(LINES), results, [], report.RunStats())
     assert s["verdict"] == "PASS: 4 expectation(s) held (3 task_created, 1 marker), consistent, exited cleanly"
     assert "Expectations: 4 passed, 0 failed (3 task_created, 1 marker)" in to_text(s)
+
+
+def test_follow_up_mails_by_source_list_all_five_sources_and_the_burst_rolls(tmp_path):
+    """Issue 8 "Done when": the report gives follow-up mails by source (seed 001's five, a source
+    that never fired shows 0) with what became of them, and the burst source's 50 % rolls from the
+    candidates Stack received — in the JSON and in the text."""
+    lines = LINES + [created(60.0, "p", "follow_up_mail", "post_chat"), closed(200.0, "p", "answered"),
+                     created(61.0, "q", "follow_up_mail", "post_chat"), closed(961.0, "q", "expired"),
+                     created(62.0, "r", "follow_up_mail", "burst"), closed(70.0, "r", "superseded"),
+                     created(63.0, "s", "follow_up_mail", "mail_read")]
+    stack_rows = {"g-1": [{"type": "follow_up_mail", "source": "burst", "outcome": "created"},
+                          {"type": "follow_up_mail", "source": "burst", "outcome": "miss"},
+                          {"type": "follow_up_mail", "source": "burst", "outcome": "miss"},
+                          {"type": "follow_up_mail", "source": "burst", "outcome": "refused:offline"},
+                          {"type": "follow_up_message", "source": "chain", "outcome": "miss"}]}
+    stats = report.RunStats(scenario="synthetic", mail_candidates=report.mail_candidates(stack_rows))
+    s = report.summarize(recorder(lines), [], [], stats)
+    fm = s["follow_up_mail"]
+    assert fm["created"] == 4
+    assert list(fm["by_source"]) == ["post_chat", "mail_read", "burst", "notification", "last_mail_6h"]
+    assert fm["by_source"]["post_chat"] == {"created": 2, "answered": 1, "expired": 1, "other_closes": 0,
+                                            "still_open": 0}
+    assert fm["by_source"]["burst"]["other_closes"] == 1 and fm["by_source"]["mail_read"]["still_open"] == 1
+    assert fm["by_source"]["notification"]["created"] == 0 == fm["by_source"]["last_mail_6h"]["created"]
+    assert fm["burst_rolls"] == {"rolls": 3, "hit": 1, "miss": 2, "hit_rate": 0.3333}
+    report.write_json(s, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["follow_up_mail"] == fm
+    text = to_text(s)
+    assert "Follow-up mails by source (4 created)" in text
+    row = next(r for r in text.splitlines() if r.strip().startswith("post_chat"))
+    assert row.replace("│", " ").split() == ["post_chat", "2", "1", "1", "0", "0"]
+    assert next(r for r in text.splitlines() if r.strip().startswith("notification")).replace("│", " ").split()[1] == "0"
+    assert "Burst rolls (50 %): 3 rolled, 1 hit, 2 missed (33.3 % hit)" in text
+    assert text.index("Tasks by source and close reason") < text.index("Follow-up mails by source") \
+        < text.index("Answer delay")

@@ -158,6 +158,23 @@ def crash_divergence(with_crash: list[dict], without: list[dict], crashes: list[
     return explained, bad, len(fu_diff)
 
 
+def divergence_table(with_crash: list[dict], without: list[dict], crashes: list[float]) -> list[str]:
+    """Every task that differs between the runs, one line each: which run has it, type, source,
+    pair, instant, and the crash it follows (seconds after it) — so a report can say what the
+    differences are, not only how many."""
+    def key(r):
+        return (r["type"], r["tu"], r["ru"], r["source"], round(r["at"], 3))
+    a = {key(r) for r in with_crash if r["event"] == "task.created"}
+    b = {key(r) for r in without if r["event"] == "task.created"}
+    out = []
+    for k in sorted(a ^ b, key=lambda k: (k[4], k)):
+        after = [k[4] - c for c in crashes if c <= k[4]]
+        since = f"{min(after):.1f} s after a crash" if after else "before any crash"
+        out.append(f"{'crash-only ' if k in a else 'nocrash-only'} {k[0]}/{k[3]} {k[1]}/{k[2]} "
+                   f"at {k[4]} ({since})")
+    return out
+
+
 FUM = "follow_up_mail"
 MAIL_TYPES = ("unanswered_mail", FUM)
 

@@ -47,7 +47,10 @@ async def one_cycle(data_dir: Path, how: str, i: int, *, binary: str | None = No
             code = await sc.stop(how, deadline_s=EXIT_DEADLINE_S)
         except Overran as exc:
             return None, None, str(exc)[-600:]
-        return sc.exit_s, code, ""
+        # A bad exit code explains itself: the stderr tail carries the app's critical log line
+        # and the traceback the cli printed.
+        tail = (await sc.stderr_text())[-2000:] if code != 0 else ""
+        return sc.exit_s, code, tail
 
 
 async def run_cycles(data_dir: Path, n: int, how: str = "SIGTERM", *, binary: str | None = None,
@@ -60,5 +63,5 @@ async def run_cycles(data_dir: Path, n: int, how: str = "SIGTERM", *, binary: st
             continue
         res.exits.append(took)
         if code != 0:
-            res.bad_codes.append(f"cycle {i}: exit {code}")
+            res.bad_codes.append(f"cycle {i}: exit {code}; stderr tail:\n{err}")
     return res

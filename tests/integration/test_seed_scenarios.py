@@ -13,11 +13,6 @@ SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 # Scenarios of open issues: strict expected failures that name their issue, so each flips to
 # XPASS (and fails, strict) the moment its issue lands and must then leave this table.
 NOT_YET: dict[str, str] = {}
-# issue 9 — the router (seed 002); issue 10 — sender health (seed 000)
-NOT_YET.update({p.stem: "issue 9: the router (seed 002) not implemented yet"
-                for p in SCENARIOS if p.stem.startswith("r")})
-NOT_YET.update({p.stem: "issue 10: sender health (seed 000) not implemented yet"
-                for p in SCENARIOS if p.stem.startswith("k")})
 
 
 def _param(path):

@@ -12,6 +12,7 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer
+from sidecar.router.attempt import STACK_LADDER
 from sidecar.router.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import Event, StackWrite
@@ -132,7 +133,7 @@ async def test_stack_batch_against_the_reference_stack(stack_server, rstore):
     await pump.run_due(T0 + 10)
     rows = {d.idem_key: d for d in await rstore.deliveries(since=T0 + 10)}
     assert (rows["bad"].status, rows["bad"].attempts) == ("pending", 1)
-    assert rows["bad"].next_attempt_at == T0 + 10 + 1800  # a terminal Stack answer: kept, last step
+    assert rows["bad"].next_attempt_at == T0 + 10 + STACK_LADDER[-1]  # a terminal Stack answer: kept, last step
     later = rows["followUpChat:g:r1:src:1000:set"]
     assert (later.status, later.attempts) == ("pending", 0) and later.last_error.startswith("held")
     assert rows["followUpChat:g:r2:src:1001:set"].status == "delivered"

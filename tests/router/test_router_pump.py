@@ -2,7 +2,7 @@
 Stack never ``failed``, TTL at send time, claims before sends, health's plug (DESIGN §10)."""
 from __future__ import annotations
 
-from sidecar.router.attempt import Admission, Attempts, Report, ReleaseTarget
+from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, ReleaseTarget
 from sidecar.router.model import Event, StackWrite
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
@@ -107,7 +107,8 @@ async def test_stack_never_fails_keeps_the_last_step_and_keeps_pair_order(rstore
     await emit(rstore, st, [marker_event(1), marker_event(2)], T0)
     await drive(pump, T0 + 4 * 3600)
     k1 = [n - T0 for key, n in stack.calls if key == "k1"]
-    assert k1[:5] == [0, 30, 150, 750, 2550] and k1[5] - k1[4] == 1800 and k1[6] - k1[5] == 1800
+    # the Stack ladder (STACK_LADDER): 5 s, 15 s, 30 s, 1 min, 2 min, then 2 min forever
+    assert k1[:6] == [0, 5, 20, 50, 110, 230] and k1[6] - k1[5] == 120 and k1[7] - k1[6] == 120
     assert all(key == "k1" for key, _ in stack.calls)  # k2 never overtakes its pair's head
     rows = await rstore.deliveries()
     assert [r.status for r in rows] == ["pending", "pending"] and rows[0].attempts >= 7
@@ -133,8 +134,9 @@ async def test_ttl_is_checked_at_send_time(rstore):
     assert n["i"] == 0
 
 
-class Cooldown:
-    """A stand-in for sender health: the gate asks it before each attempt and reports after."""
+class Cooldown(AlwaysOpen):
+    """A stand-in for sender health: the gate asks it before each attempt and reports after
+    (no probes: :class:`AlwaysOpen`'s)."""
 
     def __init__(self) -> None:
         self.closed_until: float | None = None

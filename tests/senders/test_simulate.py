@@ -64,3 +64,13 @@ def test_group_window_is_read_at_the_failure():
     st = simulate(30, 3, group=night, seed=2)
     short = sum(d < 180 for d in st.planned)
     assert 0 < short < len(st.planned)  # group delays at night, the ladder by day
+
+
+def test_extensions_per_start_match_section_5():
+    """§5: 3 252 extensions for 10 648 starts (0.31 a start) and 13 060 warm-ups sent (1.23).
+    A probe answered "failed" at once during a bad spell made it 0.65 (issue 10 calibration)."""
+    st = simulate(200, 7)
+    starts = sum(st.starts.values())
+    assert 0.25 <= st.extensions / starts <= 0.40
+    assert 1.15 <= st.warmup_sent / starts <= 1.40
+    assert 0.80 <= st.warmup_confirmed / starts <= 0.92

@@ -25,13 +25,22 @@ import msgspec
 from sidecar.core.clock import VirtualClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.domain.tasks import HistoryRow
+from sidecar.router.core import Router
 from sidecar.runtime.engine import REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.step import Request, Step
 from sidecar.services import default_services
 from sidecar.stack.startup import favorite_of
 
-Answer = Callable[[str, str, dict], Any]  # (tu, method, params) -> result; raise for an error
+Answer = Callable[[str, str, dict], Any]
+
+
+def stack_writes(ops: list, source: str | None = None) -> list:
+    """The Stack writes among ``ops``: the router's pending ``stack`` deliveries (the built-in
+    route of ``markers`` / ``tasks`` / ``candidates`` events), in order; ``source`` filters."""
+    from sidecar.router.storage import PutDelivery
+    return [op.delivery for op in ops if isinstance(op, PutDelivery)
+            and op.delivery.channel == "stack" and (source is None or op.delivery.source == source)]  # (tu, method, params) -> result; raise for an error
 
 
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -55,7 +64,9 @@ class Driver:
         self.notes: list[tuple[str, Any]] = []  # every notification, in order
         self.ops: list = []  # every store op, in order
         self.requests: list[tuple[str, str, dict]] = []  # (tu, method, params) made
-        self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS)
+        self.router = Router.in_memory("ev-test-")  # the built-in Stack route only
+        self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
+                                     router=self.router)
 
     @property
     def steps(self) -> int:

@@ -175,7 +175,9 @@ def test_a_failed_steps_decisions_and_candidates_never_survive_nor_silence_a_lat
         await again.call("platform.event", msg("ru-1", "m-4", T0 + 30.5))  # the same refusal again
         assert await why(again) == [(10.0, "unanswered_message", "created"),
                                     (30.0, "unanswered_message", "refused:stronger_task_open")]
-        cands = [msgspec.json.decode(r.body) for r in await again.store.outbox_rows(kind="candidate")]
+        from sidecar.router.storage import RouterStore  # candidates ride the router's stack channel
+        cands = [msgspec.json.decode(r.message) for r in await RouterStore(again.store).deliveries()
+                 if r.source == "candidates"]
         assert [c["at"] - T0 for c in cands if c["ru"] == "ru-1"] == [10.0, 30.0], cands  # none of +20
         await again.stop()
     asyncio.run(main())

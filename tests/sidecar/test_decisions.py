@@ -8,7 +8,8 @@ import pytest
 
 from sidecar.runtime.decisions import RETENTION_S, explain, refused
 from sidecar.services import chain as ch
-from sidecar.store.ops import Enqueue, PruneDecisions, PruneTasks, PutDecision
+from sidecar.store.ops import PruneDecisions, PruneTasks, PutDecision
+from tests.sidecar.driver import stack_writes
 from tests.sidecar.world import T0, World, fav
 
 TU, RU = "tu-1", "ru-1"
@@ -21,8 +22,8 @@ def rows(w: World, ru: str = RU) -> list[tuple[float, str, str, str]]:
 
 
 def candidates(w: World, ru: str = RU) -> list[dict]:
-    return [msgspec.json.decode(op.body) for op in w.d.ops
-            if isinstance(op, Enqueue) and op.kind == "candidate" and msgspec.json.decode(op.body)["ru"] == ru]
+    return [msgspec.json.decode(d.message) for d in stack_writes(w.d.ops, "candidates")
+            if msgspec.json.decode(d.message)["ru"] == ru]
 
 
 def chain_to_first_follow_up(w: World) -> tuple[str, float]:
@@ -55,12 +56,15 @@ def test_the_decision_and_its_candidate_are_ops_of_the_step_that_decided():
     step = Step(now=T0 + 10)
     w.d.engine.platform_event(step, TU, "golden", "receivePrivateMessage", {
         "messageId": "m1", "senderId": RU, "recipientId": TU, "sentAt": T0 + 10, "text": "hi"})
-    kinds = [type(op).__name__ if not isinstance(op, Enqueue) else f"Enqueue:{op.kind}" for op in step.ops]
-    assert "PutTask" in kinds and "PutDecision" in kinds and "Enqueue:candidate" in kinds
+    kinds = [type(op).__name__ for op in step.ops]
+    assert "PutTask" in kinds and "PutDecision" in kinds
+    # the Stack writes are routing events of the same step (the executor routes them into its commit)
+    assert {e.source for e in step.events} == {"candidates", "tasks"}
+    assert all(e.write is not None for e in step.events)
     [task] = [op.task for op in step.ops if isinstance(op, PutTask)]
     [dec] = [op for op in step.ops if isinstance(op, PutDecision)]
     assert (dec.task_id, dec.outcome, dec.at) == (task.task_id, "created", T0 + 10)
-    assert step.outbox >= 2  # the task event and the candidate: the runtime kicks the pump
+    assert len(step.events) >= 2  # the task event and the candidate: routed with the commit
 
 
 def test_a_refusal_rechecked_every_pass_is_logged_once_until_the_outcome_changes():

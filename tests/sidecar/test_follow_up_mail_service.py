@@ -5,11 +5,13 @@ machine.  Exact instants come from the same keyed draws the service uses."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from sidecar.core.clock import to_iso
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
-from sidecar.store.ops import Enqueue, PutDecision
+from sidecar.store.ops import PutDecision
+from tests.sidecar.driver import stack_writes
 from tests.sidecar.world import T0, World, fav
 
 TU, RU = "tu-1", "ru-1"
@@ -41,9 +43,9 @@ def mails(w: World, source: str | None = None) -> list:
 
 def mail_markers(w: World) -> list[tuple[str, object]]:
     out = []
-    for op in w.d.ops:
-        if isinstance(op, Enqueue) and op.kind == "marker" and op.path.endswith("/followUpMail"):
-            out.append((op.idem_key, msgspec.json.decode(op.body)["value"]))
+    for d in stack_writes(w.d.ops, "markers"):  # the router's stack deliveries (issue 9)
+        if d.subject == "followUpMail":
+            out.append((d.idem_key, msgspec.json.decode(d.message)["value"]))
     return out
 
 
@@ -163,6 +165,40 @@ def test_burst_rolls_once_at_the_sixth_answered_close_and_records_it_hit_or_miss
     assert seen == {True, False}
 
 
+def test_burst_rolls_through_the_service_hit_half_within_4_sigma():
+    """Seed 001 "Понад 5 Unanswered за 10 хвилин": one 50 % roll per burst close, end to end
+    through the service on the virtual clock (fixed seed 11, so the run is deterministic).  One
+    pair chats for ~4.4 h, a close every 20 s: every close from the sixth on is a burst close;
+    each Follow-up mail made is dismissed at once so the next close is rolled, not refused as
+    ``stronger_task_open`` (no TU letter, no post-chat timer due: nothing else refuses).
+
+    Tolerance: with n rolls the hits are Binomial(n, 0.5), σ = √n / 2; 4σ (n ≈ 790: σ ≈ 14, ±56
+    hits, ±7 points) fails a correct roll with probability 6·10⁻⁵ on a fresh seed, while a 40 %
+    or 60 % rule (10 points ≈ 5.6σ away) fails it.  Every roll is also the keyed one."""
+    import math
+
+    w = world(seed=11, letter_ago=3600.0)  # a 1 h old letter: the 6 h source stays quiet
+    hits = misses = 0
+    for i in range(800):
+        task_id, _ = answered(w, 10 + 20 * i, 15 + 20 * i)
+        w.at(16 + 20 * i)
+        made = [t for t in mails(w, "burst") if (t.meta or {}).get("ref") == task_id]
+        outcome = [o for so, o in decisions(w, "burst")][hits + misses:]
+        if i < 5:
+            assert outcome == [] and made == []
+            continue
+        assert outcome == (["created"] if made else ["miss"]), (i, outcome)
+        assert bool(made) is src.burst_roll(w.d.engine.rng, TU, RU, task_id)
+        if made:
+            hits += 1
+            w.d.close(made[0].task_id, "dismissed")
+        else:
+            misses += 1
+    n = hits + misses
+    assert n == 795 and mails(w, "post_chat") == [] and mails(w, "last_mail_6h") == []
+    assert abs(hits - n / 2) <= 4 * math.sqrt(n) / 2, (hits, n)
+
+
 def test_five_answered_closes_are_no_burst():
     w = world()
     burst(w, 5)
@@ -238,6 +274,24 @@ def test_a_recent_letter_is_read_once_then_not_again_before_it_is_6h_old():
     w.at(5 * 3600 + 30)  # the letter is 6 h old at T0 + 5 h
     [task] = mails(w, "last_mail_6h")
     assert 5 * 3600 < task.created_at - T0 <= 5 * 3600 + 15 and len(reads(w)) == 2
+
+
+def test_a_pending_post_chat_timer_holds_the_6h_source_until_its_own_check():
+    """Seed 001 "Останній лист TU старший за 6 годин": the pair is not checked while it "awaits a
+    check from another mail source" — an armed post-chat timer is exactly that.  The TU's last
+    letter is 8 h old and the RU chats: no 6 h mail while the timer runs; the timer's check makes
+    the one Follow-up mail (post_chat) at its instant."""
+    w = World("golden", TU, 3, follow_up_mail=True)
+    w.mails[RU] = [{"id": "ml-0", "from": "tu", "at": T0 - 30000}]
+    w.login([fav(RU)])  # the RU is offline at login: no 6 h read yet
+    w.at(5)
+    task_id, closed = answered(w, 10, 12)  # closed (timer armed) before the pass that sees the RU
+    due = due_of(w, task_id, closed)
+    w.at_abs(due - 1)
+    assert mails(w) == []
+    w.at_abs(due + 1)
+    [task] = mails(w)
+    assert task.source == "post_chat" and task.created_at == due
 
 
 def test_a_tu_that_never_mailed_counts_as_older_than_6h():
@@ -396,3 +450,99 @@ def test_an_ineligible_online_favorite_is_never_read_and_its_refusal_is_logged_o
     w = world(is_white=True)
     w.at(600)  # 40 passes
     assert reads(w) == [] and decisions(w, "last_mail_6h") == [("last_mail_6h", "refused:white")]
+
+
+# ---- a crash between a burst / read trigger and its check (seed 001 "Ініціалізація", "Збереження") --
+
+class Died(BaseException):
+    """The process dies while the pair's mail-history read is in flight (SIGKILL: no step runs)."""
+
+
+def dies_at_the_read(w: World) -> None:
+    answer = w.d.answer
+
+    def dying(tu, method, params):
+        if method in HISTORY_METHODS:
+            raise Died(method)
+        return answer(tu, method, params)
+    w.d.answer = dying
+
+
+def pending_rows(w: World) -> dict:
+    return w.local()["local_state"].get("follow_up_mail", {})
+
+
+def test_a_burst_close_whose_check_a_crash_interrupted_is_checked_once_after_the_restart():
+    """Today's gap closed: the close's trigger is a durable row written with the close, so the
+    restarted sidecar checks it once — with the same keyed roll the dead process would have made
+    — and a second restart neither re-checks nor re-rolls it."""
+    for seed in range(40):  # both a hit and a miss go through the crash
+        w = world(seed=seed)
+        ids = burst(w, 5)
+        dies_at_the_read(w)
+        with pytest.raises(Died):
+            answered(w, 10 + 20 * 5, 15 + 20 * 5)
+            w.at(116)  # the check's flush at the close instant sends the read: the process dies
+        close = w.d.engine.tus[TU].last_task(RU, "unanswered_message", closed=True)
+        assert close is not None and close.task_id not in ids
+        assert decisions(w, "burst") == [] and len(pending_rows(w)) == 1  # nothing checked yet
+        w2 = w.restart()
+        w2.at(130)  # the first RU Online report after the restart
+        hit = src.burst_roll(w2.d.engine.rng, TU, RU, close.task_id)
+        assert decisions(w2, "burst") == [("burst", "created" if hit else "miss")]
+        assert len(mails(w2, "burst")) == (1 if hit else 0)
+        assert mk.decode(w2.d.engine.tus[TU].marker(RU, mk.NAME)).marker.last_burst_source == close.task_id
+        assert pending_rows(w2) == {}
+        w3 = w2.restart()
+        w3.at(400)
+        assert decisions(w3, "burst") == [] and mails(w3, "burst") == []
+        if hit:
+            return
+    raise AssertionError("no seed in range(40) hits the burst roll")
+
+
+def test_a_read_event_whose_check_a_crash_interrupted_is_checked_once_after_the_restart():
+    w = world(letter_ago=7200.0)
+    w.at(99)  # the login's 6 h read is done (a 2 h old letter: no mail)
+    dies_at_the_read(w)
+    with pytest.raises(Died):
+        w.at(100).ru_reads(RU, "rd-1")
+        w.at(101)
+    assert mails(w) == [] and len(pending_rows(w)) == 1
+    w2 = w.restart()
+    w2.at(101)
+    [task] = mails(w2, "mail_read")
+    assert task.created_at == T0 + 100  # the restart at the crash instant, at its first RU Online report
+    assert mk.decode(w2.d.engine.tus[TU].marker(RU, mk.NAME)).marker.last_read_event_key == "rd-1"
+    assert pending_rows(w2) == {}
+    w3 = w2.restart()
+    w3.at(300)
+    assert len(mails(w3)) == 0 and decisions(w3, "mail_read") == []
+
+
+def test_a_crash_interrupted_read_is_judged_from_its_own_instant_after_the_restart():
+    """The restored trigger keeps the event's instant: a TU letter sent after the read (before
+    the restart's check) refuses it as ``tu_mailed_since`` — seed 001's fourth "new event" rule."""
+    w = world(letter_ago=7200.0)
+    w.at(99)  # the login's 6 h read is done (a 2 h old letter: no mail)
+    dies_at_the_read(w)
+    with pytest.raises(Died):
+        w.at(100).ru_reads(RU, "rd-1")
+        w.at(101)
+    w.mails[RU].append({"id": "ml-9", "from": "tu", "at": T0 + 100.5})
+    w2 = w.restart()
+    w2.at(101)
+    assert mails(w2) == [] and ("mail_read", "refused:tu_mailed_since") in decisions(w2)
+    assert pending_rows(w2) == {}
+
+
+def test_a_logout_ends_the_pending_triggers_with_the_session():
+    w = world(letter_ago=7200.0)
+    w.at(99)  # the login's 6 h read is done (a 2 h old letter: no mail)
+    dies_at_the_read(w)
+    with pytest.raises(Died):
+        w.at(100).ru_reads(RU, "rd-1")
+        w.at(101)
+    w2 = w.restart()
+    w2.d.logout(TU)
+    assert pending_rows(w2) == {}

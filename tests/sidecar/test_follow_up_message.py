@@ -529,7 +529,7 @@ def test_no_idempotency_key_is_ever_reused_for_a_different_body():
     import random
 
     import msgspec
-    from sidecar.store.ops import Enqueue
+    from tests.sidecar.driver import stack_writes
     rus = [f"ru-{i}" for i in range(6)]
     seen: dict[str, bytes] = {}
     total = 0
@@ -561,12 +561,11 @@ def test_no_idempotency_key_is_ever_reused_for_a_different_body():
                 ops_before = list(w.d.ops)
                 w = w.restart()
                 w.d.ops[:0] = ops_before  # one history of writes across the crash
-        for op in w.d.ops:
-            if isinstance(op, Enqueue):
-                total += 1
-                body = msgspec.json.encode(msgspec.json.decode(op.body))
-                prev = seen.setdefault(f"{seed}|{op.idem_key}", body)
-                assert prev == body, (op.idem_key, prev, body)
+        for d in stack_writes(w.d.ops):  # every Stack write: the router's stack deliveries
+            total += 1
+            body = msgspec.json.encode(msgspec.json.decode(d.message))
+            prev = seen.setdefault(f"{seed}|{d.idem_key}", body)
+            assert prev == body, (d.idem_key, prev, body)
     assert total > 1000
 
 

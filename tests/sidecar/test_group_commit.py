@@ -12,8 +12,12 @@ from typing import Any
 import pytest
 
 from sidecar.core.clock import VirtualClock
+from sidecar.router.core import Router
+from sidecar.router.model import Action, Event, Rule, Status
+from sidecar.router.storage import PutDelivery
+from sidecar.stack.writes import marker_event
 from sidecar.core.scheduler import Scheduler
-from sidecar.runtime.executor import StepExecutor, StepFailed
+from sidecar.runtime.executor import StepExecutor, StepFailed, Stopping
 from sidecar.runtime.step import Request, Step
 from sidecar.store.errors import StoreError
 
@@ -24,7 +28,8 @@ class TimerEngine:
     """Timers ``("t", i)`` due at ``T0 + i``: each step writes op ``i`` and note ``i``; timer
     ``ask`` also asks the platform, and the answer step writes op ``("answer", i)``."""
 
-    def __init__(self, n: int, ask: set[int] = frozenset()) -> None:
+    def __init__(self, n: int, ask: set[int] = frozenset(), emits: dict | None = None) -> None:
+        self.emits = emits or {}  # timer -> extra routing events its step emits
         self.scheduler = Scheduler()
         for i in range(n):
             self.scheduler.schedule(("t", i), T0 + i)
@@ -41,8 +46,10 @@ class TimerEngine:
         step.notify("note", i)
         if i in self.ask:
             step.requests.append(Request("svc", "m", {}, "tag", context=i))
-        if i == 0:
-            step.outbox += 1  # enqueued a Stack write
+        if i == 0:  # a marker change: its Stack write is a pending ``stack`` delivery
+            step.emit(marker_event("tu", f"ru-{i}", "followUpChat", {"nextCheckAt": T0 + i}, f"k-{i}"))
+        for ev in self.emits.get(i, ()):
+            step.emit(ev)
         return True
 
     def request_done(self, step: Step, req: Request, result: Any, error: str | None) -> None:
@@ -83,6 +90,7 @@ class LogPorts:
 def executor(engine, ports, **kw) -> tuple[StepExecutor, VirtualClock]:
     clock = VirtualClock()
     clock.advance_to(T0)
+    kw.setdefault("router", Router.in_memory("ev-test-"))
     return StepExecutor(engine, clock, ports, **kw), clock  # type: ignore[arg-type]
 
 
@@ -93,9 +101,8 @@ def test_the_timers_of_one_advance_commit_once_in_step_order_then_notify():
     assert fired == 5 and ex.steps == 5 and ex.commits == 1
     assert engine.seen == [0, 1, 2, 3, 4]  # each step ran on the memory the one before left
     kinds = [e[0] for e in ports.log]
-    assert kinds == ["outbox_queued", "commit", "notify", "notify", "notify", "notify", "notify",
-                     "step_done"]
-    assert ports.log[1] == ("commit", [("op", i) for i in range(5)])
+    assert kinds == ["outbox_queued", "commit"] + ["notify", "step_done"] * 5  # each step's, in order
+    assert [op for op in ports.log[1][1] if isinstance(op, tuple)] == [("op", i) for i in range(5)]
     assert [e[1] for e in ports.log if e[0] == "notify"] == [0, 1, 2, 3, 4]
 
 
@@ -105,7 +112,7 @@ def test_platform_requests_of_the_group_are_made_inline_and_their_answers_join_t
     asyncio.run(ex.fire_due(T0 + 10, advance_clock=clock.advance_to))
     assert ex.commits == 1 and ex.steps == 4  # three timers and one answer
     commit = next(e for e in ports.log if e[0] == "commit")
-    assert commit[1] == [("op", 0), ("op", 1), ("answer", 1), ("op", 2)]
+    assert [op for op in commit[1] if isinstance(op, tuple)] == [("op", 0), ("op", 1), ("answer", 1), ("op", 2)]
     assert ports.log.index(("perform", 1)) < ports.log.index(commit)
 
 
@@ -126,7 +133,7 @@ def test_the_group_is_committed_before_every_yield_hook_and_when_the_hook_stops_
     at_hook: list[int] = []
 
     async def hook() -> None:
-        at_hook.append(sum(len(e[1]) for e in ports.log if e[0] == "commit"))
+        at_hook.append(sum(isinstance(op, tuple) for e in ports.log if e[0] == "commit" for op in e[1]))
         if len(at_hook) == 2:
             raise RuntimeError("client went away")
 
@@ -164,7 +171,99 @@ def test_a_refusal_inside_a_group_keeps_the_steps_before_it():
             await ex.run(lambda s: s.ops.append(("after", 0)))
     asyncio.run(main())
     assert ex.commits == 1 and ex.failed is None
-    assert next(e for e in ports.log if e[0] == "commit")[1] == [("op", 0), ("op", 1), ("after", 0)]
+    commit = next(e for e in ports.log if e[0] == "commit")[1]
+    assert [op for op in commit if isinstance(op, tuple)] == [("op", 0), ("op", 1), ("after", 0)]
+
+
+# ---- the router inside a group (issue 9 x issue 11) --------------------------------------------
+
+ALERT = Rule(name="alert", actions=(Action(target="ops"),), throttle_seconds=60.0)
+
+
+def _routed_engine() -> TimerEngine:
+    """Timer 0 changes a marker (which also matches the throttled ``alert`` rule); timers 1..3
+    each emit the same deduplicated event, which the rule alerts too."""
+    ev = Event(source="sidecar", subject="probe", action="x", dedup_key="same")
+    return TimerEngine(4, emits={1: [ev], 2: [ev], 3: [ev]})
+
+
+def _routed_router() -> Router:
+    r = Router.in_memory("ev-test-", targets={"ops": "telegram"})
+    r.apply_rule(ALERT)
+    return r
+
+
+def _deliveries(ports: LogPorts) -> list[tuple[str, str, str]]:
+    return [(op.delivery.id, op.delivery.target, op.delivery.status)
+            for e in ports.log if e[0] == "commit" for op in e[1] if isinstance(op, PutDelivery)]
+
+
+def test_each_step_of_a_group_routes_as_if_the_steps_before_it_were_applied():
+    """Dedup keys, throttle windows and event numbers of the group's earlier steps hold for the
+    later ones although nothing is applied before the group's one commit: the rows equal those
+    of one commit per step."""
+    grouped, one_by_one = LogPorts(), LogPorts()
+    ex, clock = executor(_routed_engine(), grouped, router=_routed_router())
+    asyncio.run(ex.fire_due(T0 + 10, advance_clock=clock.advance_to))
+    assert ex.commits == 1
+    ref, clock2 = executor(_routed_engine(), one_by_one, router=_routed_router())
+
+    async def each() -> None:  # the same timers, one step and one commit each
+        while (nxt := ref.engine.scheduler.next_due()) is not None and nxt <= T0 + 10:
+            clock2.advance_to(nxt)
+            await ref.run(ref.engine.fire, now=nxt)
+    asyncio.run(each())
+    assert ref.commits == 4
+    assert _deliveries(grouped) == _deliveries(one_by_one)
+    statuses = [s for _, t, s in _deliveries(grouped) if t == "ops"]
+    # timer 0's marker event alerts; timer 1's is in its 60 s throttle window (seen although
+    # not applied); 2's and 3's are duplicates of 1's dedup key (likewise)
+    assert statuses == [Status.PENDING.value, Status.SKIPPED.value, Status.DUPLICATE.value,
+                        Status.DUPLICATE.value]
+    assert ex.router.state.seq == ref.router.state.seq == 5  # four events, applied after the commit
+
+
+def test_a_failed_group_commit_leaves_the_router_as_it_was():
+    ports = LogPorts(fail_commit=True)
+    router = _routed_router()
+    ex, clock = executor(_routed_engine(), ports, router=router)
+    with pytest.raises(StepFailed):
+        asyncio.run(ex.fire_due(T0 + 10, advance_clock=clock.advance_to))
+    assert router.state.seq == 1 and router.state.dedup == {} and router.state.last_real == {}
+    assert router.state.prefix == "ev-test-"
+
+
+def test_shutdown_inside_a_group_refuses_the_next_step_and_commits_the_ones_that_ran():
+    engine, ports = TimerEngine(5), LogPorts()
+    ex, clock = executor(engine, ports)
+    hooks = 0
+
+    async def hook() -> None:
+        nonlocal hooks
+        hooks += 1
+        if hooks == 2:
+            ex.stop()  # close() began while the advance ran
+
+    with pytest.raises(Stopping):
+        asyncio.run(ex.fire_due(T0 + 10, advance_clock=clock.advance_to, after_each=hook))
+    assert ex.failed is None and ex.steps == 2 and ex.commits == 1
+    commit = next(e for e in ports.log if e[0] == "commit")[1]
+    assert [op for op in commit if isinstance(op, tuple)] == [("op", 0), ("op", 1)]
+    assert [e[1] for e in ports.log if e[0] == "notify"] == [0, 1]
+
+
+def test_a_group_commit_that_meets_the_closing_store_is_abandoned_not_failed():
+    engine, ports = TimerEngine(3), LogPorts(fail_commit=True)
+    ex, clock = executor(engine, ports)
+
+    async def main() -> None:
+        async with ex.group():
+            await ex.fire_due(T0 + 10, advance_clock=clock.advance_to)
+            ex.stop()
+    with pytest.raises(Stopping):
+        asyncio.run(main())
+    assert ex.failed is None and ports.failed == [] and ex.steps == 0
+    assert [e for e in ports.log if e[0] in ("notify", "step_done")] == []
 
 
 # ---- the app on a real store ------------------------------------------------------------------
@@ -225,7 +324,7 @@ def test_one_store_commit_per_advance_and_a_failed_one_leaves_sqlite_and_stack_a
     async def main() -> None:
         ref, (commits, hops, ops, steps), sent0, _ = await _chain_run(tmp_path / "ref", fail_advance=False)
         assert steps > 20 and ops >= 8, (steps, ops)
-        assert (commits, hops) == (1, 1)
+        assert (commits, hops) == (1, 1)  # no target but Stack: no pass splits the group
         ref_after = [(m, getattr(p, "task_id", None)) for m, p in ref.sent[len(sent0):]]
         assert ("task.closed", ) == tuple(m for m, _ in ref_after if m == "task.closed")
 

@@ -1,8 +1,9 @@
 """A tiny platform world for driving the engine in unit tests (virtual clock, no I/O)."""
 from __future__ import annotations
 
+from sidecar.router.storage import PutDelivery
 from sidecar.services import default_services
-from tests.sidecar.driver import Driver
+from tests.sidecar.driver import Driver, stack_writes
 
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
 
@@ -113,9 +114,10 @@ class World:
                 state.setdefault(op.scope, {})[op.key] = op.value
             elif isinstance(op, o.DeleteState):
                 state.get(op.scope, {}).pop(op.key, None)
-            elif isinstance(op, o.Enqueue) and op.kind == "marker":
-                assert op.ru is not None and op.marker is not None  # structured columns
-                pending[(op.ru, op.marker)] = msgspec.json.decode(op.body)["value"]
+            elif isinstance(op, PutDelivery) and op.delivery.source == "markers":
+                d = op.delivery  # the marker's pending stack delivery (structured columns)
+                assert d.channel == "stack" and d.ru is not None
+                pending[(d.ru, d.subject)] = msgspec.json.decode(d.message)["value"]
         return {"local_favorites": favs, "local_tasks": list(tasks.values()), "local_state": state,
                 "pending_markers": pending}
 
@@ -188,9 +190,8 @@ class World:
     def markers(self, ru: str) -> list:
         """Every followUpChat marker value written for ``ru``, in order (None = clear)."""
         import msgspec
-        from sidecar.store.ops import Enqueue
         out = []
-        for op in self.d.ops:
-            if isinstance(op, Enqueue) and op.kind == "marker" and f"/favorites/{ru}/" in op.path:
-                out.append((op.idem_key, msgspec.json.decode(op.body)["value"]))
+        for d in stack_writes(self.d.ops, "markers"):
+            if d.ru == ru:
+                out.append((d.idem_key, msgspec.json.decode(d.message)["value"]))
         return out

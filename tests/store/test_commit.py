@@ -127,6 +127,19 @@ async def test_favorites_state_sessions_meta(store):
     assert await store.meta("k") == "v" and await store.meta("x") is None
 
 
+async def test_all_states_returns_every_scope_of_the_tu(store):
+    """A login loads every durable service-state scope of the TU — a service that adds a scope
+    (Follow-up mail's pending triggers) is restored without a list to keep in step (the list
+    ``("passes", "contact")`` once left its rows unread after a crash)."""
+    await store.commit([PutState("tu1", "passes", "open_limits_cursor", 3),
+                        PutState("tu1", "follow_up_mail", '["burst","ru1","u-1"]', {"ru": "ru1", "at": T0}),
+                        PutState("tu2", "contact", "ru1", [None, None, None])])
+    assert await store.all_states("tu1") == {
+        "follow_up_mail": {'["burst","ru1","u-1"]': {"ru": "ru1", "at": T0}},
+        "passes": {"open_limits_cursor": 3}}
+    assert await store.all_states("tu3") == {}
+
+
 async def test_outbox_enqueue_is_idempotent(store):
     await store.commit([enq("k1", body=b"first"), enq("k1", body=b"second"), enq("k2")])
     await store.commit([enq("k1", body=b"third")])

@@ -1,12 +1,14 @@
 """Outbox rows carry structured columns (schema v5, issue 12): a login reads its unacknowledged
 marker writes by (tu, ru, marker), never by splitting an HTTP path; rows queued by an older
-sidecar are filled by the migration (or, when their ids were quoted, read from their path)."""
+sidecar are filled by the migration (or, when their ids were quoted, read from their path), and
+schema v6 carries them onto the router's ``stack`` channel (issue 9) with those columns."""
 from __future__ import annotations
 
 import sqlite3
 
 import msgspec
 
+from sidecar.router.storage import RouterStore
 from sidecar.stack import writes
 from sidecar.store.db import Store
 from sidecar.store.migrations import MIGRATIONS, migrate
@@ -39,9 +41,12 @@ async def test_the_migration_fills_the_columns_of_rows_queued_before_it(tmp_path
                      " next_at) VALUES ('p', ?, 'PUT', ?, ?, 'marker', 0, 0)", (key, p, body))
     conn.close()
     async with await Store.open(path) as s:
-        rows = await s.outbox_rows()
-        assert [(r.tu, r.ru, r.marker) for r in rows] == [("tu-1", "ru-1", "followUpChat"),
-                                                          (None, None, None)]
+        # schema v6 carried both rows onto the router's stack channel, in order, columns kept
+        assert await s.outbox_rows() == []
+        rows = await RouterStore(s).deliveries()
+        assert [(r.tu, r.ru, r.subject, r.idem_key, r.status, r.channel) for r in rows] == [
+            ("tu-1", "ru-1", "followUpChat", "a", "pending", "stack"),
+            (None, None, "marker", "b", "pending", "stack")]
         assert await s.pending_markers("tu-1") == {("ru-1", "followUpChat"): "v",
                                                    ("ru/2", "followUpChat"): "v"}
         assert await s.pending_markers("tu-2") == {}

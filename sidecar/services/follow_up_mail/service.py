@@ -34,6 +34,9 @@ Rules / theory of operation
   local row, merged by the engine), task history and the Unanswered closes rebuild the post-chat
   timer (:func:`~.sources.restore_post_chat`); an overdue one is checked at once (after the check
   chat); burst and read state is only the marker's (never re-rolled, never re-processed).
+* A burst close or a read event waiting for its check survives a crash: a durable row written
+  with the offer, deleted with the check, offered again after a restart at the first RU Online
+  report and checked once (:mod:`.pending`).
 * Last TU mail older than 6 h costs a read per pair only when it could pass: after a read
   showed a recent letter, the pair is not read again before that letter is 6 h old; after a
   refusal for another reason (limit, a task open, …) not before the RU next comes online or a
@@ -57,6 +60,7 @@ from sidecar.services.follow_up_mail import check
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 from sidecar.services.follow_up_mail.lock import PairLocks
+from sidecar.services.follow_up_mail.pending import PendingTriggers
 
 log = logging.getLogger("sidecar.follow_up_mail")
 
@@ -88,6 +92,8 @@ class FollowUpMailService(Service):
         self.six_h_after: dict[str, float] = {}  # ru -> the 6 h source may pass only later
         self.six_h_hold: set[str] = set()  # refused for another reason: wait for a change
         self.awaiting_sync: set[str] = set()  # post-chat timers due before the check chat
+        self.pending = PendingTriggers(tu)  # burst / read triggers kept durable until checked
+        self.restored: dict[str, list[src.Trigger]] = {}  # ru -> pending triggers of a crash
 
     # marker -----------------------------------------------------------------------------------
     def marker(self, ru: str) -> mk.MailMarker:
@@ -109,7 +115,8 @@ class FollowUpMailService(Service):
     # lifecycle --------------------------------------------------------------------------------
     def on_login(self, step: Step) -> None:
         """Seed 001 "Ініціалізація": post-chat timers from marker and task history; the read key
-        of the marker counts as processed."""
+        of the marker counts as processed; burst / read triggers a crash left unchecked wait for
+        the first RU Online report (:mod:`.pending`)."""
         rt = self.tu
         for ru in sorted(rt.favorites):
             value = rt.marker(ru, mk.NAME)
@@ -134,8 +141,11 @@ class FollowUpMailService(Service):
                 if restored.closed_at is not None:
                     self.closed_at[ru] = (m.post_chat_source, restored.closed_at)
                 self._arm_post_chat(step, ru, m)  # overdue: due now, checked at once
+        self.restored = self.pending.restore(step, {ru: self.marker(ru) for ru in rt.favorites})
 
     def on_logout(self, step: Step) -> None:
+        self.pending.end(step)  # the service's runtime state ends with the session
+        self.restored.clear()
         self.locks.drop()
         self.reads.clear()
         self.closed_at.clear()
@@ -182,7 +192,7 @@ class FollowUpMailService(Service):
             case ev.MailRead():
                 trigger = src.read_trigger(rt.client.has_read_stats, event.event_key, event.at)
                 if trigger is not None:
-                    self.locks.offer(event.ru, trigger)
+                    self._offer(step, event.ru, trigger)
             case ev.Notification():
                 trigger = src.notification_trigger(rt.project, event.kind, rt.limit(event.ru, "chat"),
                                                    event.at)
@@ -210,7 +220,7 @@ class FollowUpMailService(Service):
                   and r.closed_at is not None]
         trigger = src.burst_trigger(m, closes, task.task_id, task.closed_at)
         if trigger is not None:
-            self.locks.offer(ru, trigger)
+            self._offer(step, ru, trigger)
         self._flush_soon(step)
 
     def on_favorite_changed(self, step: Step, ru: str, before: Favorite, after: Favorite) -> None:
@@ -225,6 +235,10 @@ class FollowUpMailService(Service):
             return
         for ru in sorted(self.awaiting_sync):
             self._post_chat_due(step, ru)
+        for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
+            for trigger in triggers:
+                self.locks.offer(ru, trigger)
+        self.restored.clear()
         if full_pass:
             for ru in sorted(online):
                 self._six_hours(step, ru)
@@ -241,9 +255,12 @@ class FollowUpMailService(Service):
             return
         last = next((r for r in reversed(rt.history.get(ru, ()))
                      if r.type == TYPE.value and r.source == src.LAST_MAIL_6H), None)
+        # "очікує перевірки з іншого mail-джерела": a trigger queued or in flight, and an armed
+        # post-chat timer (its check is coming; a 6 h mail now would only block or double it)
+        other_pending = self.locks.pending(ru) or self.marker(ru).post_chat_pending
         trigger = src.six_hour_trigger(
             step.now, any(t.type in MAIL_TASKS for t in rt.factory.open_of_pair(rt.tu, ru)),
-            self.locks.pending(ru), None if last is None else last.created_at)
+            other_pending, None if last is None else last.created_at)
         if trigger is not None:
             self.locks.offer(ru, trigger)
 
@@ -261,6 +278,11 @@ class FollowUpMailService(Service):
             mail_limit=rt.limit(ru, "mail"), marker=self.marker(ru),
             last_follow_up_mail_closed_at=None if last is None else last.closed_at,
             processed_reads=frozenset(self.processed_reads.get(ru, ())))
+
+    def _offer(self, step: Step, ru: str, trigger: src.Trigger) -> None:
+        """Queue ``trigger`` for the pair's check; a burst / read one is made durable in this step."""
+        if self.locks.offer(ru, trigger):
+            self.pending.write(step, ru, trigger)
 
     def _flush_soon(self, step: Step) -> None:
         """Check the queued triggers in a step of their own at this instant, after every input
@@ -326,6 +348,7 @@ class FollowUpMailService(Service):
         for change in d.changes:
             self._write(step, change)
         for note in d.notes:
+            self.pending.settle(step, ru, note.source, note.ref)  # checked, any outcome
             if note.source == src.MAIL_READ and note.outcome != "refused:history_error":
                 self.processed_reads.setdefault(ru, set()).add(note.ref)
             if note.source == src.LAST_MAIL_6H and note.outcome.startswith("refused:") \

@@ -1,0 +1,144 @@
+"""The router as the runtime holds it: routing a step's events, rule management, and the
+watch on Stack that raises ``sidecar/stack`` events (DESIGN §10, §13; seed 002).
+
+Rules / theory of operation
+---------------------------
+* Sans-I/O, decide / evolve (DESIGN §13): every method that changes something first returns
+  what to commit (store ops, a :class:`~.route.Routing`), and memory changes only in the matching
+  ``apply_*`` call made after that commit.  A failed commit therefore leaves the router as it was.
+* :meth:`Router.decide` is what the step executor calls once per step that emitted events; the
+  rows join the step's ONE transaction (the marker change and its ``stack`` delivery land
+  together).
+* Rules (``rules.create/patch/delete``): :func:`~.model.parse_rule` checks the whole rule
+  against the configured targets and raises :class:`~.model.RouterInputError` naming the field —
+  nothing is changed.  A rule change never touches the throttle windows (kept per target in
+  ``router_throttle``), the dedup keys or a pending row's retry time.
+* :class:`StackWatch` turns the pump's Stack outcomes into ``sidecar`` / ``stack`` /
+  ``unreachable`` (no Stack write acknowledged for :data:`UNREACHABLE_AFTER_S` while writes were
+  due) and ``reachable`` (the first acknowledgement after that), each once per outage.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sidecar.core.rng import KeyedRandom
+from sidecar.store.ops import Op
+
+from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
+from .route import Routing, RouterState, make_prefix, route
+from .storage import DeleteRule, PutRule
+
+UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
+
+
+class Router:
+    """Routing state + the configured targets (name → channel, ``stack`` included)."""
+
+    def __init__(self, state: RouterState, targets: Mapping[str, str],
+                 rng: KeyedRandom | None = None) -> None:
+        self.state = state  # ``state.prefix`` "" = not drawn yet: the first routing draws it
+        self.targets = dict(targets)
+        self.targets.setdefault("stack", "stack")
+        self.rng = rng or KeyedRandom(0)
+
+    @classmethod
+    def in_memory(cls, prefix: str = "ev-", targets: Mapping[str, str] | None = None) -> "Router":
+        """A router with no stored state (unit tests of the runtime)."""
+        return cls(RouterState(prefix=prefix), targets or {})
+
+    # events -----------------------------------------------------------------------------------
+    def decide(self, events: Sequence[Event], now: float, after: Sequence[Routing] = ()) -> Routing:
+        """Route ``events`` at ``now`` (unix seconds); commit ``routing.ops()``, then
+        :meth:`apply`.  ``after``: the routings of the open commit group's earlier steps, decided
+        and not applied yet — this one routes as if they had been (:func:`~.route.route`'s
+        ``ahead``).  The data dir's first routing draws its event-id prefix from (seed, that
+        instant) and stores it with the rows (:func:`~.route.make_prefix`), so ids never repeat
+        across data dirs and a replay re-derives them; a later step of the same group uses the
+        prefix that routing drew."""
+        prefix = self.state.prefix or next((r.prefix for r in after if r.prefix), "")
+        if prefix:
+            state = self.state if prefix == self.state.prefix else dataclasses.replace(self.state, prefix=prefix)
+            return route(state, events, now, self.targets, after)
+        prefix = make_prefix(self.rng, now)
+        routing = route(dataclasses.replace(self.state, prefix=prefix), events, now, self.targets, after)
+        return dataclasses.replace(routing, prefix=prefix)
+
+    def apply(self, routing: Routing) -> None:
+        self.state.apply(routing)
+
+    # rules ------------------------------------------------------------------------------------
+    def rules(self) -> list[dict[str, Any]]:
+        """Every rule as data, in application order (weight, then name)."""
+        return [rule_dict(r) for r in sorted(self.state.rules.values(), key=lambda r: (r.weight, r.name))]
+
+    def create_rule(self, data: Any, now: float) -> tuple[list[Op], Rule]:
+        """A new rule from ``data``; :class:`RouterInputError` (field ``name``) if it exists."""
+        rule = parse_rule(data, self.targets)
+        if rule.name in self.state.rules:
+            raise RouterInputError("name", f"a rule named {rule.name!r} exists; patch it instead")
+        return [PutRule(rule, now)], rule
+
+    def patch_rule(self, name: Any, changes: Any, now: float) -> tuple[list[Op], Rule]:
+        """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
+        old = self._existing(name)
+        if not isinstance(changes, dict):
+            raise RouterInputError("changes", "must be an object")
+        if "name" in changes and changes["name"] != old.name:
+            raise RouterInputError("changes.name", "a rule is not renamed: delete and create it")
+        merged = {**rule_dict(old), **changes}
+        try:
+            rule = parse_rule(merged, self.targets)
+        except RouterInputError as exc:
+            raise RouterInputError(f"changes.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+        return [PutRule(rule, now)], rule
+
+    def delete_rule(self, name: Any) -> tuple[list[Op], Rule]:
+        old = self._existing(name)
+        return [DeleteRule(old.name)], old
+
+    def apply_rule(self, rule: Rule, *, deleted: bool = False) -> None:
+        if deleted:
+            self.state.rules.pop(rule.name, None)
+        else:
+            self.state.rules[rule.name] = rule
+
+    def _existing(self, name: Any) -> Rule:
+        if not isinstance(name, str) or name not in self.state.rules:
+            raise RouterInputError("name", f"no rule named {name!r}")
+        return self.state.rules[name]
+
+
+class StackWatch:
+    """Is Stack taking writes?  Fed after every pump pass (see module rules)."""
+
+    def __init__(self) -> None:
+        self.waiting_since: float | None = None  # first pass with due writes and no ack
+        self.down = False  # ``unreachable`` was raised and no ack came since
+
+    def observe(self, now: float, *, acked: int, failed: int) -> Event | None:
+        """One pump pass at ``now``: ``acked`` Stack writes delivered, ``failed`` attempts failed.
+        Returns the ``sidecar/stack`` event to route, if any."""
+        if acked:
+            self.waiting_since = None
+            if self.down:
+                self.down = False
+                return _stack_event("reachable", now, None)
+            return None
+        if not failed:
+            return None
+        if self.waiting_since is None:
+            self.waiting_since = now
+        if not self.down and now - self.waiting_since >= UNREACHABLE_AFTER_S:
+            self.down = True
+            return _stack_event("unreachable", now, self.waiting_since)
+        return None
+
+
+def _stack_event(action: str, now: float, since: float | None) -> Event:
+    payload: dict[str, Any] = {"at": now}
+    if since is not None:
+        payload["failing_since"] = since
+        payload["failing_s"] = round(now - since, 3)
+    return Event(source="sidecar", subject="stack", action=action, priority="high", payload=payload)

@@ -1,0 +1,142 @@
+"""``sidecar rules`` and ``sidecar deliveries``: the router's rules and delivery audit from the
+data dir, for a shift lead (DESIGN §10 "Management"; issue 9).
+
+Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it works beside a
+running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,
+then name); ``deliveries`` prints the audit oldest first, filtered by ``--status``, ``--target``
+and ``--since`` (an ISO-8601 instant or a span back from now: ``90m``, ``6h``, ``2d``), at most
+``--limit`` rows (the newest).  ``--json`` prints one JSON object per line instead of a table
+(times in unix seconds).  Rows hold target names only: no URL or secret is ever stored, so none
+is printed.  Changing rules goes through the bridge (``rules.create/patch/delete``) of the
+running sidecar.
+
+Exit codes: 0; 2 bad arguments or no readable router tables in the data dir (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sidecar.core.clock import WallClock
+
+STATUSES = ("pending", "delivered", "failed", "skipped", "duplicate")
+_COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "rule", "target",
+         "channel", "status", "attempts", "next_attempt_at", "last_error", "note", "delivered_at")
+
+
+class Unavailable(Exception):
+    """The data dir has no readable router tables; the message says why."""
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("rules", help="print the routing rules (read-only, from the data dir)")
+    r.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
+    r.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    d = sub.add_parser("deliveries", help="print the delivery audit (read-only, from the data dir)")
+    d.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
+    d.add_argument("--status", choices=STATUSES, help="only rows with this status")
+    d.add_argument("--target", help="only rows to this target (e.g. stack, ops-telegram)")
+    d.add_argument("--since", help="events at or after: ISO-8601 instant or a span back from now: 90m, 6h, 2d")
+    d.add_argument("--limit", type=int, default=200, help="at most this many rows, the newest (default 200)")
+    d.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
+
+def _connect(data_dir: Path) -> sqlite3.Connection:
+    path = Path(data_dir) / "sidecar.db"
+    if not path.is_file():
+        raise Unavailable(f"no sidecar database at {path}")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='deliveries'").fetchone() is None:
+            raise Unavailable(f"{path} has no router tables yet (written by an older sidecar)")
+    except sqlite3.Error as exc:
+        raise Unavailable(f"cannot read {path}: {exc}") from exc
+    return conn
+
+
+def read_rules(data_dir: Path) -> list[dict[str, Any]]:
+    conn = _connect(data_dir)
+    try:
+        rules = [json.loads(d) for (d,) in conn.execute("SELECT data FROM router_rules")]
+    finally:
+        conn.close()
+    return sorted(rules, key=lambda r: (r.get("weight", 0), r.get("name", "")))
+
+
+def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | None = None,
+                    since: float | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    sql = f"SELECT {', '.join(_COLS)} FROM deliveries WHERE 1"
+    args: list[Any] = []
+    for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">=")):
+        if val is not None:
+            sql += f" AND {col} {op} ?"
+            args.append(val)
+    sql += " ORDER BY seq DESC LIMIT ?"
+    args.append(max(1, limit))
+    conn = _connect(data_dir)
+    try:
+        rows = [dict(zip(_COLS, r)) for r in conn.execute(sql, args)]
+    finally:
+        conn.close()
+    return rows[::-1]
+
+
+def _utc(t: float | None) -> str:
+    return "" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sidecar.config import default_data_dir
+    from sidecar.why_cli import parse_since, pipe_console_class
+
+    name = f"sidecar {args.cmd}"
+    data_dir = Path(args.data_dir or default_data_dir())
+    try:
+        if args.cmd == "rules":
+            rows = read_rules(data_dir)
+        else:
+            since = parse_since(args.since, WallClock().now())  # the one clock (DESIGN §5)
+            rows = read_deliveries(data_dir, status=args.status, target=args.target, since=since,
+                                   limit=args.limit)
+    except (Unavailable, ValueError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        for row in rows:
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return 0
+    from rich.table import Table
+
+    console = pipe_console_class()(width=None if sys.stdout.isatty() else 200)
+    if not rows:
+        console.print("No rules." if args.cmd == "rules" else "No deliveries match.")
+        return 0
+    if args.cmd == "rules":
+        table = Table(title="Routing rules (applied by weight, then name)", title_justify="left")
+        for col in ("weight", "name", "enabled", "conditions", "actions", "throttle"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            cond = {k: v for k, v in (r.get("conditions") or {}).items() if v not in (None, [], {})}
+            acts = ", ".join(a["target"] + (f" [{a['template']}]" if a.get("template") else "")
+                             for a in r.get("actions") or [])
+            thr = r.get("throttle_seconds")
+            table.add_row(str(r.get("weight", 0)), r.get("name", ""), "yes" if r.get("enabled", True) else "no",
+                          json.dumps(cond, ensure_ascii=False), acts, f"{thr:g} s" if thr else "")
+    else:
+        table = Table(title="Deliveries (oldest first)", title_justify="left")
+        for col in ("event (UTC)", "event", "target", "status", "tries", "rule", "id"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("note / error", overflow="fold", min_width=20)
+        styles = {"delivered": "green", "failed": "red", "pending": "yellow"}
+        for r in rows:
+            table.add_row(_utc(r["event_at"]), f"{r['source']}/{r['subject']}/{r['action']}",
+                          r["target"], r["status"], str(r["attempts"]), r["rule"] or "(built-in)",
+                          r["id"], r["last_error"] or r["note"] or "", style=styles.get(r["status"]))
+    console.print(table)
+    return 0

@@ -1,0 +1,229 @@
+"""Sender health behind the router's one attempt gate, on a virtual clock with a real store and the
+one scheduler: the trigger, waiting rows, the probe, the verdict and the rest to the second, restart
+survival, the Stack group (seed 000 §1–§6; DESIGN §10)."""
+from __future__ import annotations
+
+import pytest
+
+from sidecar.core.rng import KeyedRandom
+from sidecar.core.scheduler import Scheduler
+from sidecar.router.attempt import DELIVERED, Attempts, Outcome, ReleaseTarget, retryable, terminal
+from sidecar.router.channels import Channel
+from sidecar.router.model import Delivery, Event, parse_rule
+from sidecar.router.pump import DeliveryPump
+from sidecar.router.route import RouterState, route
+from sidecar.router.storage import RouterStore
+from sidecar.senders import health as h
+from sidecar.senders.gate import HealthGate, timer_key
+from sidecar.senders.groups import Group
+from sidecar.senders.manage import Registry
+from sidecar.senders.store import load_history, load_registry
+from sidecar.store.db import Store
+
+T0 = 1_764_489_600.0  # 2025-11-30 08:00:00 UTC
+SEED = 5
+TARGETS = {"stack": "stack", "crm-hook": "webhook"}
+ALERT = Event(source="electron", subject="alert", action="fired", priority="normal", payload={})
+
+
+class Hook(Channel):
+    """A webhook whose deliveries and probes follow ``self.mode``: ``down`` (retryable),
+    ``up``, ``terminal`` (400 to everything)."""
+
+    kind = "scripted"
+
+    def __init__(self) -> None:
+        super().__init__("crm-hook")
+        self.mode = "down"
+        self.calls: list[tuple[str, float, int]] = []
+        self.probes: list[float] = []
+
+    def _answer(self) -> Outcome:
+        return {"down": retryable("ConnectError"), "up": DELIVERED,
+                "terminal": terminal("HTTP 400", 400)}[self.mode]
+
+    async def send(self, row: Delivery, now: float) -> Outcome:
+        self.calls.append((row.id, now, row.attempts))
+        return self._answer()
+
+    async def probe(self, now: float) -> Outcome:
+        self.probes.append(now)
+        return self._answer()
+
+
+class Rig:
+    """The router's pump and sender health over one store and one scheduler, driven like the
+    app drives them on the virtual clock: every timer at its instant, then the pump."""
+
+    def __init__(self, store: Store, registry: Registry | None = None) -> None:
+        self.store, self.rstore = store, RouterStore(store)
+        self.sched = Scheduler()
+        self.gate = HealthGate(h.HealthMachine(KeyedRandom(SEED)), self.sched)
+        self.gate.load(registry or Registry(), ["crm-hook"])
+        self.hook = Hook()
+        self.pump = DeliveryPump(self.rstore, {"crm-hook": self.hook}, attempts=Attempts(self.gate))
+        self.state = RouterState(prefix="ev-", rules={"to crm": parse_rule(
+            {"name": "to crm", "actions": [{"target": "crm-hook"}]}, TARGETS)})
+        self.now = T0
+        self.events: list[Event] = []
+        self.notes: list = []
+
+    async def emit(self, n: int = 1) -> None:
+        r = route(self.state, [ALERT] * n, self.now, TARGETS)
+        await self.rstore.commit(r.ops())
+        self.state.apply(r)
+
+    async def advance(self, until: float) -> None:
+        at = self.now
+        for _ in range(100_000):
+            while (item := self.sched.pop_due(at)) is not None:
+                rep = self.gate.on_timer(item[0], item[1])
+                await self.store.commit(list(rep.ops))
+                self.events += rep.events
+            res = await self.pump.run_due(at)
+            self.events += res.events
+            self.notes += self.gate.take_notes()
+            due = [d for d in (res.next_due, self.sched.next_due()) if d is not None]
+            nxt = min(due, default=None)
+            if nxt is None or nxt > until:
+                break
+            at = max(nxt, at)
+        self.now = until
+
+    async def codes(self, since: float = 0.0) -> list[tuple[float, int]]:
+        return [(r.at, r.code) for r in await self.store.read(load_history, "crm-hook", since)]
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "sidecar.db")
+    yield s
+    await s.close()
+
+
+async def test_two_failures_start_cooldown_and_waiting_rows_are_not_attempts(store):
+    rig = Rig(store)
+    await rig.emit()
+    await rig.advance(T0 + 40)  # attempt 1 at +0, attempt 2 at +30 (the router's ladder)
+    s = rig.gate.state("crm-hook")
+    assert s.state == h.COOLDOWN and s.cooldown_times == 1 and s.cooldown_start == T0 + 30
+    assert await rig.codes() == [(T0, 109), (T0 + 30, 109), (T0 + 30, 101)]
+    assert [(e.source, e.subject, e.action, e.priority) for e in rig.events] == [
+        ("sidecar", "sender", "cooldown", "high")]
+    assert [(n.previous, n.state, n.code, n.at) for n in rig.notes] == [
+        ("active", "active", 109, T0), ("active", "cooldown", 109, T0 + 30), ("active", "cooldown", 101, T0 + 30)]
+    await rig.emit(20)  # 20 more wait in order; none is an attempt
+    await rig.advance(s.probe_at - 1)
+    assert len(rig.hook.calls) == 2
+    rows = await rig.rstore.deliveries(target="crm-hook")
+    assert [r.attempts for r in rows] == [2] + [0] * 20
+    assert all(r.next_attempt_at == s.exit_at + h.REST for r in rows)
+    assert all(r.last_error.startswith("waiting: cooldown #1") for r in rows[1:])
+
+
+async def test_one_probe_at_its_slot_then_proven_exit_and_rest_to_the_second(store):
+    rig = Rig(store)
+    await rig.emit(21)
+    await rig.advance(T0 + 30)
+    s = rig.gate.state("crm-hook")
+    assert s.state == h.COOLDOWN and s.probe_at is not None
+    assert T0 + 30 + 20 * 60 <= s.probe_at and s.probe_at >= s.cooldown_end - 75 * 60
+    rig.hook.mode = "up"
+    await rig.advance(s.exit_at - 1)
+    assert rig.hook.probes == [s.probe_at]  # exactly one probe, whatever is queued
+    assert await rig.codes(T0 + 31) == [(s.probe_at, 104), (s.probe_at, 105)]
+    await rig.advance(s.exit_at + h.REST - 1)
+    after = rig.gate.state("crm-hook")
+    assert after.state == h.ACTIVE and after.failed_in_row == 0 and after.cooldown_times == 1
+    assert await rig.codes(s.probe_at + 1) == [(s.exit_at, 100)]
+    assert len(rig.hook.calls) == 2  # resting: nothing sent before exit + 10 min
+    await rig.advance(s.exit_at + h.REST)
+    sent = rig.hook.calls[2:]
+    assert [c[1] for c in sent] == [s.exit_at + h.REST] * 21  # the real exit lags the plan by 0–7 min
+    assert 0 <= s.exit_at - s.cooldown_end <= 7 * 60
+    assert [c[0] for c in sent] == sorted((c[0] for c in sent), key=lambda i: int(i.split(".")[0][3:]))
+    assert [e.action for e in rig.events] == ["cooldown", "recovered"]
+    assert rig.events[-1].payload["verdict"] == "proven"
+
+
+async def test_restart_x10_during_cooldown_leaves_every_instant_unchanged(tmp_path):
+    path = tmp_path / "sidecar.db"
+    async with await Store.open(path) as store:
+        rig = Rig(store)
+        await rig.emit()
+        await rig.advance(T0 + 30)
+        s = rig.gate.state("crm-hook")
+        planned = (s.cooldown_end, s.exit_at, s.probe_at, rig.sched.due_of(timer_key("crm-hook")))
+    assert planned[3] == s.probe_at
+    for i in range(10):
+        async with await Store.open(path) as store:
+            rig = Rig(store, await store.read(load_registry))
+            s = rig.gate.state("crm-hook")
+            assert (s.cooldown_end, s.exit_at, s.probe_at, rig.sched.due_of(timer_key("crm-hook"))) == planned
+            rig.now = T0 + 60 + 60 * i
+            await rig.advance(rig.now)
+    async with await Store.open(path) as store:
+        assert [c for _, c in [(r.at, r.code) for r in await store.read(load_history, "crm-hook")]] == [109, 109, 101]
+
+
+async def test_probe_failed_terminally_is_need_check_b_and_recover_releases_parked_rows(store):
+    rig = Rig(store)
+    await rig.emit(3)
+    await rig.advance(T0 + 30)
+    s = rig.gate.state("crm-hook")
+    rig.hook.mode = "terminal"
+    await rig.advance(s.exit_at + 3600)
+    nc = rig.gate.state("crm-hook")
+    assert nc.state == h.NEED_CHECK and nc.need_check_path == "B"
+    assert [e.priority for e in rig.events if e.action == "need_check"] == ["critical"]
+    assert (s.exit_at, 103) in await rig.codes()
+    rows = await rig.rstore.deliveries(target="crm-hook")
+    assert [r.next_attempt_at for r in rows if r.status == "pending"] == [None, None, None]  # parked
+    rig.hook.mode = "up"
+    at = s.exit_at + 3600
+    rep = rig.gate.recover("crm-hook", at)
+    assert ReleaseTarget("crm-hook", at) in rep.ops
+    await store.commit(list(rep.ops))
+    await rig.advance(at)
+    assert [r.status for r in await rig.rstore.deliveries(target="crm-hook")] == ["delivered"] * 3
+    assert (at, 106) in await rig.codes()
+
+
+async def test_terminal_deliveries_never_count(store):
+    rig = Rig(store)
+    rig.hook.mode = "terminal"
+    await rig.emit(4)
+    await rig.advance(T0 + 60)
+    s = rig.gate.state("crm-hook")
+    assert s.state == h.ACTIVE and s.failed_in_row == 0 and await rig.codes() == []
+    assert [r.status for r in await rig.rstore.deliveries(target="crm-hook")] == ["failed"] * 4
+
+
+async def test_group_send_interval_paces_the_sender(store):
+    g = Group(id="g", name="slow", priority=1, send_from_message_interval=60, send_to_message_interval=60)
+    rig = Rig(store, Registry(groups={"g": g}, assignments={"crm-hook": ("g",)}))
+    rig.hook.mode = "up"
+    await rig.emit(3)
+    await rig.advance(T0 + 300)
+    assert [c[1] for c in rig.hook.calls] == [T0, T0 + 60, T0 + 120]
+
+
+def test_stack_cycles_its_last_step_and_raises_need_check_instead():
+    sched = Scheduler()
+    gate = HealthGate(h.HealthMachine(KeyedRandom(SEED)), sched)
+    gate.load(Registry(), [])
+    now, events = T0, []
+    for cycle in range(7):
+        for _ in range(3):  # the built-in Stack group: failed_in_row 3
+            gate.may_send("stack", "stack", now)
+            events += gate.report("stack", "stack", retryable("ConnectError"), now, final=False).events
+            now += 1
+        s = gate.state("stack")
+        assert s.state == h.COOLDOWN and 60 <= s.cooldown_end - s.cooldown_start <= 120  # delay 1–2 min
+        while (item := sched.pop_due(s.exit_at)) is not None:
+            gate.on_timer(item[0], item[1])
+        assert gate.state("stack").state == h.ACTIVE
+        now = gate.state("stack").next_send_at
+    assert [e.action for e in events].count("need_check") == 2  # cycles 6 and 7
+    assert all(e.priority == "critical" for e in events if e.action == "need_check")
+    assert gate.state("stack").cooldown_times == 5

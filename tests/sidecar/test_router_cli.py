@@ -1,0 +1,49 @@
+"""``sidecar rules`` / ``sidecar deliveries`` read the router's tables from the data dir,
+read-only, as tables or JSON lines (issue 9; DESIGN §10 "Management")."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from sidecar.cli import main
+from sidecar.router.model import Event, parse_rule
+from sidecar.router.route import RouterState, route
+from sidecar.router.storage import PutRule, RouterStore
+from sidecar.store.db import Store
+
+T0 = 1796025600.0
+
+
+def _fill(tmp_path) -> None:
+    async def go():
+        async with await Store.open(tmp_path / "sidecar.db") as s:
+            rule = parse_rule({"name": "alerts", "conditions": {"source": "electron"},
+                               "actions": [{"target": "audit"}], "throttle_seconds": 300})
+            st = RouterState(prefix="ev-", rules={rule.name: rule})
+            ev = Event(source="electron", subject="disk", action="full", priority="high")
+            r1 = route(st, [ev], T0, {"stack": "stack", "audit": "journal"})
+            st.apply(r1)
+            r2 = route(st, [ev], T0 + 10, {"stack": "stack", "audit": "journal"})
+            await RouterStore(s).commit([PutRule(rule, T0), *r1.ops(), *r2.ops()])
+    asyncio.run(go())
+
+
+def test_rules_and_deliveries_print_tables_and_json(tmp_path, capsys):
+    _fill(tmp_path)
+    assert main(["rules", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "alerts" in out and "300 s" in out and "audit" in out
+    assert main(["deliveries", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "electron/disk/full" in out and "pending" in out and "skipped" in out and "throttled" in out
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--status", "skipped", "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(r["status"], r["event_at"]) for r in rows] == [("skipped", T0 + 10)]
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--since", "2026-11-30T08:00:05Z", "--json"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_a_data_dir_without_a_database_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["deliveries", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sidecar deliveries: no sidecar database") and err.count("\n") == 1
