@@ -38,7 +38,11 @@ def _same(a: Replay, b: Replay) -> None:
 
 
 @pytest.mark.parametrize("name", ["s01_chain_starts_at_close", "t02_like_prime",
-                                  "t01_unanswered_overdue_one_task_per_burst"])
+                                  "t01_unanswered_overdue_one_task_per_burst",
+                                  # the router and sender health inside the group commit:
+                                  # dedup, throttle, retry ladder at its instants, probes
+                                  "r03_dedup_window", "r04_throttle_critical_bypass",
+                                  "r05_retry_ladder", "k06_probe_terminal_path_b"])
 def test_batched_replay_equals_one_by_one_on_seed_scenarios(tmp_path, name):
     scenario = sc.load(need_shared() / "scenarios" / "seed" / f"{name}.jsonl")
     one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
@@ -64,3 +68,20 @@ def test_batched_replay_equals_one_by_one_across_a_crash_and_a_shift_change(tmp_
     _same(one, batched)
     assert [r.ok for r in batched.results] == [True, True, True]
     assert [(e.machine, e.how) for e in batched.stats.exits] == [(e.machine, e.how) for e in one.stats.exits]
+
+
+def test_batched_replay_equals_one_by_one_with_a_routed_target_beside_platform_events(tmp_path):
+    """A seed scenario of platform events (tasks, markers) with a webhook target whose throttled
+    rule takes every task event: the delivery timer fires inside the batched advances, so the
+    per-instant deliveries, their notes and the receivers' records must match one by one."""
+    path = need_shared() / "scenarios" / "seed" / "t01_unanswered_overdue_one_task_per_burst.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[2:2] = [json.dumps({"kind": "target", "name": "ops-telegram", "channel": "telegram",
+                              "config": {"chat_id": "-1"}}),
+                  json.dumps({"kind": "rule", "name": "tasks", "conditions": {"source": "tasks"},
+                              "actions": [{"target": "ops-telegram"}], "throttle_seconds": 120})]
+    scenario = sc.parse_lines(lines, "t01_routed.jsonl")
+    one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
+    assert batched.frames.get("platform.events", 0) > 0 and one.frames.get("platform.events", 0) == 0
+    assert sum(x.get("event") == "delivery" for x in batched.rec.sorted_lines()) >= 3
+    _same(one, batched)
