@@ -109,9 +109,9 @@ class HealthGate:
             if s.state == h.NEED_CHECK:
                 why = f"need check (path {s.need_check_path}): waits for senders.recover"
             elif s.state == h.COOLDOWN:
-                why = f"cooldown #{s.cooldown_times} until {s.cooldown_end:.0f}"
+                why = f"cooldown #{s.cooldown_times} until {h.utc_text(s.cooldown_end)}"
             else:
-                why = f"paced or resting until {nxt:.0f}"
+                why = f"paced or resting until {h.utc_text(nxt)}"
             return Admission(allowed=False, not_before=nxt, reason=why)
         self._put(self.machine.handle(s, h.Sent(now, self.reg.active_group(target, now))).state)
         self._admitted[target] = now

@@ -294,7 +294,7 @@ class HealthMachine:
         facts = [self._fact("cooldown", s, number=n, end=end)]
         if cycling:
             facts.append(self._fact("need_check", s, path="A", cycling=True))
-        note = f"#{n} until {_utc(end)} ({(end - now) / MIN:.1f} min)" + (", cycling last step" if cycling else "")
+        note = f"#{n} until {utc_text(end)} ({(end - now) / MIN:.1f} min)" + (", cycling last step" if cycling else "")
         return Step(s, [History(s.sender, now, STARTED, note)], facts)
 
     def _probe_result(self, s: SenderState, ev: ProbeResult) -> Step:
@@ -335,7 +335,7 @@ class HealthMachine:
             # a new probe for the extension, unless the earlier one is still in flight (one at a time)
             s = replace(s, extensions=k, cooldown_end=end, exit_at=end + self._draw(*STEP_LAG, s, "step", k),
                         probe_at=now, probe_sent_at=s.probe_sent_at if s.probe_in_flight else None)
-            return Step(s, [History(s.sender, now, EXTENDED, f"{k} until {_utc(end)} ({(end - now) / MIN:.1f} min)")])
+            return Step(s, [History(s.sender, now, EXTENDED, f"{k} until {utc_text(end)} ({(end - now) / MIN:.1f} min)")])
         return self._release(s, now, "fail-open")
 
     def _release(self, s: SenderState, now: float, verdict: str) -> Step:
@@ -356,9 +356,11 @@ class HealthMachine:
                     {"sender": s.sender, "state": s.state, **payload})
 
 
-def _utc(t: float) -> str:
-    """Unix seconds as ``YYYY-MM-DD HH:MM:SS UTC`` for history notes a shift lead reads (pure
-    arithmetic on the value, no clock read)."""
+def utc_text(t: float | None) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS UTC`` for history notes and delivery notes a shift
+    lead reads (pure arithmetic on the value, no clock read); ``None`` → ``"an unknown time"``."""
+    if t is None:
+        return "an unknown time"
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

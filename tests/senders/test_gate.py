@@ -227,3 +227,17 @@ def test_stack_cycles_its_last_step_and_raises_need_check_instead():
     assert [e.action for e in events].count("need_check") == 2  # cycles 6 and 7
     assert all(e.priority == "critical" for e in events if e.action == "need_check")
     assert gate.state("stack").cooldown_times == 5
+
+
+def test_a_refusal_in_cooldown_reads_as_utc_for_the_shift_lead():
+    """``deliveries.list`` shows why a row waits: the planned exit as UTC text, not unix seconds."""
+    gate = HealthGate(h.HealthMachine(KeyedRandom(SEED)), Scheduler())
+    gate.load(Registry(), [])
+    for i in range(3):  # the built-in Stack group: failed_in_row 3
+        gate.may_send("stack", "stack", T0 + i)
+        gate.report("stack", "stack", retryable("ConnectError"), T0 + i, final=False)
+    s = gate.state("stack")
+    adm = gate.may_send("stack", "stack", T0 + 10)
+    assert not adm.allowed
+    assert adm.reason == f"cooldown #1 until {h.utc_text(s.cooldown_end)}"
+    assert adm.reason.endswith(" UTC") and str(int(s.cooldown_end)) not in adm.reason
