@@ -253,7 +253,7 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    limit: int | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None  # ≤ 0 meant "every row"; a byte cap is still open (issue 9)
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):
