@@ -166,7 +166,7 @@ class GroupRef(Params, kw_only=True):
     group: str | None = None
 
 
-class GroupFields(Params, kw_only=True):
+class GroupFields(Params, kw_only=True, forbid_unknown_fields=True):
     """A group's fields (seed 000 §6): ``failed_in_row`` (0 = default 2, 1 = every failure),
     ``cooldown_delay_from/to`` minutes (both > 0 replace the ladder), ``send_from/to_message_
     interval`` seconds (pacing), ``from_time``/``to_time`` ``HH:MM[:SS]`` UTC (may cross midnight;
@@ -271,7 +271,7 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    limit: int | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None  # ≤ 0 meant "every row"; a byte cap is still open (issue 9)
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):

@@ -27,6 +27,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
+from .render import TemplateFailure, compile_template
 from .route import Routing, RouterState, make_prefix, route
 from .storage import DeleteRule, PutRule
 
@@ -75,7 +76,7 @@ class Router:
 
     def create_rule(self, data: Any, now: float) -> tuple[list[Op], Rule]:
         """A new rule from ``data``; :class:`RouterInputError` (field ``name``) if it exists."""
-        rule = parse_rule(data, self.targets)
+        rule = self._parse(data)
         if rule.name in self.state.rules:
             raise RouterInputError("name", f"a rule named {rule.name!r} exists; patch it instead")
         return [PutRule(rule, now)], rule
@@ -89,10 +90,22 @@ class Router:
             raise RouterInputError("changes.name", "a rule is not renamed: delete and create it")
         merged = {**rule_dict(old), **changes}
         try:
-            rule = parse_rule(merged, self.targets)
+            rule = self._parse(merged)
         except RouterInputError as exc:
             raise RouterInputError(f"changes.{exc.field}", str(exc).split(": ", 1)[-1]) from None
         return [PutRule(rule, now)], rule
+
+    def _parse(self, data: Any) -> Rule:
+        """:func:`parse_rule`, then every template compiled: one that does not compile is bad
+        input now (RouterInputError naming ``actions[i].template``), not a failed delivery later."""
+        rule = parse_rule(data, self.targets)
+        for i, action in enumerate(rule.actions):
+            if action.template is not None:
+                try:
+                    compile_template(action.template)
+                except TemplateFailure as exc:
+                    raise RouterInputError(f"actions[{i}].template", str(exc)) from None
+        return rule
 
     def delete_rule(self, name: Any) -> tuple[list[Op], Rule]:
         old = self._existing(name)

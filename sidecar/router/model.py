@@ -187,6 +187,9 @@ def parse_event(data: Any, *, external: bool = True) -> Event:
 RULE_FIELDS = ("name", "conditions", "actions", "throttle_seconds", "weight", "enabled")
 
 
+MAX_ACTIONS = 50
+MAX_TEMPLATE = 4096  # the rendered text is cut at 4096 characters too
+
 def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
     """A :class:`Rule` from a dict (``targets``: known target name → channel; None = not
     checked).  Raises :class:`RouterInputError` naming the field."""
@@ -215,6 +218,8 @@ def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
     raw_actions = data.get("actions")
     if not isinstance(raw_actions, list) or not raw_actions:
         raise RouterInputError("actions", "must be a non-empty list of {target, template?}")
+    if len(raw_actions) > MAX_ACTIONS:  # one event would fan out into that many deliveries
+        raise RouterInputError("actions", f"at most {MAX_ACTIONS} actions")
     actions = []
     for i, a in enumerate(raw_actions):
         if not isinstance(a, dict) or set(a) - {"target", "template"}:
@@ -228,6 +233,8 @@ def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
         tpl = a.get("template")
         if tpl is not None and not isinstance(tpl, str):
             raise RouterInputError(f"actions[{i}].template", "must be a string")
+        if tpl is not None and len(tpl) > MAX_TEMPLATE:  # it rides in every rules.list answer
+            raise RouterInputError(f"actions[{i}].template", f"at most {MAX_TEMPLATE} characters")
         actions.append(Action(target=target, template=tpl))
     throttle = data.get("throttle_seconds")
     if throttle is not None and (isinstance(throttle, bool) or not isinstance(throttle, (int, float))

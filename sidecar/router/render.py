@@ -45,6 +45,12 @@ _ENV = ImmutableSandboxedEnvironment(undefined=jinja2.ChainableUndefined, autoes
                                      keep_trailing_newline=False)
 
 
+def compile_template(source: str) -> jinja2.Template:
+    """The sandboxed template of ``source`` (cached); raises :class:`TemplateFailure` if it does
+    not compile (``rules.create/patch`` check it up front)."""
+    return _compile(source)
+
+
 @functools.lru_cache(maxsize=256)
 def _compile(source: str) -> jinja2.Template:
     try:

@@ -101,13 +101,23 @@ _NUM_FIELDS = ("failed_in_row", "cooldown_delay_from", "cooldown_delay_to",
 FIELDS = ("name", "priority", *_NUM_FIELDS, "from_time", "to_time")
 
 
+MAX_NAME = 200
+MAX_PRIORITY = 10**12  # well inside SQLite's 64-bit INTEGER
+MAXIMA: dict[str, float] = {  # seed 000 §6 gives no bounds; these keep every duration sane
+    "failed_in_row": 1000,
+    "cooldown_delay_from": 7 * 24 * 60, "cooldown_delay_to": 7 * 24 * 60,  # minutes: a week
+    "send_from_message_interval": 86_400, "send_to_message_interval": 86_400,  # seconds: a day
+}
+
+
 def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
     """Check a create/patch body and build the :class:`Group`.
 
     ``others`` are the other existing groups (priority must be unique among them).  Raises
     :class:`GroupError` naming the first bad field: unknown field, missing/empty name, priority
-    not an int or already used, a negative number, ``from > to`` of a range, a window that does
-    not parse or only one end of a window.
+    not an int, out of ±:data:`MAX_PRIORITY` or already used, a name over :data:`MAX_NAME` or with
+    control characters, a number outside 0…:data:`MAXIMA` (NaN and infinity included), ``from >
+    to`` of a range, a window that does not parse or only one end of a window.
     """
     for key in data:
         if key not in FIELDS:
@@ -115,9 +125,13 @@ def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise GroupError("name", "required, a non-empty string")
+    if len(name) > MAX_NAME or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise GroupError("name", f"at most {MAX_NAME} characters, no control characters")
     prio = data.get("priority")
     if not isinstance(prio, int) or isinstance(prio, bool):
         raise GroupError("priority", "required, an integer")
+    if abs(prio) > MAX_PRIORITY:  # SQLite's INTEGER is 64-bit: a bigger one stopped the sidecar
+        raise GroupError("priority", f"an integer from -{MAX_PRIORITY} to {MAX_PRIORITY}")
     if any(g.priority == prio for g in others):
         raise GroupError("priority", f"{prio} is already used by another group (must be unique)")
     nums: dict[str, float] = {}
@@ -125,8 +139,9 @@ def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
         v = data.get(f, 0)
         if v is None:
             v = 0
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
-            raise GroupError(f, "a number ≥ 0")
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= MAXIMA[f]:
+            # NaN and ±inf fail the range too; a bound keeps every derived instant a valid time
+            raise GroupError(f, f"a number from 0 to {MAXIMA[f]:g}")
         nums[f] = v
     if not float(nums["failed_in_row"]).is_integer():
         raise GroupError("failed_in_row", "an integer ≥ 0")

@@ -80,6 +80,12 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
     ("groups.patch", {"group": "no such group", "priority": 3}, "group"),
     ("groups.delete", {}, "id"),
     ("senders.history", {"sender": "ghost"}, "sender"),
+    # a breaker's finds: an int64 overflow stopped the sidecar (exit 6); unknown fields passed
+    ("groups.create", {"name": "big", "priority": 9223372036854775808}, "priority"),
+    ("groups.create", {"name": "long", "priority": 8, "cooldown_delay_from": 1e300, "cooldown_delay_to": 1e301},
+     "cooldown_delay_from"),
+    ("groups.create", {"name": "bogus", "priority": 8, "bogus": 1}, "bogus"),
+    ("groups.patch", {"id": "G", "bogus": 1}, "bogus"),
 ])
 async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, method, params, field):
     app = await make_app(tmp_path, store)

@@ -60,6 +60,16 @@ def test_highest_priority_covering_group_wins():
     ({"name": "x", "priority": 2, "failed_in_row": -1}, "failed_in_row"),
     ({"name": "x", "priority": 2, "cooldown_delay_from": 45, "cooldown_delay_to": 15}, "cooldown_delay_to"),
     ({"name": "x", "priority": 2, "colour": "red"}, "colour"),
+    # a breaker's finds: values SQLite or a datetime cannot hold stopped the sidecar or bricked the dir
+    ({"name": "x", "priority": 2**63}, "priority"),
+    ({"name": "x", "priority": -(2**63) - 1}, "priority"),
+    ({"name": "x", "priority": 2, "cooldown_delay_from": 1e308, "cooldown_delay_to": float("inf")}, "cooldown_delay_from"),
+    ({"name": "x", "priority": 2, "cooldown_delay_from": 1, "cooldown_delay_to": float("inf")}, "cooldown_delay_to"),
+    ({"name": "x", "priority": 2, "cooldown_delay_from": 1e300, "cooldown_delay_to": 1e301}, "cooldown_delay_from"),
+    ({"name": "x", "priority": 2, "send_to_message_interval": 86_401}, "send_to_message_interval"),
+    ({"name": "x", "priority": 2, "failed_in_row": float("nan")}, "failed_in_row"),
+    ({"name": "a\u0000b\n\u001b[31m", "priority": 2}, "name"),
+    ({"name": "n" * 201, "priority": 2}, "name"),
 ])
 def test_validation_names_the_field(body, field):
     other = Group(id="o", name="o", priority=7)
@@ -140,3 +150,12 @@ def test_stack_never_parks_even_in_a_user_group():
     assert g.id == "g9" and g.failed_in_row == 1 and g.never_need_check
     assert r.active_group("hook", at("12:00:00")) is None
     assert r.active_group("stack", at("23:00:00")).id == "g9"
+
+
+def test_the_largest_allowed_values_make_valid_instants():
+    """At the bounds every derived instant (cooldown end, pacing) is still a time a shift lead can
+    read: nothing overflows ``datetime`` or SQLite."""
+    g = validate_group({"name": "x", "priority": 10**12, "cooldown_delay_from": 7 * 24 * 60,
+                        "cooldown_delay_to": 7 * 24 * 60, "send_from_message_interval": 86_400,
+                        "send_to_message_interval": 86_400, "failed_in_row": 1000}, id="g", others=[])
+    assert h.utc_text(2_000_000_000 + g.cooldown_delay_to * 60).endswith(" UTC")

@@ -66,7 +66,12 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
                ({**good, "actions": [{"target": "stack"}]}, "actions[0].target"),
                ({**good, "conditions": {"priority_min": "urgent"}}, "conditions.priority_min"),
                ({**good, "weight": "heavy"}, "weight"),
-               ({**good, "name": ""}, "name")]
+               ({**good, "name": ""}, "name"),
+               # a breaker's finds: a broken template failed every delivery later; 20 000 actions
+               # fanned one event out into 20 000 deliveries and an oversized rules.list answer
+               ({**good, "actions": [{"target": "audit", "template": "{{ "}]}, "actions[0].template"),
+               ({**good, "actions": [{"target": "audit", "template": "x" * 5000}]}, "actions[0].template"),
+               ({**good, "actions": [{"target": "audit"}] * 51}, "actions")]
         for params, field in bad:
             with pytest.raises(InvalidParams) as ei:
                 await run.call("rules.create", params)
@@ -83,6 +88,9 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         with pytest.raises(InvalidParams) as ei:
             await run.call("rules.patch", {"name": "alerts", "changes": {"throttle_seconds": -1}})
         assert ei.value.data == {"field": "changes.throttle_seconds"}
+        with pytest.raises(InvalidParams) as ei:
+            await run.call("rules.patch", {"name": "alerts", "changes": {"actions": [{"target": "audit", "template": "{% for %}"}]}})
+        assert ei.value.data == {"field": "changes.actions[0].template"}
         with pytest.raises(InvalidParams) as ei:
             await run.call("rules.delete", {"name": "nope"})
         assert ei.value.data == {"field": "name"}
@@ -111,6 +119,10 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         with pytest.raises(InvalidParams) as ei:
             await run.call("deliveries.list", {"status": "lost"})
         assert ei.value.data == {"field": "status"}
+        for limit in (-1, 0, 100_001):  # -1 used to mean "every row": an answer past the frame cap
+            with pytest.raises(InvalidParams) as ei:
+                await run.call("deliveries.list", {"limit": limit})
+            assert ei.value.data == {"field": "limit"}
         for bad_emit, field in (({**emit, "source": "markers"}, "source"),
                                 ({**emit, "priority": "urgent"}, "priority"),
                                 ({**emit, "ttl_s": -5}, "ttl_s")):
