@@ -11,6 +11,14 @@ Rules / theory of operation
 * Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
   runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
   everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
+* **Group commit** (issue 11 item 4): the timers of one advance, the timers the ticker finds due
+  at once, and the events of one ``platform.events`` batch commit as one group — one SQLite
+  transaction, one thread hop — in step order (:meth:`StepExecutor.group`).  Each step's
+  routing is decided before the group's commit (on the router state the group's earlier steps
+  left) and applied after it; its notes, delivery notes and sender health's ``sender.state``
+  notes are sent after it, step by step.  The group is committed before the delivery pump reads
+  SQLite (a delivery timer fired: every target's rows at that instant, Stack's at the end of the
+  advance) and before any yield.
 * Everything outward — Stack writes included — leaves only through the router's delivery pump
   (:mod:`sidecar.routing`, DESIGN §10); a Stack outage never blocks a step.  On the wall clock
   the pump is its own task beside the steps (a slow Stack delays only Stack); on the virtual
@@ -45,7 +53,7 @@ from typing import Any, Callable
 import msgspec
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent, client_for
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import protocol as p
@@ -105,10 +113,12 @@ class SidecarApp:
         self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
         self._others_due = False  # virtual clock: the timer fired mid-advance (see advance_to)
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
+        self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
+        self._last_seq = 0  # stream seq of the last note this process sent (any kind)
+        self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         self.acked = 0  # Stack writes acknowledged (status)
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
-        self.routing = RouterComponent(settings, store, self.stack,
-                                       lambda method, note: self.bridge.notify(method, note))
+        self.routing = RouterComponent(settings, store, self.stack, self._send)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
@@ -200,6 +210,7 @@ class SidecarApp:
         reg("session.login", p.SessionLogin, self.login)
         reg("session.logout", p.SessionLogout, self._logout)
         reg("platform.event", p.PlatformEvent, self._platform_event)
+        reg("platform.events", p.PlatformEvents, self._platform_events, needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, self._reconnected)
         reg("platform.poll", p.PlatformPoll, self.poll)
         reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
@@ -284,9 +295,16 @@ class SidecarApp:
         await self.store.commit(ops)
 
     def notify(self, method: str, note: Any) -> None:
-        self.bridge.notify(method, to_wire(method, note))
+        self._send(method, to_wire(method, note))
+
+    def _send(self, method: str, wire: Any) -> None:
+        """Every note to Electron — a step's, the router's ``delivery``, ``sender.state`` —
+        goes out here, so :attr:`_last_seq` knows the stream's last seq this process sent."""
+        self._last_seq = self.bridge.notify(method, wire)
 
     def step_done(self) -> None:
+        if self._step_seqs is not None:  # platform.events: where this step's effects end
+            self._step_seqs[self.executor.steps] = self._last_seq
         if not self.clock.virtual:
             self._wake.set()  # the step may have armed a sooner timer
 
@@ -304,7 +322,7 @@ class SidecarApp:
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
-                                   params=req.params)
+                                   params=req.params, at=req.at, batch_seen=self._batch_seen)
         try:
             res = await self.bridge.request("platform.request", params,
                                             timeout=self.settings.request_timeout_s)
@@ -320,49 +338,109 @@ class SidecarApp:
         if not math.isfinite(t):
             raise InvalidParams("t must be a finite number of unix seconds")
         async with self._lock:
-            clock = self.clock
-            if not clock.is_set:
-                clock.advance_to(t)
-            # Timers run one step each, in due order, at their own instants.  Stack's writes are
-            # pumped once at the end, everything queued meanwhile in flight together (one
-            # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
-            # and a write's delivery instant is not part of the domain (markers are applied
-            # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
-            # out at the instant the delivery timer fires, so alerts and their retry ladder
-            # (+30 s, +2 min, …) keep their times to the second.
-            fired = 0
+            await self._fire_until(self.clock, t, "clock.advance_to")
+            if self._pump_kick.is_set():
+                await self._pump_locked()
+            return {"now": self.clock.now()}
 
-            async def after_timer() -> None:
-                nonlocal fired
-                fired += 1
-                if self._others_due:
-                    self._others_due = False
-                    res = await self._route_pass(clock.now(), stack=False)
-                    self.engine.outbox_at(res.next_due)
-                    if res.events:
-                        await self._step_locked(lambda s: s.events.extend(res.events))
-                if fired % 64 == 0:
-                    await self._advance_yield()
+    async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
+        """Run every timer due up to ``t``, one step each at its instant, as one commit group
+        (committed when this returns or raises; inside an open group — ``platform.events`` —
+        it joins that one), and move the clock to ``t``; the caller holds the lock and pumps
+        Stack's rows if the delivery timer fired."""
+        if not clock.is_set:
+            clock.advance_to(t)
+        # Timers run one step each, in due order, at their own instants.  Stack's writes are
+        # pumped once at the end, everything queued meanwhile in flight together (one
+        # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
+        # and a write's delivery instant is not part of the domain (markers are applied
+        # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
+        # out at the instant the delivery timer fires, so alerts and their retry ladder
+        # (+30 s, +2 min, …) keep their times to the second.
 
+        async def deliver_due() -> None:
+            if self._others_due or self.executor.outbox_due_pending():
+                if self._pass_idle(stack=False):
+                    return  # only Stack's rows: they wait for the end (the group goes on)
+                await self.executor.flush()  # the pump reads SQLite: the group so far first
+                self._others_due = False
+                res = await self._route_pass(clock.now(), stack=False)
+                self.engine.outbox_at(res.next_due)
+                if res.events:  # a step of their own, in the group
+                    await self._step_locked(lambda s: s.events.extend(res.events))
+
+        try:
+            await self.executor.fire_due(t, advance_clock=clock.advance_to,
+                                         limit=MAX_FIRES_PER_ADVANCE, after_each=deliver_due,
+                                         every=(64, self._advance_yield))
+        except TooManyTimers:
+            # a far-future target must not hold the one worker (and every frame behind
+            # it) for minutes: everything so far is committed, the client continues
+            raise InvalidParams(
+                f"{method}: more than {MAX_FIRES_PER_ADVANCE} timers are due "
+                f"before t; ran them up to {clock.now()}. Advance in smaller steps",
+                data={"now": clock.now(), "next_due": self.next_due()}) from None
+        except StepFailed as exc:
+            raise InternalError(str(exc)) from exc
+        except Stopping:
+            raise InternalError(SHUTTING_DOWN) from None
+        clock.advance_to(t)
+
+    async def _platform_events(self, a: p.PlatformEvents) -> dict:
+        """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
+        order, each its own step, the whole call ONE commit group — plus, on the virtual clock,
+        the advance to each event's ``received_at`` first (timers, and every delivery at its
+        instant, exactly as ``clock.advance_to``).  Per event ``{"ok", "events", "seq"}`` or
+        ``{"ok": false, "error": {"code": -32602, "message"}}``."""
+        clock = self.clock
+        virtual = isinstance(clock, VirtualClock)
+        results: list[dict] = []
+        marks: list[int] = []  # the number of the last step once each event's step was run
+        async with self._lock:
+            seq0 = self._last_seq = self.bridge.stream.last_seq
+            self._batch_seen, self._step_seqs = 0, {}
             try:
-                await self.executor.fire_due(t, advance_clock=clock.advance_to,
-                                             limit=MAX_FIRES_PER_ADVANCE,
-                                             every=(1, after_timer))
-            except TooManyTimers:
-                # a far-future target must not hold the one worker (and every frame behind
-                # it) for minutes: everything so far is committed, the client continues
-                raise InvalidParams(
-                    f"clock.advance_to: more than {MAX_FIRES_PER_ADVANCE} timers are due "
-                    f"before t; ran them up to {clock.now()}. Advance in smaller steps",
-                    data={"now": clock.now(), "next_due": self.next_due()}) from None
+                async with self.executor.group():
+                    for i, ev in enumerate(a.events):
+                        if virtual:
+                            assert isinstance(clock, VirtualClock)
+                            at = ev.received_at
+                            if at is not None and (not clock.is_set or at > clock.now()):
+                                if not math.isfinite(at):
+                                    raise InvalidParams("platform.events: received_at must be finite")
+                                await self._fire_until(clock, at, "platform.events")
+                            self._require_clock()
+                            if ((self._pump_kick.is_set() or self.executor.outbox_due_pending())
+                                    and not self._pass_idle(stack=True)):
+                                if i > 0 and self.routing.stack is not None:
+                                    break  # Stack's pass is due: the driver plays Stack on its
+                                    # own clock and sends the rest again (other targets' rows
+                                    # went out at their instants inside the advance)
+                                await self.executor.flush()  # the pump reads SQLite
+                                await self._pump_locked()  # as at the end of clock.advance_to
+                        self._batch_seen = i + 1
+                        results.append(await self._batch_event(ev))
+                        marks.append(self.executor.steps + self.executor.pending_steps())
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
             except Stopping:
                 raise InternalError(SHUTTING_DOWN) from None
-            clock.advance_to(t)
-            if self._pump_kick.is_set():
-                await self._pump_locked()
-            return {"now": clock.now()}
+            finally:
+                self._batch_seen = None
+                step_seqs, self._step_seqs = self._step_seqs or {}, None
+            for res, mark in zip(results, marks):
+                res["seq"] = step_seqs.get(mark, seq0)
+        return {"taken": len(results), "results": results, "now": self._now_or_none()}
+
+    async def _batch_event(self, ev: p.PlatformEvent) -> dict:
+        """One event of a batch as one step of the open group; a refusal is its error result."""
+        try:
+            n = await self.executor.run(partial(
+                self.engine.platform_event, tu=ev.tu, project=ev.project, name=ev.name, data=ev.data))
+        except (EngineError, BadRawEvent, UnknownRawEvent, RpcError) as exc:
+            code = exc.code if isinstance(exc, RpcError) else INVALID_PARAMS
+            return {"ok": False, "error": {"code": code, "message": error_text(exc)}}
+        return {"ok": True, "events": n}
 
     async def _advance_yield(self) -> None:
         if not self.bridge.connected:
@@ -379,9 +457,18 @@ class SidecarApp:
             self.notify("sender.state", note)
         return res
 
+    def _pass_idle(self, *, stack: bool) -> bool:
+        """A delivery pass could do nothing — no target but Stack is configured, no sender probe
+        waits, and Stack's rows are not part of it (``stack`` False, or no Stack) — so it need
+        neither commit the open group first nor read SQLite (the pass would find nothing)."""
+        return (not self.routing.channels and not self.senders.gate.probes
+                and (not stack or self.routing.stack is None))
+
     async def _pump_locked(self) -> None:
         self._pump_kick.clear()
         self._others_due = False
+        if self._pass_idle(stack=True):
+            return
         res = await self._route_pass(self.clock.now())
         self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)
@@ -393,11 +480,12 @@ class SidecarApp:
         while self.failed is None:
             async with self._lock:
                 now = self.clock.now()
-                while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
-                    try:
-                        await self._step_locked(self.engine.fire, now=now)
-                    except InternalError:
-                        return  # crash-only (``fatal`` is set) or shutting down: serve exits
+                try:
+                    async with self.executor.group():  # the timers due now: one commit
+                        while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
+                            await self._step_locked(self.engine.fire, now=now)
+                except (InternalError, StepFailed, Stopping):
+                    return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 wait = (now + 60.0 if nd is None else nd) - self.clock.now()
             self._wake.clear()
@@ -498,7 +586,8 @@ class SidecarApp:
                 "timers": len(self.engine.scheduler) - (OUTBOX_TIMER in self.engine.scheduler),
                 "events_in": self.engine.events_in,
                 "stack_acked": self.acked,
-                "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER)}
+                "outbox_due": self.engine.scheduler.due_of(OUTBOX_TIMER),
+                "store": self.store.counters.as_dict()}
 
     def _spawn(self, coro) -> None:
         if self.executor.stopping:  # nothing new starts at shutdown (module rules)

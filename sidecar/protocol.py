@@ -54,6 +54,24 @@ class PlatformEvent(Params, kw_only=True):
     received_at: float | None = None
 
 
+class PlatformEvents(Params, kw_only=True):
+    """A burst of raw platform socket events (issue 11 item 3): handled in order, each its own
+    step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol_answers.EventsAnswer`:
+    one result per event taken, in order; a refused event (bad raw event, TU not logged in) is
+    an error result and changes nothing, the others are handled.
+
+    Virtual clock only: an event whose ``received_at`` (unix seconds) is later than the clock
+    first advances the clock to it exactly as ``clock.advance_to`` would (the timers due
+    meanwhile run first, each at its instant), so a replayer sends every event up to its next
+    sync point in one frame.  When such an advance, for an event other than the first, reaches
+    an instant at which the Stack outbox is due, the sidecar stops before it and answers with
+    ``taken`` < len(events): send the rest again (the driver plays Stack on its own clock and
+    must be at that instant).  On the wall clock ``received_at`` is informational, as in
+    ``platform.event``, and every event is taken."""
+
+    events: list[PlatformEvent]
+
+
 class PlatformReconnected(Params, kw_only=True):
     """Electron's platform socket for a TU reconnected: events may have been missed, so the
     sidecar runs check chat again (seed 003: "при реконекті сокета")."""
@@ -274,6 +292,7 @@ INBOUND: dict[str, type[Params]] = {
     "session.login": SessionLogin,
     "session.logout": SessionLogout,
     "platform.event": PlatformEvent,
+    "platform.events": PlatformEvents,
     "platform.poll": PlatformPoll,
     "platform.reconnected": PlatformReconnected,
     "favorite.update": FavoriteUpdate,
@@ -405,12 +424,20 @@ class DeliveryNote(Params, kw_only=True):
 
 
 class PlatformRequest(Params, kw_only=True):
-    """The sidecar asks Electron to call a platform API with the operator's session."""
+    """The sidecar asks Electron to call a platform API with the operator's session.
+
+    ``at``: the instant (unix seconds) of the step that asks — on the virtual clock a driver
+    answers from its world as of then.  ``batch_seen``: during a ``platform.events`` call, how
+    many of its events the sidecar had begun handling when it asked (0: a timer before the
+    first; k: the k-th event's own step, or a timer after it and before the next); absent
+    outside such a call.  Electron, answering live, may ignore both."""
 
     project: str
     tu: str
     method: str
     params: dict = {}
+    at: float | None = None
+    batch_seen: int | None = None
 
 
 OUTBOUND: dict[str, type[Params]] = {

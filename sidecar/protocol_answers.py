@@ -50,12 +50,48 @@ class EventAnswer(Ok, kw_only=True):
     events: int  # domain events the raw event became
 
 
+class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    code: int  # JSON-RPC error code: -32602 (a refused event)
+    message: str
+
+
+class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One event of a ``platform.events`` batch: ``ok`` with the domain events it became, or
+    ``error`` (it was refused and changed nothing).  ``seq``: the stream's last seq once this
+    event's step was sent — the notifications up to it include everything it caused."""
+
+    ok: bool
+    events: int = 0
+    seq: int = 0
+    error: EventError | None = None
+
+
+class EventsAnswer(Answer, kw_only=True):
+    """``taken``: how many of the events were handled (all of them unless the virtual clock
+    stopped at a Stack instant, see ``platform.events``); ``results``: one per event taken;
+    ``now``: the clock after them (unix seconds)."""
+
+    taken: int
+    results: list[EventResult]
+    now: float | None
+
+
 class CloseAnswer(Ok, kw_only=True):
     closed: bool  # False: the task was already closed (idempotent)
 
 
 class AdvanceAnswer(Answer, kw_only=True):
     now: float  # the virtual clock after the advance (unix seconds)
+
+
+class StoreCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``hops``: functions run on the SQLite connection's thread (one event-loop thread hop
+    each); ``commits``: transactions of steps (one per step, or per group of steps: the timers
+    of one advance, one ``platform.events`` batch); ``ops``: the writes they carried."""
+
+    hops: int
+    commits: int
+    ops: int
 
 
 class StatusAnswer(Answer, kw_only=True):
@@ -69,6 +105,9 @@ class StatusAnswer(Answer, kw_only=True):
     events_in: int
     stack_acked: int
     outbox_due: float | None
+    store: StoreCounts  # what the store did since this process opened it
+
+
 
 
 class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -208,6 +247,7 @@ ANSWERS: dict[str, Any] = {
     "session.login": LoginAnswer,
     "session.logout": Ok,
     "platform.event": EventAnswer,
+    "platform.events": EventsAnswer,
     "platform.poll": Ok,
     "platform.reconnected": Ok,
     "favorite.update": Ok,

@@ -13,8 +13,10 @@ Rules / theory of operation
 * :meth:`RouterComponent.start` restores the routing state from SQLite (rules, dedup keys,
   throttle windows, the event counter and the data dir's event-id prefix).
 * The step executor routes a step's events through :attr:`port` (decide before the commit,
-  apply after it); ``apply`` also notifies Electron of the rows that were settled at routing
-  time (``skipped``, ``duplicate``, ``failed`` at once) as ``delivery`` notes.
+  apply after it; inside a commit group a step decides on top of the group's earlier routings,
+  all applied in step order after the group's one commit); ``apply`` also notifies Electron of
+  the rows that were settled at routing time (``skipped``, ``duplicate``, ``failed`` at once)
+  as ``delivery`` notes.
 * :meth:`pump` runs one pump pass and returns what the app must do next: the instant of the
   next pass, the ``delivery`` notes (one per attempt outcome of every target but ``stack``,
   whose writes Stack itself records), and the router events the pass raised
@@ -28,7 +30,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,8 +218,8 @@ class _Port:
         self.owner = owner
         self.last_event_id: str | None = None
 
-    def decide(self, events: list, now: float) -> Routing:
-        return self.owner.router.decide(events, now)
+    def decide(self, events: list, now: float, after: Sequence[Routing] = ()) -> Routing:
+        return self.owner.router.decide(events, now, after)
 
     def apply(self, routing: Routing) -> None:
         self.owner.router.apply(routing)

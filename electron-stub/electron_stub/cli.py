@@ -81,7 +81,7 @@ def _check_binary(binary: str | None) -> None:
 
 
 def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool,
-            json_out: str | None = None, temporary: bool = False) -> int:
+            json_out: str | None = None, temporary: bool = False, batch: bool = True) -> int:
     from electron_stub import report
     from electron_stub.machine import MachineError
     from electron_stub.replay import Replay
@@ -99,7 +99,8 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
                          "restore that state; use an empty directory")
     if data_dir and Path(data_dir).exists() and not Path(data_dir).is_dir():
         raise InputError(f"--data-dir {data_dir} is not a folder")
-    rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet, logs_kept=not temporary)
+    rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet, logs_kept=not temporary,
+                batch=batch)
     try:
         asyncio.run(rp.run())
     except MachineError as exc:
@@ -199,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", help="where the machines' data dirs go (default: a temp dir)")
     r.add_argument("--quiet", action="store_true", help="print only failures and the result")
     r.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
+    r.add_argument("--no-batch", action="store_true",
+                   help="send each world event after its own clock.advance_to instead of one "
+                        "platform.events frame that advances too (same result, more round trips)")
     g = sub.add_parser("generate", help="write a scenario")
     g.add_argument("--preset", choices=("demo", "smoke", "shift", "large"), default="demo")
     g.add_argument("--seed", type=int)
@@ -229,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         a = parser().parse_args(argv)
         if a.cmd == "replay":
-            return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet, a.json)
+            return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet, a.json,
+                           batch=not a.no_batch)
         if a.cmd == "generate":
             return _generate(a)
         if a.cmd == "diff":

@@ -37,6 +37,19 @@ Rules / theory of operation
   machine the replay starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the
   current machine (an expected ``error`` must come with that code and change nothing),
   ``sender`` / ``history`` expectations ask the machines (``senders.get``, ``senders.history``).
+* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): a world
+  line whose frames are all platform events, due when no sidecar acts before it, travels as ONE
+  ``platform.events`` frame whose events' ``received_at`` advances the clock — instead of
+  ``clock.advance_to`` then ``platform.event``.  Its world change waits until the sidecar has
+  begun handling it: a ``platform.request`` with ``batch_seen`` 0 (a timer before the event) is
+  answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
+  is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
+  advance goes to every running machine).  Routing-world lines never travel batched (they are
+  no platform events).  The sidecar's advance inside the frame sends non-Stack deliveries at
+  their instants exactly as ``clock.advance_to`` does, and stops before an event at which a
+  delivery pass is due (the frame's rest is sent again), so the receivers and the reference
+  Stack see the same calls at the same driver instants.  The result — tasks, trace,
+  deliveries, expectations, samples — is the same as without batching; the tests compare both.
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -64,6 +77,8 @@ from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 TIMELINE, ACTION = 0, 1
+# timeline lines that are no world event (the routing world's are played by their own modules)
+NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage)
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
 # result naming the issue that brings it, so such a scenario never passes vacuously.  Every
 # routing-world line is played today (routing_world, senders_lines).
@@ -75,8 +90,11 @@ class Replay:
     """One replay of ``scenario``.  ``data_dir`` None: a temporary directory."""
 
     def __init__(self, scenario: sc.Scenario, *, data_dir: str | Path | None = None,
-                 binary: str | None = None, quiet: bool = False, logs_kept: bool | None = None) -> None:
+                 binary: str | None = None, quiet: bool = False, logs_kept: bool | None = None,
+                 batch: bool = True) -> None:
         self.sc, self.binary, self.quiet = scenario, binary, quiet
+        self.batch = batch  # world events with their advance in one platform.events frame
+        self._unapplied: Any = None  # the batched line whose world change waits (module rules)
         # the machines' stderr logs outlive the run only in a data dir the caller keeps
         self.logs_kept = bool(data_dir) if logs_kept is None else logs_kept
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="sidecar-stub-")
@@ -129,6 +147,8 @@ class Replay:
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
+        if self._unapplied is not None and (params.get("batch_seen") or 0) >= 1:
+            self._apply_world(self._unapplied)  # the batched event is being handled now
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
@@ -340,6 +360,13 @@ class Replay:
                         t_rel = target
                         self.now = self.start + t_rel
                         continue
+                    if stop >= target - 1e-9 and (merged := self._batchable()) is not None:
+                        heapq.heappop(self.queue)
+                        t_rel = target
+                        await self._batched_line(merged[0], merged[1], t_rel)
+                        played += 1
+                        self._progress(wall0, t_rel, end)
+                        continue
                     t_rel = stop
                     await self._advance(t_rel)
                     self._progress(wall0, t_rel, end)
@@ -457,10 +484,54 @@ class Replay:
         else:
             await self._world_line(line)
 
-    async def _world_line(self, line: Any) -> None:
-        k, now = type(line), self.now
-        frames = encode.frames_for(line, now, self.world)
-        self.world.apply(line, now)
+    # ---- batched frames ---------------------------------------------------------------------
+
+    def _batchable(self) -> tuple[Machine, Any] | None:
+        """The queue's next item as ``(machine, line)`` when it may travel as one
+        ``platform.events`` frame with its advance (module rules), else None."""
+        if not self.batch or not self.queue or self.queue[0][1] != TIMELINE:
+            return None
+        line = self.queue[0][3]
+        if type(line) in NOT_WORLD or type(line) in ROUTING_LINES:
+            return None
+        running = [m for m in self.machines if m.running]
+        m = self.tu_machine.get(getattr(line, "tu", None) or "")
+        if len(running) != 1 or m is not running[0]:
+            return None
+        frames = encode.frames_for(line, self.start + self.queue[0][0], self.world)
+        if not frames or any(method != "platform.event" for method, _ in frames):
+            return None
+        return m, line
+
+    async def _batched_line(self, m: Machine, line: Any, t_rel: float) -> None:
+        """Advance every running machine (only ``m``) to ``t_rel`` and deliver ``line``'s events
+        in one ``platform.events`` frame; then the same sample as one by one."""
+        self.now = self.start + t_rel
+        events = [params for _, params in encode.frames_for(line, self.now, self.world)]
+        self._unapplied = line
+        try:
+            while events:
+                answer = await self._send(m, "platform.events", {"events": events})
+                if not isinstance(answer, dict):
+                    break  # an error answer: reported by _send
+                taken = int(answer.get("taken", len(events)))
+                for ev, res in zip(events, answer.get("results", [])):
+                    if isinstance(res, dict) and not res.get("ok", True):
+                        self.stats.warnings.append(
+                            f"{m.name} answered platform.event ({ev.get('name')}) with an error: "
+                            f"{(res.get('error') or {}).get('message')}")
+                events = events[max(taken, 1):] if taken < len(events) else []
+        finally:
+            if self._unapplied is line:
+                self._apply_world(line)
+        await m.ack()
+        self._sample(line)
+
+    def _apply_world(self, line: Any) -> None:
+        """``line``'s change to the world and to the reference Stack (at :attr:`now`)."""
+        self._unapplied = None
+        k = type(line)
+        self.world.apply(line, self.now)
         if k is sc.Favorite:
             self.stack.update_favorite(line.project, line.tu, line.ru, line.changes())
         elif k is sc.Limits:
@@ -471,15 +542,24 @@ class Replay:
         elif k in (sc.Block, sc.Unblock):
             field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
             self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block}, listed_only=True)
+
+    def _sample(self, line: Any) -> None:
+        """After an RU chat message was handled: is an ``unanswered_message`` open for the pair?"""
+        if type(line) is sc.Message and line.from_ == "ru":
+            fav = self.world.favorite(line.project, line.tu, line.ru) or {}
+            if not (fav.get("blocked_by_tu") or fav.get("blocked_by_ru")):
+                t = self.rec.open_task(line.tu, line.ru, "unanswered_message")
+                self.samples.append(ex.MessageSample(at=self.now - self.start, tu=line.tu, ru=line.ru,
+                                                     msg_id=line.id, lineno=line.lineno,
+                                                     open_task=t.task_id if t else None))
+
+    async def _world_line(self, line: Any) -> None:
+        frames = encode.frames_for(line, self.now, self.world)
+        self._apply_world(line)
         tu = getattr(line, "tu", None)
         m = self.tu_machine.get(tu) if tu else None
         if m is None or not m.running:
             return
         for method, params in frames:
             await self._send(m, method, params)
-        if k is sc.Message and line.from_ == "ru":
-            fav = self.world.favorite(line.project, line.tu, line.ru) or {}
-            if not (fav.get("blocked_by_tu") or fav.get("blocked_by_ru")):
-                t = self.rec.open_task(line.tu, line.ru, "unanswered_message")
-                self.samples.append(ex.MessageSample(at=now - self.start, tu=line.tu, ru=line.ru, msg_id=line.id,
-                                                     lineno=line.lineno, open_task=t.task_id if t else None))
+        self._sample(line)

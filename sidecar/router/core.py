@@ -50,15 +50,20 @@ class Router:
         return cls(RouterState(prefix=prefix), targets or {})
 
     # events -----------------------------------------------------------------------------------
-    def decide(self, events: Sequence[Event], now: float) -> Routing:
+    def decide(self, events: Sequence[Event], now: float, after: Sequence[Routing] = ()) -> Routing:
         """Route ``events`` at ``now`` (unix seconds); commit ``routing.ops()``, then
-        :meth:`apply`.  The data dir's first routing draws its event-id prefix from (seed, that
+        :meth:`apply`.  ``after``: the routings of the open commit group's earlier steps, decided
+        and not applied yet — this one routes as if they had been (:func:`~.route.route`'s
+        ``ahead``).  The data dir's first routing draws its event-id prefix from (seed, that
         instant) and stores it with the rows (:func:`~.route.make_prefix`), so ids never repeat
-        across data dirs and a replay re-derives them."""
-        if self.state.prefix:
-            return route(self.state, events, now, self.targets)
+        across data dirs and a replay re-derives them; a later step of the same group uses the
+        prefix that routing drew."""
+        prefix = self.state.prefix or next((r.prefix for r in after if r.prefix), "")
+        if prefix:
+            state = self.state if prefix == self.state.prefix else dataclasses.replace(self.state, prefix=prefix)
+            return route(state, events, now, self.targets, after)
         prefix = make_prefix(self.rng, now)
-        routing = route(dataclasses.replace(self.state, prefix=prefix), events, now, self.targets)
+        routing = route(dataclasses.replace(self.state, prefix=prefix), events, now, self.targets, after)
         return dataclasses.replace(routing, prefix=prefix)
 
     def apply(self, routing: Routing) -> None:

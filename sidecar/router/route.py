@@ -24,6 +24,11 @@ Rules / theory of operation
 * Several events of one step are routed by ONE call, in order, each seeing the changes of the
   ones before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
   steps, which the runtime serialises) yield exactly one delivery.
+* **Ahead of the state** (group commit, issue 11 item 4): the steps of one commit group are all
+  decided before the group's ONE commit, so none is applied yet when the next is decided.
+  ``route(..., ahead=routings)`` reads the state as if those routings (decided, not applied, in
+  order) had been applied — their dedup keys, throttle windows and event numbers — so a step
+  of a group routes exactly as it would alone; the state itself is not touched.
 * Event ids are ``<prefix><seq>``: ``prefix`` names the data dir (:func:`make_prefix`, drawn
   once when the dir is first used and stored by the runtime), ``seq`` is persisted (``meta`` key
   :data:`SEQ_KEY`), so ids never repeat across restarts or shift changes.  Delivery ids are
@@ -46,6 +51,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
@@ -193,14 +199,25 @@ def make_prefix(rng: KeyedRandom, created_at: float) -> str:
 
 
 def route(state: RouterState, events: Sequence[Event], now: float,
-          targets: Mapping[str, str]) -> Routing:
+          targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
     """Route ``events`` at ``now`` (unix seconds).  ``targets``: configured target name →
-    channel (``stack`` is always there).  Pure: see module rules."""
+    channel (``stack`` is always there).  ``ahead``: routings decided but not yet applied, in
+    order (module rules).  Pure: see module rules."""
     dedup: dict[tuple[str, str], float] = {}
     last_real: dict[tuple[str, str], float] = {}
     rows: list[Delivery] = []
     ids: list[str] = []
     seq = state.seq
+    seen: Mapping[tuple[str, str], float] = state.dedup
+    real: Mapping[tuple[str, str], float] = state.last_real
+    if ahead:  # the open group's small dicts over the state's (never copied)
+        group_dedup: dict[tuple[str, str], float] = {}
+        group_real: dict[tuple[str, str], float] = {}
+        for r in ahead:
+            group_dedup.update(r.dedup)
+            group_real.update(r.last_real)
+            seq = max(seq, r.next_seq)
+        seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
     rules = list(state.rules.values())
     for event in events:
         event_id = f"{state.prefix}{seq}"
@@ -209,9 +226,9 @@ def route(state: RouterState, events: Sequence[Event], now: float,
         duplicate_of: float | None = None
         if event.dedup_key is not None:
             k = (event.source, event.dedup_key)
-            seen = dedup.get(k, state.dedup.get(k))
-            if seen is not None and now < seen + state.dedup_window_s:
-                duplicate_of = seen
+            accepted = dedup.get(k, seen.get(k))
+            if accepted is not None and now < accepted + state.dedup_window_s:
+                duplicate_of = accepted
             else:
                 dedup[k] = now
         fan: list[tuple[Rule | None, str, str | None]] = []
@@ -222,14 +239,14 @@ def route(state: RouterState, events: Sequence[Event], now: float,
         for n, (by, target, template) in enumerate(fan):
             channel = "stack" if target == STACK_TARGET else targets.get(target)
             rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
-                             state, last_real))
+                             real, last_real))
     return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
                    last_real=last_real, next_seq=seq)
 
 
 def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, target: str,
          channel: str | None, template: str | None, duplicate_of: float | None,
-         state: RouterState, last_real: dict[tuple[str, str], float]) -> Delivery:
+         real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float]) -> Delivery:
     w = event.write if target == STACK_TARGET else None
     base = Delivery(id=f"{event_id}.{n}", event_id=event_id, event_at=now, source=event.source,
                     subject=event.subject, action=event.action, priority=event.priority,
@@ -252,7 +269,7 @@ def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, tar
     note = None
     key = (channel, target)
     if rule is not None and rule.throttle_seconds:
-        last = last_real.get(key, state.last_real.get(key))
+        last = last_real.get(key, real.get(key))
         if last is not None and now < last + rule.throttle_seconds:
             if event.priority != "critical":
                 return replace(base, status=Status.SKIPPED.value, message=message,

@@ -19,6 +19,26 @@ Rules / theory of operation
 * ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
   its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
   use it.
+* **Group commit** (issue 11 item 4): inside ``async with executor.group():`` the steps of one
+  advance or one batch still run one at a time, each deciding on the memory the step before left,
+  but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
+  hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
+  what one commit per step would have left.  Each step's routing is decided before that commit
+  on top of the group's earlier routings (``router.decide(..., after)``: their dedup keys,
+  throttle windows, event numbers, as if applied) and applied after it, step by step.  Until
+  then nothing a step did leaves the process: the router's ``apply`` (and the ``delivery`` notes
+  it sends), the step's notes (``sender.state`` among them), its "delivery due" and (wall
+  clock) its background requests wait for the group's commit, then run per step in the order
+  one commit per step would have run them; only two things happen at once because nothing
+  outside sees them — the delivery timer is armed in the one scheduler
+  (``ports.outbox_queued``), and on the virtual clock a step's platform requests are made
+  inline (a read of the platform; its answer is the next step of the same group).  A failed
+  group commit is a failed step (crash-only, below): nothing of any step of the group reaches
+  SQLite, Electron, Stack or a target, and the router never learns of its routings.  Whoever
+  lets other code observe memory (a yield) or reads SQLite (the delivery pump) flushes first.
+  At shutdown a group behaves as its steps would alone: a step not begun is refused
+  (:class:`Stopping`), the steps that ran are committed, a commit that meets the closing store
+  is abandoned.
 * **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
   anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
   cannot be undone in place.  The executor then records :attr:`failed`, calls
@@ -36,7 +56,9 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sidecar.core.clock import Clock
@@ -85,11 +107,34 @@ class Ports(Protocol):
 class RouterPort(Protocol):
     """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
 
-    def decide(self, events: list, now: float) -> Any:
-        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet)."""
+    def decide(self, events: list, now: float, after: Sequence[Any] = ()) -> Any:
+        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet).  ``after``: the
+        routings of the open group's earlier steps, decided but not yet applied (their commit is
+        still to come) — this routing sees their dedup keys, throttle windows and event numbers
+        exactly as if they had been applied."""
 
     def apply(self, routing: Any) -> None:
         """Evolve after the routing's ops were committed."""
+
+
+@dataclass(slots=True)
+class _Done:
+    """One step of the open group: what it leaves to carry out once the group has committed."""
+
+    now: float
+    routing: Any  # the router's decision (applied after the commit), or None
+    notes: list[tuple[str, Any]]
+    outbox_due: bool
+    requests: list[Request] = field(default_factory=list)  # wall clock: spawned after the commit
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What the open group's steps left to carry out at its commit, in step order."""
+
+    steps: list[_Done] = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    routings: list[Any] = field(default_factory=list)  # decided, not applied: later steps see them
 
 
 class NoLock:
@@ -123,6 +168,8 @@ class StepExecutor:
         self.lock = lock if lock is not None else NoLock()
         self.failed: BaseException | None = None  # the step failure that stopped this process
         self.steps = 0  # steps committed (status, tests)
+        self.commits = 0  # ports.commit calls made (one per step with ops, or per group)
+        self._pending: _Pending | None = None  # the open group's effects, None outside a group
         self.stopping = False  # set by stop(): no step begins any more (module rules)
 
     def stop(self) -> None:
@@ -163,7 +210,8 @@ class StepExecutor:
             return None
         if self.router is None:
             raise RuntimeError("a step emitted routing events but the executor has no router")
-        routing = self.router.decide(step.events, step.now)
+        after = () if self._pending is None else self._pending.routings
+        routing = self.router.decide(step.events, step.now, after)
         step.ops.extend(routing.ops())
         return routing
 
@@ -172,21 +220,28 @@ class StepExecutor:
             self.failed = exc
             self.ports.step_failed(exc)
 
+    async def _commit(self, ops: list) -> None:
+        """ONE transaction of a step's or a group's ops; on failure nothing of them may leave
+        the process: the open group is dropped (its routings never applied), then crash-only —
+        or, at shutdown, the store closed beneath it: abandoned, not failed (module rules)."""
+        try:
+            self.commits += 1
+            await self.ports.commit(ops)
+        except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+            self._pending = None  # nothing of the group may leave the process
+            if self.stopping:  # the store closed beneath it: nothing was written, we exit
+                raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
+            self._fail(exc)
+            raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+
     async def _finish(self, step: Step, routing: Any = None) -> None:
+        pending = self._pending
+        if pending is not None:
+            await self._join(pending, step, routing)
+            return
         if step.ops:
-            try:
-                await self.ports.commit(step.ops)
-            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
-                if self.stopping:  # the store closed beneath it: nothing was written, we exit
-                    raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
-                self._fail(exc)
-                raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
-        if routing is not None:
-            assert self.router is not None
-            self.router.apply(routing)  # only after the commit (decide / evolve)
-        self.steps += 1
-        for method, note in step.notes:
-            self.ports.notify(method, note)
+            await self._commit(step.ops)
+        self._committed(routing, step.notes)
         if routing is not None and routing.pending:
             self.ports.outbox_queued(step.now)
         if step.outbox_due:
@@ -201,6 +256,92 @@ class StepExecutor:
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
 
+    def _committed(self, routing: Any, notes: list[tuple[str, Any]]) -> None:
+        """A step's ops are committed: the router learns what it decided (only now: decide /
+        evolve, so a failed commit leaves it as it was), then Electron gets the step's notes."""
+        if routing is not None:
+            assert self.router is not None
+            self.router.apply(routing)
+        self.steps += 1
+        for method, note in notes:
+            self.ports.notify(method, note)
+
+    # group commit -------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def group(self) -> AsyncIterator[None]:
+        """Run the steps inside as one commit group (module rules); the caller holds the lock.
+        Committed when the block ends normally or with a refusal, :class:`Stopping` or a
+        cancelled yield (the steps that ran stand, as each would have been committed alone); a
+        :class:`StepFailed` inside leaves nothing of the group.  Nested groups join the outer one."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = _Pending()
+        try:
+            yield
+        except StepFailed:
+            self._pending = None
+            raise
+        except BaseException:
+            if self._pending is not None and self.failed is None:
+                await self.flush()  # a refusal, Stopping or a cancelled yield: the steps before it stand
+            self._pending = None
+            raise
+        try:
+            await self.flush()
+        finally:
+            self._pending = None
+
+    async def flush(self) -> None:
+        """Commit the open group's steps so far in ONE transaction, then carry out, step by step
+        in order, what waited for it — exactly what each step's own commit would have been
+        followed by: the router's ``apply`` of its routing, its notes, its outbox "due", its
+        background requests (wall clock; none at shutdown), ``step_done``.  No-op outside a group
+        or when it has nothing.  Raises :class:`StepFailed` (nothing of the group was written or
+        applied; crash-only) or, at shutdown, :class:`Stopping`."""
+        pending = self._pending
+        if pending is None or not pending.steps:
+            return
+        self._pending = _Pending()
+        if pending.ops:
+            await self._commit(pending.ops)
+        for done in pending.steps:
+            self._committed(done.routing, done.notes)
+            if done.outbox_due:
+                self.ports.outbox_due(done.now)
+            for req in done.requests:
+                if self.stopping:
+                    break  # no new platform request at shutdown
+                assert self.spawn is not None  # only the wall clock defers requests
+                self.spawn(self._request_bg(req))
+            self.ports.step_done()
+
+    def pending_steps(self) -> int:
+        """Steps of the open group not committed yet (0 outside a group)."""
+        return 0 if self._pending is None else len(self._pending.steps)
+
+    def outbox_due_pending(self) -> bool:
+        """The delivery timer fired in the open group (``ports.outbox_due`` waits for its
+        commit): flush before the delivery pump reads SQLite."""
+        return self._pending is not None and any(d.outbox_due for d in self._pending.steps)
+
+    async def _join(self, pending: _Pending, step: Step, routing: Any) -> None:
+        done = _Done(step.now, routing, step.notes, step.outbox_due)
+        pending.steps.append(done)
+        pending.ops += step.ops
+        if routing is not None:
+            pending.routings.append(routing)
+            if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
+                self.ports.outbox_queued(step.now)
+        for req in step.requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
+            if self.spawn is None:  # virtual clock: the answer is the group's next step
+                result, error = await self.ports.perform(req)
+                await self.run(self._answer(req, result, error))
+            else:
+                done.requests.append(req)
+
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)
 
@@ -214,21 +355,30 @@ class StepExecutor:
     # time -------------------------------------------------------------------------------------
     async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,
                        limit: int | None = None,
-                       every: tuple[int, Callable[[], Awaitable[None]]] | None = None) -> int:
+                       every: tuple[int, Callable[[], Awaitable[None]]] | None = None,
+                       after_each: Callable[[], Awaitable[None]] | None = None) -> int:
         """Run every timer due at or before ``t`` in due order, each its own step at
         ``max(due, now)`` (the caller holds the lock).  ``advance_clock`` moves a virtual clock to
         each due instant first.  ``limit``: raise :class:`TooManyTimers` before the timer past
-        it.  ``every = (n, hook)``: await ``hook()`` after every ``n`` timers (a yield; it may
-        raise to stop).  Returns how many timers ran."""
+        it.  ``after_each``: awaited after every timer, inside the group (it calls :meth:`flush`
+        itself before it reads SQLite or lets other code look, e.g. to send what the delivery
+        timer made due at that instant).  ``every = (n, hook)``: await ``hook()`` after every
+        ``n`` timers (a yield; it may raise to stop).  The timers form one commit group
+        (:meth:`group`), flushed before each ``hook`` and at the end — also when a limit or a
+        hook stops it: every step that ran is committed.  Returns how many timers ran."""
         fired = 0
         scheduler = self.engine.scheduler
-        while (nxt := scheduler.next_due()) is not None and nxt <= t:
-            if limit is not None and fired >= limit:
-                raise TooManyTimers(fired)
-            if advance_clock is not None:
-                advance_clock(nxt)
-            await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
-            fired += 1
-            if every is not None and fired % every[0] == 0:
-                await every[1]()
+        async with self.group():
+            while (nxt := scheduler.next_due()) is not None and nxt <= t:
+                if limit is not None and fired >= limit:
+                    raise TooManyTimers(fired)
+                if advance_clock is not None:
+                    advance_clock(nxt)
+                await self.run(self.engine.fire, now=max(nxt, self.clock.now()))
+                fired += 1
+                if after_each is not None:
+                    await after_each()
+                if every is not None and fired % every[0] == 0:
+                    await self.flush()  # the hook may let other code look: commit first
+                    await every[1]()
         return fired

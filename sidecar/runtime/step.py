@@ -42,6 +42,7 @@ class Request:
     tu: str = ""  # the TU whose platform answers
     project: str = ""  # that TU's project
     epoch: int = 0  # the TU's login session that asked (TuRuntime.epoch)
+    at: float | None = None  # instant (unix s) of the step that asked
 
 
 @dataclass(slots=True)

@@ -134,7 +134,7 @@ class TuRuntime:
                 context: Any = None) -> None:
         """Ask Electron for platform data; the answer reaches ``service.on_result``."""
         step.requests.append(Request(service, method, params, tag, context, tu=self.tu,
-                                     project=self.project, epoch=self.epoch))
+                                     project=self.project, epoch=self.epoch, at=step.now))
 
     # online -----------------------------------------------------------------------------------
     def mark_online(self, ru: str) -> bool:

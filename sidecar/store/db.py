@@ -20,7 +20,9 @@ Rules / theory of operation
   error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.  The
   batch is compiled to SQL on the event loop, then executed by a single function on aiosqlite's
   connection thread (one thread hop per commit, not one per statement), which keeps the hot path
-  of every runtime step cheap (``bench/store_bench.py``).  Cancelling the awaiting task does not
+  of every runtime step cheap (``bench/store_bench.py``); the runtime commits the steps of one
+  advance or batch together (group commit, :mod:`sidecar.runtime.executor`).  :attr:`Store.counters`
+  counts the thread hops, commits and ops.  Cancelling the awaiting task does not
   cancel the transaction: it still commits or rolls back as a whole.
 * Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
   reader never sees half of a batch.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 from typing import Any, Callable, TypeVar
@@ -90,6 +93,20 @@ def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
     return migrate(conn, migrations)
 
 
+@dataclass(slots=True)
+class StoreCounters:
+    """What a store did since it was opened: ``hops`` (functions run on aiosqlite's connection
+    thread — each one thread hop of the event loop), ``commits`` (:meth:`Store.commit` calls
+    that reached SQLite) and the ``ops`` they carried.  Read by ``status`` and the benchmarks."""
+
+    hops: int = 0
+    commits: int = 0
+    ops: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
+
+
 class Store:
     """An open store.  Use :meth:`open` (or ``async with await Store.open(...)``)."""
 
@@ -100,6 +117,7 @@ class Store:
         self.schema_version = schema_version  # PRAGMA user_version after migrations
         self._db: aiosqlite.Connection | None = db
         self._lock = lock
+        self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -155,6 +173,7 @@ class Store:
         db = self._db
         if db is None:
             raise StoreError("store is closed")
+        self.counters.hops += 1
         try:
             return await db._execute(fn, db._conn, *args)
         except sqlite3.Error as exc:
@@ -182,6 +201,8 @@ class Store:
             plan = compile_ops(ops)
         except (TypeError, ValueError, msgspec.EncodeError) as exc:
             raise StoreError(f"cannot encode op: {exc}") from exc
+        self.counters.commits += 1
+        self.counters.ops += len(ops)
         await self._run(_apply, plan)
 
     # ------------------------------------------------------------------ readers: tasks
