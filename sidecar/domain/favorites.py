@@ -93,4 +93,18 @@ class Favorite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc
 
 ATTRIBUTES = frozenset(f for f in Favorite.__struct_fields__ if f not in ("ru", "markers"))
 
-__all__ = ["ATTRIBUTES", "Favorite"]
+
+def standing_refusal(fav: Favorite | None) -> str | None:
+    """The opening of every service's final check (DESIGN §7, seed 001): ``"not_favorite"``,
+    ``"inactive"`` or ``"white"`` in that order, None when the favorite may be reminded.  Each
+    service goes on with its own checks (freeloader, block, online, stronger tasks)."""
+    if fav is None:
+        return "not_favorite"
+    if not fav.is_active:
+        return "inactive"
+    if fav.is_white:
+        return "white"
+    return None
+
+
+__all__ = ["ATTRIBUTES", "Favorite", "standing_refusal"]

@@ -50,7 +50,7 @@ from typing import Any
 from platform_clients.base import list_field
 from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
-from sidecar.domain.favorites import Favorite
+from sidecar.domain.favorites import Favorite, standing_refusal
 from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
 from sidecar.runtime.factory import Candidate, Refused
 from sidecar.domain.notes import ChainAttempt
@@ -357,12 +357,10 @@ class FollowUpMessageService(Service):
         """DESIGN §7 "Before the Task Factory"; None = pass, else the refusal reason."""
         rt = self.tu
         fav = rt.favorites.get(ru)
-        if fav is None:
-            return "not_favorite"
-        if not fav.is_active:
-            return "inactive"
-        if fav.is_white:
-            return "white"
+        why = standing_refusal(fav)
+        if why is not None:
+            return why
+        assert fav is not None  # refused above
         if fav.blocked:
             return "blocked"
         if ru not in rt.online:

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from platform_clients.mail import Letter, MailHistory
 from sidecar.core.rng import KeyedRandom
-from sidecar.domain.favorites import Favorite
+from sidecar.domain.favorites import Favorite, standing_refusal
 from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 
@@ -94,13 +94,11 @@ class PairDecision:
 
 def eligibility(pair: PairState, online_required: bool) -> str | None:
     """The part of the final check that needs no platform read; None = pass."""
+    why = standing_refusal(pair.favorite)
+    if why is not None:
+        return why
     fav = pair.favorite
-    if fav is None:
-        return "not_favorite"
-    if not fav.is_active:
-        return "inactive"
-    if fav.is_white:
-        return "white"
+    assert fav is not None  # refused above
     if pair.freeloader:
         return "freeloader"
     if fav.blocked:
