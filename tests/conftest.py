@@ -19,34 +19,54 @@ import pytest  # noqa: E402
 HEARTBEAT_S = float(os.environ.get("TEST_HEARTBEAT_S", 30))
 
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0"… inside a pytest-xdist worker, else None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A slow test (shift replay, frozen build — often in its fixtures) says it started and,
-    every 30 s, that it is still running — otherwise ``./run test`` looks stuck on one dot."""
+    every 30 s, that it is still running — otherwise ``./run test`` looks stuck on one dot.
+    In a pytest-xdist worker (``./run test`` runs the suite in several) the terminal reporter
+    writes nowhere visible, so the lines go to the worker's stderr, which is the terminal's."""
     tr = item.config.pluginmanager.get_plugin("terminalreporter")
     if item.get_closest_marker("slow") is None or tr is None:
         yield
         return
-    tr.write("\n")  # -q prints dots without ending the line
-    tr.write_line(f"slow test started: {item.nodeid}")
+    capman = item.config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        if WORKER is not None:
+            sys.__stderr__.write(f"\n[{WORKER}] {line}\n")
+            sys.__stderr__.flush()
+        else:
+            tr.write("\n")  # -q prints dots without ending the line
+            tr.write_line(line)
+
+    say(f"slow test started: {item.nodeid}")
     stop = threading.Event()
     t0 = time.monotonic()
-
-    capman = item.config.pluginmanager.getplugin("capturemanager")
 
     def beat() -> None:
         while not stop.wait(HEARTBEAT_S):
             line = f"  … still running {item.nodeid} ({time.monotonic() - t0:.0f} s)"
             if capman is None:
-                tr.write("\n")
-                tr.write_line(line)
+                say(line)
                 continue
             with capman.global_and_fixture_disabled():  # the test's output is being captured
-                tr.write("\n")
-                tr.write_line(line)
+                say(line)
 
     threading.Thread(target=beat, name="slow-test-heartbeat", daemon=True).start()
     try:
         yield
     finally:
         stop.set()
+
+
+# ---- running in parallel (pytest-xdist; ./run test passes -n and --dist loadgroup) ----------------
+def pytest_collection_modifyitems(session, config, items):
+    """Under xdist, the long poles start first: the slow tests (the shift replays and the frozen
+    build, each one ``xdist_group`` so its module/session fixture is made once, in one worker)
+    go to the front, so the rest of the suite runs beside them instead of after them.  The
+    order is deterministic (every worker must collect the same list)."""
+    if getattr(config.option, "numprocesses", None) or WORKER is not None:
+        items.sort(key=lambda it: it.get_closest_marker("slow") is None)  # stable: keeps the rest's order

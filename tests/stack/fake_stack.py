@@ -10,6 +10,8 @@ same port.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -174,7 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def free_port() -> int:
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections while the block runs: bound, never listening.
+    Held, so no other test or xdist worker can take it meanwhile (a port freed and hoped to
+    stay free could be handed to a parallel sidecar's bind)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
