@@ -45,10 +45,10 @@ Rules / theory of operation
   answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
   is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
   advance goes to every running machine).  Routing-world lines never travel batched (they are
-  no platform events).  The sidecar's advance inside the frame sends non-Stack deliveries at
-  their instants exactly as ``clock.advance_to`` does, and stops before an event at which a
-  delivery pass is due (the frame's rest is sent again), so the receivers and the reference
-  Stack see the same calls at the same driver instants.  The result — tasks, trace,
+  no platform events).  The sidecar's advance inside the frame sends deliveries (Stack's
+  flushes included) at their instants exactly as ``clock.advance_to`` does (a ``taken`` short of
+  the events sent: the frame's rest is sent again), so the receivers and the reference Stack see
+  the same calls at the same driver instants.  The result — tasks, trace,
   deliveries, expectations, samples — is the same as without batching; the tests compare both.
 * **Stack flushes**: on the virtual clock a sidecar sends Stack's new writes at most every
   ``stack_flush_interval_s`` (``sidecar.router.cadence``), so wherever the driver reads the
