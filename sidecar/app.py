@@ -496,10 +496,14 @@ class SidecarApp:
         Stack (another machine's login, a check).  Retries keep their ladder instants: a write
         waiting for a retry is not due.  Answer ``{"acked", "failed", "pending"}``: writes
         acknowledged and attempts failed in this flush, Stack writes still queued after it."""
-        if self.routing.stack is None or self.routing.flush_at is None:
-            return {"acked": 0, "failed": 0, "pending": 0}  # nothing queued (known in memory)
+        if self.routing.stack is None:
+            return {"acked": 0, "failed": 0, "pending": 0}
         if self.clock.virtual:
-            res = await self._locked(lambda: self._pass_locked(self.clock.now(), stack=True))
+            async def flush() -> PassResult | None:  # under the step lock the flush instant
+                if self.routing.flush_at is None:  # in memory is exact: nothing queued
+                    return None
+                return await self._pass_locked(self.clock.now(), stack=True)
+            res = await self._locked(flush)
         else:  # beside the pump loop: the pump's own lock serialises the passes
             res = await self._route_pass(self.clock.now())
             self.acked += res.stack_acked

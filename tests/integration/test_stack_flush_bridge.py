@@ -48,3 +48,25 @@ def test_the_schema_has_stack_flush():
     assert "stack.flush" in schema["inbound"]
     answer = schema["$defs"]["StackFlushAnswer"]
     assert {"acked", "failed", "pending"} <= set(answer["required"])
+
+
+async def test_stack_flush_on_the_wall_clock_sends_at_once_and_answers_the_counts(tmp_path):
+    """The wall clock has no cadence: the pump sends a write as soon as it is queued, and
+    ``stack.flush`` (serialised with the pump's own pass) leaves nothing pending."""
+    import time
+
+    stack = StackServer()
+    stack.start()
+    try:
+        async with SidecarProcess(tmp_path, clock="wall", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            await c.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+            now = time.time()
+            await c.call("platform.event", _msg("ru-1", "m-1", now))
+            flushed = await c.call("stack.flush", {})
+            assert set(flushed) == {"acked", "failed", "pending"}  # no next_due on the wall clock
+            assert flushed["failed"] == 0 and flushed["pending"] == 0
+            assert len(stack.writes()) >= 2  # the task and its candidate, by the pump or the flush
+            await c.close()
+    finally:
+        stack.stop()
