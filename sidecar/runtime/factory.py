@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
@@ -48,13 +50,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from sidecar.runtime.step import Step
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
     """A service's proposal.  ``anchor``: the instant the deadline counts from (default: now).
     ``online_required``: None keeps the type's rule (:data:`~sidecar.domain.tasks.SPECS`
     ``online_only``); True / False overrides it for this task — at creation and for the offline
     expiry of the open task (DESIGN §6: a Follow-up mail is online-only "except post-chat").  The
-    factory applies the flag and knows nothing of why a service sets it."""
+    factory applies the flag and knows nothing of why a service sets it.  A frozen Struct, built
+    positionally or by name (one per candidate: ~5x cheaper than a frozen dataclass)."""
 
     type: TaskType
     ru: str

@@ -319,8 +319,11 @@ class FollowUpMessageService(Service):
         if chain is not None:
             record_outcome(step, self.tu, ru, TaskType.FOLLOW_UP_MESSAGE, "chain", f"removed:{why}",
                            detail={"source_task": chain.source, "step": chain.step})
-        self.tu.cancel((self.name, "check", ru))
-        self.tu.cancel((self.name, "end", ru))
+            # a pair's check / end timers are armed only with its chain in the pool (_arm), and
+            # every removal but logout's (whose timers the runtime drops) cancels both: with no
+            # chain there is nothing to cancel (every new Unanswered message comes here)
+            self.tu.cancel((self.name, "check", ru))
+            self.tu.cancel((self.name, "end", ru))
         if ended and chain is not None and not clear_marker:
             self.tu.write_marker(step, ru, MARKER, ch.ended_marker(chain),
                                  followup_chat_key(self.tu.tu, ru, chain.source, f"{chain.step}:end"))
