@@ -209,6 +209,8 @@ class FollowUpMessageService(Service):
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         if not self.tu.inbox_synced:
             return  # the login's check chat may still turn up a new Unanswered message
+        if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
+            return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online
         unknown: list[str] = []
         for ru in sorted(candidates):

@@ -117,23 +117,27 @@ def task_routed(task: Task, event: str) -> Event:
     """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write
     (:func:`task_event`'s)."""
     _check_task_event(task, event)
-    type_, reason = _value(task.type), _value(task.reason)
-    tu, ru, task_id = task.tu, task.ru, task.task_id
+    type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
+    tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
+    body = {"event": event, "task": {  # task_body(task), with the values read above
+        "task_id": task_id, "type": type_, "project": project, "tu": tu, "ru": ru,
+        "source": source, "created_at": task.created_at, "deadline": task.deadline,
+        "closed_at": task.closed_at, "reason": reason, "vip": vip, "meta": task.meta}}
     return _routed("task", "task", event, {
-        "tu": tu, "ru": ru, "project": task.project, "task_id": task_id, "type": type_,
-        "source": task.source, "reason": reason, "vip": task.vip},
-        pair_of(tu, ru), f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
-        _encode({"event": event, "task": task_body(task)}), tu, ru)
+        "tu": tu, "ru": ru, "project": project, "task_id": task_id, "type": type_,
+        "source": source, "reason": reason, "vip": vip},
+        f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
+        _encode(body), tu, ru)
 
 
 def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
                     task_id: str | None = None, detail: dict | None = None) -> Event:
     """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
     write (``outcome`` keeps the reason: ``refused:offline``)."""
-    type_ = _value(type)
-    return _routed("candidate", type_, outcome.split(":", 1)[0], {
+    type_ = getattr(type, "_value_", type)
+    return _routed("candidate", type_, outcome.partition(":")[0], {
         "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
-        "task_id": task_id}, pair_of(tu, ru),
+        "task_id": task_id}, f"{tu}/{ru}",
         f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
         f"/v1/tus/{seg(tu)}/candidates",
         _encode({"ru": ru, "type": type_, "source": source, "at": at, "outcome": outcome,
