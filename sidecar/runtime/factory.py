@@ -127,25 +127,28 @@ class TaskFactory:
         """Create the candidate's task or refuse it.  See the module rules."""
         if not rt.logged_in:
             return Refused("logged_out")
-        refusal = self.stronger_open(rt.tu, cand.ru, cand.type)
-        if refusal is not None:
-            return Refused(refusal)
-        if rt.attrs(cand.ru).blocked:
+        tu, ru, type_ = rt.tu, cand.ru, cand.type
+        pair = self.by_pair.get((tu, ru))
+        if pair:  # stronger_open(), with the pair looked up once
+            held = next((t for t in stronger_or_same(type_) if t in pair), None)
+            if held is not None:
+                return Refused("open" if held is type_ else "stronger_task_open")
+        if rt.attrs(ru).blocked:
             return Refused("blocked")
-        spec = SPECS[cand.type]
-        if cand.needs_online() and cand.ru not in rt.online:
+        spec = SPECS[type_]
+        online_only = spec.online_only if cand.online_required is None else cand.online_required
+        if online_only and ru not in rt.online:  # cand.needs_online()
             return Refused("offline")
         now = step.now
         anchor = now if cand.anchor is None else cand.anchor
         task = Task(
-            task_id=task_id_for(rt.tu, cand.ru, cand.type, now, cand.source),
-            type=cand.type, project=rt.project, tu=rt.tu, ru=cand.ru, source=cand.source,
-            created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(cand.ru)),
-            meta=dict(cand.meta or {}))
+            task_id=task_id_for(tu, ru, type_, now, cand.source),
+            type=type_, project=rt.project, tu=tu, ru=ru, source=cand.source,
+            created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(ru)),
+            meta=dict(cand.meta) if cand.meta else {})
         if cand.online_required is not None and cand.online_required != spec.online_only:
             task.meta[ONLINE_REQUIRED] = cand.online_required  # the task keeps the override
-        pair = self.by_pair.get((rt.tu, cand.ru))
-        weaker = [pair[w] for w in weaker_than(cand.type) if w in pair] if pair else []
+        weaker = [pair[w] for w in weaker_than(type_) if w in pair] if pair else []
         self._index(task)
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1

@@ -429,7 +429,8 @@ class FollowUpMessageService(Service):
         self._set_contact(step, ru, Contact(who, at, last_tu))
 
     def _set_contact(self, step: Step, ru: str, c: Contact) -> None:
-        if self.contact.get(ru) == c:
+        old = self.contact.get(ru)
+        if old is not None and old == c:
             return
         self.contact[ru] = c
         self.unsure.discard(ru)

@@ -116,7 +116,8 @@ def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Even
 def task_routed(task: Task, event: str) -> Event:
     """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write
     (:func:`task_event`'s)."""
-    _check_task_event(task, event)
+    if event != "created":
+        _check_task_event(task, event)
     type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
     tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
     body = {"event": event, "task": {  # task_body(task), with the values read above
