@@ -101,6 +101,9 @@ class TaskFactory:
         self.open: dict[str, Task] = {}  # task_id -> open task
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
         self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
+        # tu -> ids of its open overdue tasks: a deadline counts them without listing every open
+        # task (that was O(open tasks) per deadline timer; issue 11 item 5)
+        self.overdue_by_tu: dict[str, set[str]] = {}
         self.created_total = 0  # tasks created by this process (status)
         self._overdue_alerted: dict[str, float] = {}  # tu -> last operator-overdue alert (unix s)
 
@@ -120,6 +123,10 @@ class TaskFactory:
 
     def open_of_tu(self, tu: str) -> list[Task]:
         return sorted((t for t in self.open.values() if t.tu == tu), key=Task.sort_key)
+
+    def overdue_count(self, tu: str) -> int:
+        """How many of ``tu``'s open tasks are overdue (O(1))."""
+        return len(self.overdue_by_tu.get(tu, ()))
 
     # create -----------------------------------------------------------------------------------
     @recorded  # every outcome goes to the decision log and Stack (DESIGN §9, §13)
@@ -190,6 +197,8 @@ class TaskFactory:
                     rus.discard(task.ru)
                     if not rus:
                         del self.rus_by_tu[task.tu]
+        if task.overdue:
+            self._unmark_overdue(task)
         rt.cancel(("deadline", task.task_id))
         task.closed_at = step.now
         task.reason = reason
@@ -226,17 +235,25 @@ class TaskFactory:
             self.close(step, rt, task, CloseReason.EXPIRED)
             return
         if not task.overdue:
-            task.overdue = True
+            self._mark_overdue(task)
             step.notify("task.updated", TaskUpdated(task_id=task.task_id, type=task.type.value,
                                                     tu=task.tu, ru=task.ru, overdue=True,
                                                     deadline=task.deadline, at=step.now))
             rt.schedule(("deadline", task.task_id), task.deadline + OVERDUE_ALERT_S)
-            if self._overdue_count(task.tu) < OVERDUE_ALERT_COUNT:
+            if self.overdue_count(task.tu) < OVERDUE_ALERT_COUNT:
                 return
         self._operator_overdue(step, task)
 
-    def _overdue_count(self, tu: str) -> int:
-        return sum(1 for t in self.open_of_tu(tu) if t.overdue)
+    def _mark_overdue(self, task: Task) -> None:
+        task.overdue = True
+        self.overdue_by_tu.setdefault(task.tu, set()).add(task.task_id)
+
+    def _unmark_overdue(self, task: Task) -> None:
+        ids = self.overdue_by_tu.get(task.tu)
+        if ids is not None:
+            ids.discard(task.task_id)
+            if not ids:
+                del self.overdue_by_tu[task.tu]
 
     def _operator_overdue(self, step: "Step", task: Task) -> None:
         """``sidecar/operator/overdue`` (high): the shift lead hears of an operator falling behind,
@@ -247,7 +264,7 @@ class TaskFactory:
         if last is not None and step.now < last + 3600.0:
             return
         self._overdue_alerted[task.tu] = step.now
-        overdue = [t for t in self.open_of_tu(task.tu) if t.overdue]
+        overdue = [self.open[i] for i in self.overdue_by_tu.get(task.tu, ())]
         step.emit(Event(source="sidecar", subject="operator", action="overdue", priority="high",
                         payload={"tu": task.tu, "count": len(overdue),
                                  "oldest_overdue_s": round(max(step.now - t.deadline for t in overdue), 3),
@@ -274,7 +291,7 @@ class TaskFactory:
             return
         self._index(task)
         if task.awaits_answer and task.deadline <= now:
-            task.overdue = True
+            self._mark_overdue(task)
             if now < task.deadline + OVERDUE_ALERT_S:
                 rt.schedule(("deadline", task.task_id), task.deadline + OVERDUE_ALERT_S)
         else:
@@ -284,3 +301,5 @@ class TaskFactory:
         self.open[task.task_id] = task
         self.by_pair.setdefault((task.tu, task.ru), {})[task.type] = task
         self.rus_by_tu.setdefault(task.tu, set()).add(task.ru)
+        if task.overdue:  # (a task comes in overdue only through _mark_overdue; kept exact anyway)
+            self.overdue_by_tu.setdefault(task.tu, set()).add(task.task_id)
