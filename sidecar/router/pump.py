@@ -20,7 +20,12 @@ Rules / theory of operation
   ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
   so follow-up writes go out in the same pass.
 * Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
-  Stack writes (it does not walk the whole queue into timeouts).
+  Stack writes and its ``next_due`` is the earliest retry of the Stack rows it tried (or another
+  target's row), not the untried rows' "due now": it does not walk the whole queue into
+  timeouts, in one pass or in many.
+* A channel or client that raises (a bug) fails the attempt retryably and is logged: the row is
+  kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses with a
+  4xx is kept too, retried at the Stack ladder's last step, and logged at ERROR every time.
 * Rows of a target with no channel (removed from the config) fail terminally ("bad target").
 """
 from __future__ import annotations
@@ -71,6 +76,8 @@ class DeliveryPump:
             await self._probes(now, res)
             tried: set[str] = set()
             stack_open = self.stack is not None and stack
+            stalled = False
+            stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
             while True:
                 other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
                                         if r.id not in tried)[:self.concurrency]
@@ -95,6 +102,7 @@ class DeliveryPump:
                 outcomes += stack_out
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
                     stack_open = False  # no answer at all: Stack is unreachable
+                    stalled = True
                 ops: list[Op] = []
                 for row, b, outcome in outcomes:
                     fin = self.gate.finish(row, outcome, now, attempt=b.attempt)
@@ -104,8 +112,18 @@ class DeliveryPump:
                         ops.extend(ch.ops_after(row, outcome, now))
                     res.events.extend(fin.events)
                     res.settled.append((row, fin.next))
+                    if row.channel == "stack" and fin.next.next_attempt_at is not None:
+                        stack_retry.append(fin.next.next_attempt_at)
                 await self.store.commit(ops)
-            res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
+            if stalled:
+                # Stack is unreachable: its untried rows are still due, but the next pass is at
+                # the first retry of the rows tried — not now, which would walk the queue into
+                # timeouts pass after pass
+                dues = [x for x in (await self.store.next_due(stack=False),
+                                    min(stack_retry, default=None)) if x is not None]
+                res.next_due = min(dues) if dues else None
+            else:
+                res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
             return res
 
     async def _probes(self, now: float, res: PumpResult) -> None:
@@ -156,7 +174,7 @@ class DeliveryPump:
                     return row, b, await ch.send(row, now)
                 except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
                     log.exception("channel %s raised for delivery %s", row.target, row.id)
-                    return row, b, retryable(f"channel error: {type(exc).__name__}")
+                    return row, b, _channel_error(exc)
 
         return list(await asyncio.gather(*(one(r, b) for r, b in items)))
 
@@ -172,7 +190,11 @@ class DeliveryPump:
             requests = 0
             for i in range(0, len(items), MAX_BATCH):
                 chunk = items[i:i + MAX_BATCH]
-                results = await stack.send_batch([r for r, _ in chunk], now)
+                try:
+                    results = await stack.send_batch([r for r, _ in chunk], now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the rows
+                    log.exception("stack channel raised for a batch of %d writes", len(chunk))
+                    results = [_channel_error(exc)] * len(chunk)
                 requests += 1
                 out.extend((r, b, o) for (r, b), o in zip(chunk, results))
             return out, requests
@@ -180,13 +202,25 @@ class DeliveryPump:
 
         async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
             async with sem:
-                return row, b, await stack.send(row, now)
+                try:
+                    return row, b, await stack.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the row
+                    log.exception("stack channel raised for delivery %s", row.id)
+                    return row, b, _channel_error(exc)
 
         return list(await asyncio.gather(*(one(r, b) for r, b in items))), len(items)
 
     async def close(self) -> None:
         for ch in self.channels.values():
             await ch.close()
+
+
+def _channel_error(exc: Exception) -> Outcome:
+    """A channel or client that raised: retryable (the row is kept), never an HTTP status — but
+    not "no answer" either (``status`` 0), so a bug does not look like a Stack outage.  Only the
+    exception's type reaches the row: its text may hold a URL with a secret (the traceback is
+    in the log)."""
+    return retryable(f"channel error: {type(exc).__name__}", 0)
 
 
 def _one_per_target(rows) -> list[Delivery]:
