@@ -265,13 +265,16 @@ class RulesDelete(Params, kw_only=True, forbid_unknown_fields=True):
 
 
 class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
-    """The delivery audit by seq: ``status``?, ``target``?, ``since``? (events at or after,
-    unix seconds), ``limit``? (default 1000)."""
+    """The delivery audit by seq, one page: ``status``?, ``target``?, ``since``? (events at or
+    after, unix seconds), ``after_seq``? (the previous answer's ``next``), ``limit``? (1..1000,
+    default 1000).  Answer ``{"deliveries": [...], "next": seq | null}``: a page never exceeds
+    the frame cap (``sidecar.paging``); pass ``next`` back as ``after_seq`` until it is null."""
 
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None  # ≤ 0 meant "every row"; a byte cap is still open (issue 9)
+    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None  # ≤ 0 meant "every row"
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):

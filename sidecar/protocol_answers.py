@@ -218,7 +218,8 @@ class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     channel: str
     target: str
     status: str  # pending | delivered | failed | skipped | duplicate
-    message: str  # what the channel sends (telegram text, JSON body)
+    message: str  # what the channel sends (telegram text, JSON body); cut at 16 Ki characters
+    message_cut: bool  # the message was cut for the list (the row keeps it whole)
     attempts: int
     next_attempt_at: float | None
     expires_at: float | None
@@ -235,7 +236,8 @@ class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class DeliveriesAnswer(Answer, kw_only=True):
-    deliveries: list[DeliveryRow]
+    deliveries: list[DeliveryRow]  # one page, by seq
+    next: int | None  # the ``after_seq`` of the next page; None = no more rows
 
 
 class EmitAnswer(Ok, kw_only=True):
