@@ -137,12 +137,16 @@ class Status(Params, kw_only=True):
 class Why(Params, kw_only=True):
     """The pair's decision log (DESIGN §13), oldest first: every candidate with its outcome
     (``created`` / ``refused:<reason>`` / ``miss``) and every chain removal with its reason.
-    ``since``: unix seconds (default: everything kept, 7 days).  Answer ``{"tu", "ru", "since",
-    "decisions": [{"at", "type", "source", "outcome", "task_id", "detail", "text"}]}``."""
+    ``since``: unix seconds (default: everything kept, 7 days); one page of at most ``limit``
+    (1..1000, default 1000) decisions after ``after_id`` (the previous answer's ``next``).
+    Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
+    "task_id", "detail", "text"}], "next": id | null}``, never past the frame cap."""
 
     tu: Id
     ru: Id
     since: float | None = None
+    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
 
 
 # ---- sender health: the manage API (seed 000 §6; DESIGN §10 "Management") ------------------
@@ -225,19 +229,28 @@ class SenderRef(Params, kw_only=True):
 
 
 class SenderHistory(Params, kw_only=True):
-    """A sender's history rows since ``since`` (unix seconds), oldest first, at most ``limit``.
-    Answer ``{"sender", "rows": [{"at", "code", "note"}]}``."""
+    """A sender's history rows since ``since`` (unix seconds), oldest first: one page of at most
+    ``limit`` (1..1000, default 500) rows after ``after_id`` (the previous answer's ``next``).
+    Answer ``{"sender", "rows": [{"id", "at", "code", "note"}], "next": id | null}``, never past
+    the frame cap."""
 
     sender: SenderName
     since: float | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=5000)] = 500
+    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 500
 # ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
 # Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
 # refused here.
 
 class RulesList(Params, kw_only=True):
-    """Every rule in application order: ``{"rules": [rule…], "match_mode"}``."""
+    """The rules in application order (weight, then name), one page: at most ``limit`` (1..1000,
+    default 1000) after ``after`` = ``[weight, name]`` (the previous answer's ``next``).
+    Answer ``{"rules": [rule…], "match_mode", "next": [weight, name] | null}``, never past the
+    frame cap."""
+
+    after: tuple[int, str] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
 
 
 class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):

@@ -113,6 +113,7 @@ class StatusAnswer(Answer, kw_only=True):
 class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One decision-log row (DESIGN §13; :mod:`sidecar.runtime.decisions`).  ``at``: unix seconds."""
 
+    id: int  # the log's order; the page cursor
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals)
     source: str  # the trigger: socket, chain, over_60m, notification, scroll_new …
@@ -129,6 +130,7 @@ class WhyAnswer(Answer, kw_only=True):
     ru: str
     since: float | None
     decisions: list[DecisionRow]
+    next: int | None  # the ``after_id`` of the next page; None = no more rows
 
 
 class GroupView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -163,6 +165,7 @@ class SenderView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class HistoryRowView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: int  # the history's order; the page cursor
     at: float
     code: int  # 100 finished, 101 started, 102 extended, 103 Need Check, 104/105 warm-up, 106, 109
     note: str
@@ -195,9 +198,11 @@ class SenderAnswer(Answer, kw_only=True):
 class HistoryAnswer(Answer, kw_only=True):
     sender: str
     rows: list[HistoryRowView]
+    next: int | None  # the ``after_id`` of the next page; None = no more rows
 class RulesAnswer(Answer, kw_only=True):
     rules: list[dict[str, Any]]  # {name, conditions, actions, throttle_seconds, weight, enabled}
     match_mode: str  # all | first
+    next: tuple[int, str] | None  # the ``after`` of the next page; None = no more rules
 
 
 class RuleChanged(Ok, kw_only=True):

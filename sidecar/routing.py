@@ -163,7 +163,11 @@ class RouterComponent:
         reg("events.emit", p.EventsEmit, self._events_emit)
 
     async def _rules_list(self, a: p.RulesList) -> dict:
-        return {"rules": self.router.rules(), "match_mode": self.router.state.match_mode}
+        after = None if a.after is None else (a.after[0], a.after[1])
+        rules = [r for r in self.router.rules() if after is None or (r["weight"], r["name"]) > after]
+        views, nxt = page(rules[:a.limit + 1], a.limit, self.page_bytes,
+                          lambda r: [r["weight"], r["name"]])
+        return {"rules": views, "match_mode": self.router.state.match_mode, "next": nxt}
 
     async def _rule_change(self, decide: Callable[[float], tuple[list, Any]], deleted: bool = False) -> dict:
         async def run() -> dict:

@@ -23,6 +23,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op
 
@@ -32,6 +34,7 @@ from .route import Routing, RouterState, make_prefix, route
 from .storage import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
+MAX_RULE_BYTES = 256 * 1024  # one rule as JSON (50 actions of 4096-char templates fit unescaped)
 
 
 class Router:
@@ -97,8 +100,13 @@ class Router:
 
     def _parse(self, data: Any) -> Rule:
         """:func:`parse_rule`, then every template compiled: one that does not compile is bad
-        input now (RouterInputError naming ``actions[i].template``), not a failed delivery later."""
+        input now (RouterInputError naming ``actions[i].template``), not a failed delivery later.
+        A rule is at most :data:`MAX_RULE_BYTES` as JSON (RouterInputError naming ``actions``):
+        ``rules.list`` answers whole rules, and a page must fit one websocket frame."""
         rule = parse_rule(data, self.targets)
+        size = len(msgspec.json.encode(rule_dict(rule)))
+        if size > MAX_RULE_BYTES:
+            raise RouterInputError("actions", f"the rule is {size} bytes as JSON; at most {MAX_RULE_BYTES}")
         for i, action in enumerate(rule.actions):
             if action.template is not None:
                 try:

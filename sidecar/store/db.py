@@ -299,10 +299,12 @@ class Store:
         return await self._run(read)
 
     # ------------------------------------------------------------------ readers: decision log
-    async def decisions(self, tu: str, ru: str, since: float | None = None) -> list[dict]:
-        """The pair's decision-log rows at or after ``since`` (unix seconds), in order
+    async def decisions(self, tu: str, ru: str, since: float | None = None, *,
+                        after_id: int | None = None, limit: int = -1) -> list[dict]:
+        """The pair's decision-log rows at or after ``since`` (unix seconds) with an id after
+        ``after_id``, at most ``limit`` (-1: all), in order
         (:func:`sidecar.store.decisions.read_decisions`)."""
-        return await self._run(read_decisions, tu, ru, since)
+        return await self._run(lambda c: read_decisions(c, tu, ru, since, after_id=after_id, limit=limit))
 
     # ------------------------------------------------------------------ readers: Stack writes
     async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:

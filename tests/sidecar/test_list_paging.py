@@ -73,3 +73,71 @@ def test_deliveries_list_pages_under_the_frame_cap_and_pages_through_everything(
             assert ei.value.data == {"field": next(iter(bad))}
         await run.stop()
     asyncio.run(main())
+
+
+async def page_all(run, method: str, params: dict, key: str, cursor: str) -> tuple[list, int]:
+    """Every row of a list method, following ``next``; asserts each answer fits one frame."""
+    out, pages, after = [], 0, None
+    while True:
+        ans = await run.call(method, params if after is None else {**params, cursor: after})
+        assert frame_size(ans) < FRAME
+        pages += 1
+        out += ans[key]
+        if ans["next"] is None:
+            return out, pages
+        after = ans["next"]
+
+
+def test_why_and_sender_history_page_under_the_frame_cap(tmp_path):
+    from sidecar.store.ops import AddSenderHistory, PutDecision
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        big = {"pad": "d" * 900}
+        # recorded out of time order on purpose: the log reads by (at, id), and so do its pages
+        decisions = [PutDecision("tu", "ru", T0 + (i * 7919) % 2500, "unanswered_message", "socket",
+                                 "miss", None, big) for i in range(2500)]
+        await run.store.commit(decisions)
+        rows, pages = await page_all(run, "why", {"tu": "tu", "ru": "ru"}, "decisions", "after_id")
+        assert len(rows) == 2500 and len({r["id"] for r in rows}) == 2500 and pages >= 3
+        assert [(r["at"], r["id"]) for r in rows] == sorted((r["at"], r["id"]) for r in rows)
+        ans = await run.call("why", {"tu": "tu", "ru": "ru", "limit": 10})
+        assert len(ans["decisions"]) == 10 and ans["next"] == ans["decisions"][-1]["id"]
+
+        await run.app.senders.start([])  # what SidecarApp.start does: ``stack`` is a sender
+        await run.store.commit([AddSenderHistory("stack", T0 + i, 101, "n" * 2000) for i in range(1500)])
+        hist, pages = await page_all(run, "senders.history", {"sender": "stack", "limit": 1000}, "rows", "after_id")
+        assert [r["at"] - T0 for r in hist] == list(range(1500)) and pages >= 3
+        for bad in ({"limit": 1001}, {"after_id": -1}):
+            with pytest.raises(InvalidParams) as ei:
+                await run.call("senders.history", {"sender": "stack", **bad})
+            assert ei.value.data == {"field": next(iter(bad))}
+        with pytest.raises(InvalidParams) as ei:
+            await run.call("why", {"tu": "tu", "ru": "ru", "limit": 5000})
+        assert ei.value.data == {"field": "limit"}
+        await run.stop()
+    asyncio.run(main())
+
+
+def test_rules_list_pages_and_a_rule_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", '{"audit": {"channel": "journal"}}')
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        for i in range(80):  # ~16 KiB each: 1.3 MiB of rules
+            await run.call("rules.create", {"name": f"r{i:02d}", "weight": i % 3, "actions": [
+                {"target": "audit", "template": f"{i}" + "t" * 4000} for _ in range(4)]})
+        rules, pages = await page_all(run, "rules.list", {}, "rules", "after")
+        assert pages >= 2
+        assert [(r["weight"], r["name"]) for r in rules] == sorted((i % 3, f"r{i:02d}") for i in range(80))
+        one = await run.call("rules.list", {"limit": 1})
+        assert len(one["rules"]) == 1 and one["next"] == [0, "r00"]
+        huge = {"name": "huge", "actions": [{"target": "audit", "template": '"' * 4096}] * 50}
+        with pytest.raises(InvalidParams) as ei:  # 400 KiB as JSON: a page could not hold it
+            await run.call("rules.create", huge)
+        assert ei.value.data == {"field": "actions"}
+        assert "huge" not in [r["name"] for r in (await page_all(run, "rules.list", {}, "rules", "after"))[0]]
+        await run.stop()
+    asyncio.run(main())
