@@ -283,9 +283,14 @@ class Replay:
 
         rows: list[dict] = []
         for m in self.machines:
-            if m.running:
-                answer = await self._send(m, "why", {"tu": tu, "ru": ru})
-                rows += (answer or {}).get("decisions", [])
+            if m.running:  # page through: an answer is at most 1000 rows and under the frame cap
+                params: dict[str, Any] = {"tu": tu, "ru": ru}
+                while True:
+                    answer = await self._send(m, "why", params) or {}
+                    rows += answer.get("decisions", [])
+                    if answer.get("next") is None:
+                        break
+                    params = {**params, "after_id": answer["next"]}
             else:
                 try:
                     rows += read_data_dir(m.data_dir, tu, ru)
