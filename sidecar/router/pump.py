@@ -27,6 +27,10 @@ Rules / theory of operation
   kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses with a
   4xx is kept too, retried at the Stack ladder's last step, and logged at ERROR every time.
 * Rows of a target with no channel (removed from the config) fail terminally ("bad target").
+* Sender health failing (a bug) never loses a round: asked "may it send?", the row waits
+  (``Attempts.health_error``, not an attempt); told an outcome or a probe answer, the outcome
+  is recorded anyway and only health's part is skipped — logged, and listed in
+  ``PumpResult.health_errors``.  A round's outcomes and health's records are ONE commit.
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ class PumpResult:
     events: list[Event] = field(default_factory=list)  # from sender health: route them
     next_due: float | None = None  # unix seconds; None = nothing pending
     stack_requests: int = 0  # HTTP requests made to Stack in this pass
+    health_errors: list[str] = field(default_factory=list)  # targets whose health raised (logged)
 
 
 class DeliveryPump:
@@ -92,7 +97,7 @@ class DeliveryPump:
                     break
                 stack_rows = [r for run in runs for r in run]
                 tried.update(r.id for r in other + stack_rows)
-                sendable, claims = self._begin(other + stack_rows, now)
+                sendable, claims = self._begin(other + stack_rows, now, res)
                 await self.store.commit(claims)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
@@ -103,18 +108,7 @@ class DeliveryPump:
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
                     stack_open = False  # no answer at all: Stack is unreachable
                     stalled = True
-                ops: list[Op] = []
-                for row, b, outcome in outcomes:
-                    fin = self.gate.finish(row, outcome, now, attempt=b.attempt)
-                    ops.extend(fin.ops)
-                    ch = self.channels.get(row.target)
-                    if ch is not None:
-                        ops.extend(ch.ops_after(row, outcome, now))
-                    res.events.extend(fin.events)
-                    res.settled.append((row, fin.next))
-                    if row.channel == "stack" and fin.next.next_attempt_at is not None:
-                        stack_retry.append(fin.next.next_attempt_at)
-                await self.store.commit(ops)
+                await self.store.commit(self._settle(outcomes, now, res, stack_retry))
             if stalled:
                 # Stack is unreachable: its untried rows are still due, but the next pass is at
                 # the first retry of the rows tried — not now, which would walk the queue into
@@ -146,16 +140,55 @@ class DeliveryPump:
 
         ops: list[Op] = []
         for name, outcome in await asyncio.gather(*(one(n) for n in names)):
-            rep = health.probe_result(name, outcome, now)
+            try:
+                rep = health.probe_result(name, outcome, now)
+            except Exception:  # noqa: BLE001 - one probe's bookkeeping bug keeps the others
+                log.exception("sender health failed to take the probe answer of %s", name)
+                res.health_errors.append(name)
+                continue
             ops.extend(rep.ops)
             res.events.extend(rep.events)
         await self.store.commit(ops)
 
-    def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+    def _settle(self, outcomes: list[tuple[Delivery, Begin, Outcome]], now: float,
+                res: PumpResult, stack_retry: list[float]) -> list[Op]:
+        """The ops of a round's outcomes — every row's settle and channel ops, and sender
+        health's records — for ONE commit.  Health failing on one outcome (a bug) is logged and
+        skipped; it never loses the others, nor that row's own outcome."""
+        ops: list[Op] = []
+        for row, b, outcome in outcomes:
+            nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
+            ops.append(settle)
+            ch = self.channels.get(row.target)
+            if ch is not None:
+                ops.extend(ch.ops_after(row, outcome, now))
+            res.settled.append((row, nxt))
+            if row.channel == "stack" and nxt.next_attempt_at is not None:
+                stack_retry.append(nxt.next_attempt_at)
+            try:
+                rep = self.gate.report(row, outcome, nxt, now, attempt=b.attempt)
+            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+                log.exception("sender health failed to take the outcome %s of delivery %s (%s);"
+                              " the outcome is recorded, health skipped it", outcome.kind, row.id,
+                              row.target)
+                res.health_errors.append(row.target)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        return ops
+
+    def _begin(self, rows: list[Delivery], now: float,
+               res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
         ops: list[Op] = []
         go: list[tuple[Delivery, Begin]] = []
         for row in rows:
-            b = self.gate.begin(row, now)
+            try:
+                b = self.gate.begin(row, now)
+            except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
+                log.exception("sender health failed asking whether %s may send delivery %s",
+                              row.target, row.id)
+                res.health_errors.append(row.target)
+                b = self.gate.health_error(row, exc, now)
             ops.extend(b.ops)
             if b.action == "send":
                 go.append((row, b))
