@@ -87,6 +87,8 @@ class Router:
     def patch_rule(self, name: Any, changes: Any, now: float) -> tuple[list[Op], Rule]:
         """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
         old = self._existing(name)
+        if changes is None:
+            raise RouterInputError("changes", "required: an object of the fields to change")
         if not isinstance(changes, dict):
             raise RouterInputError("changes", "must be an object")
         if "name" in changes and changes["name"] != old.name:
@@ -126,7 +128,12 @@ class Router:
             self.state.rules[rule.name] = rule
 
     def _existing(self, name: Any) -> Rule:
-        if not isinstance(name, str) or name not in self.state.rules:
+        """The rule ``name``; a missing or mistyped name is said so, never printed as ``None``."""
+        if name is None:
+            raise RouterInputError("name", "required: the name of the rule")
+        if not isinstance(name, str):
+            raise RouterInputError("name", f"must be a string, not {type(name).__name__}")
+        if name not in self.state.rules:
             raise RouterInputError("name", f"no rule named {name!r}")
         return self.state.rules[name]
 

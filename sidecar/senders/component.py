@@ -184,7 +184,7 @@ class SendersComponent:
     async def _assignments(self, mode: str, a: p.Assignments) -> dict:
         name = f"groups.assignments.{mode}"
         await self._step(lambda s: self._change(name, s, lambda r: manage.assignments(r, mode, a.items)))
-        return {"ok": True, "senders": len(a.items)}
+        return {"ok": True, "senders": len(a.items)}  # one item per sender: refused otherwise
 
     async def _group_senders(self, mode: str, a: p.GroupSenders) -> dict:
         name = f"groups.senders.{mode}"
@@ -207,8 +207,11 @@ class SendersComponent:
         return {"sender": a.sender, "rows": rows, "next": nxt}
 
     async def _senders_recover(self, a: p.SenderRef) -> dict:
-        self._view("senders.recover", lambda r: manage.sender_view(r, a.sender))
-        await self._step(lambda s: self.apply(s, self.gate.recover(a.sender, s.now, a.by)))
+        def fn(step: Step) -> None:  # checked inside the step: the state it acts on
+            self._view("senders.recover", lambda r: manage.check_recoverable(r, a.sender))
+            self.apply(step, self.gate.recover(a.sender, step.now, a.by))
+
+        await self._step(fn)
         return {"sender": manage.sender_view(self.gate.reg, a.sender)}
 
 

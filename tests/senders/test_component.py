@@ -86,6 +86,14 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
      "cooldown_delay_from"),
     ("groups.create", {"name": "bogus", "priority": 8, "bogus": 1}, "bogus"),
     ("groups.patch", {"id": "G", "bogus": 1}, "bogus"),
+    # issue 9's breaker: recover on an active sender wrote 106 and reset counters; a sender
+    # twice in one call counted twice; stack joined a user group; an empty window meant "always"
+    ("senders.recover", {"sender": "crm-hook"}, "sender"),
+    ("groups.assignments.set", {"items": [{"sender": "hook-b", "groups": ["G"]},
+                                          {"sender": "hook-b", "groups": []}]}, "items[1].sender"),
+    ("groups.assignments.add", {"items": [{"sender": "stack", "groups": ["G"]}]}, "items[0].sender"),
+    ("groups.senders.add", {"id": "G", "senders": ["stack"]}, "senders[0]"),
+    ("groups.create", {"name": "empty window", "priority": 7, "from_time": "06:00", "to_time": "06:00"}, "from_time"),
 ])
 async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, method, params, field):
     app = await make_app(tmp_path, store)
@@ -93,6 +101,11 @@ async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, me
     await call(app, "groups.senders.set", {"id": gid, "senders": ["crm-hook"]})
     if params.get("id") == "G":
         params = {**params, "id": gid}
+    for item in params.get("items", [])[:2]:  # the group placeholder inside assignment items
+        if isinstance(item, dict) and item.get("groups") == ["G"]:
+            params = {**params, "items": [{**i, "groups": [gid if g == "G" else g for g in i["groups"]]}
+                                          for i in params["items"]]}
+            break
     before = (await call(app, "groups.list", {}), await call(app, "senders.list", {}))
     with pytest.raises(InvalidParams) as err:
         await app.handle(method, params)
