@@ -221,8 +221,8 @@ class SendersList(Params, kw_only=True):
 
 class SenderRef(Params, kw_only=True):
     """``senders.get`` / ``senders.recover`` (manual recovery from cooldown or Need Check:
-    counters reset, history code 106; ``by`` goes into the row's note).  Answer
-    ``{"sender": SenderView}``."""
+    counters reset, history code 106; ``by`` goes into the row's note; an active sender: a
+    no-op).  Answer ``{"sender": SenderView}`` (recover: and ``"recovered": bool``)."""
 
     sender: SenderName
     by: str = "manual"

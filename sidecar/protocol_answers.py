@@ -195,6 +195,10 @@ class SenderAnswer(Answer, kw_only=True):
     sender: SenderView
 
 
+class RecoverAnswer(SenderAnswer, kw_only=True):
+    recovered: bool  # False: the sender was active, nothing was changed or written
+
+
 class HistoryAnswer(Answer, kw_only=True):
     sender: str
     rows: list[HistoryRowView]
@@ -274,7 +278,7 @@ ANSWERS: dict[str, Any] = {
     "senders.list": SendersAnswer,
     "senders.get": SenderAnswer,
     "senders.history": HistoryAnswer,
-    "senders.recover": SenderAnswer,
+    "senders.recover": RecoverAnswer,
     "rules.list": RulesAnswer,
     "rules.create": RuleChanged,
     "rules.patch": RuleChanged,

@@ -207,12 +207,14 @@ class SendersComponent:
         return {"sender": a.sender, "rows": rows, "next": nxt}
 
     async def _senders_recover(self, a: p.SenderRef) -> dict:
-        def fn(step: Step) -> None:  # checked inside the step: the state it acts on
-            self._view("senders.recover", lambda r: manage.check_recoverable(r, a.sender))
+        def fn(step: Step) -> bool:  # decided inside the step: on the state it acts on
+            if not self._view("senders.recover", lambda r: manage.needs_recovery(r, a.sender)):
+                return False  # active already: a no-op, nothing written (manage.needs_recovery)
             self.apply(step, self.gate.recover(a.sender, step.now, a.by))
+            return True
 
-        await self._step(fn)
-        return {"sender": manage.sender_view(self.gate.reg, a.sender)}
+        recovered = await self._step(fn)
+        return {"sender": manage.sender_view(self.gate.reg, a.sender), "recovered": recovered}
 
 
 def _body(a: msgspec.Struct) -> dict:

@@ -203,21 +203,20 @@ def sender_view(reg: Registry, name: str) -> dict:
             "groups": [g.id for g in reg.groups_of(name)]}
 
 
-def check_recoverable(reg: Registry, name: object) -> str:
-    """``name`` if it is a sender in cooldown or Need Check; :class:`ManageError` naming
-    ``sender`` otherwise — recovering an active sender would write a 106 and reset its counters
-    for nothing, and the shift lead would not learn that nothing needed recovering."""
-    s = reg.senders[_sender(reg, name, "sender")]
-    if s.state == ACTIVE:
-        raise ManageError("sender", f"{name!r} is active: nothing to recover (recovery releases a "
-                          "sender in cooldown or Need Check)")
-    return s.sender
+def needs_recovery(reg: Registry, name: object) -> bool:
+    """Is sender ``name`` in cooldown or Need Check?  (:class:`ManageError` naming ``sender``
+    for an unknown one.)  Recovering an active sender is a no-op — an operator (or a script
+    that recovers every sender) asks for "active", and it is; writing a 106 and resetting its
+    counters would record a recovery that never happened (a breaker's find, issue 9)."""
+    return reg.senders[_sender(reg, name, "sender")].state != ACTIVE
 
 
 def senders_recover(reg: Registry, machine: HealthMachine, name: str, now: float,
                     by: str = "manual") -> tuple[Registry, list[History]]:
-    """Manual recovery from cooldown or Need Check: counters reset, history 106
-    (:func:`check_recoverable` first)."""
-    s = reg.senders[check_recoverable(reg, name)]
+    """Manual recovery from cooldown or Need Check: counters reset, history 106.  An active
+    sender: nothing changes, no history (:func:`needs_recovery`)."""
+    if not needs_recovery(reg, name):
+        return reg, []
+    s = reg.senders[name]
     step = machine.handle(s, Recover(now, by))
     return replace(reg, senders={**reg.senders, name: step.state}), step.history

@@ -177,14 +177,15 @@ def test_names_are_deduplicated_where_they_are_a_set():
     assert m.groups_get(r, "g1")["senders"] == ["hook", "tg"]
 
 
-def test_recover_refuses_an_active_sender():
-    """Recovery is for a sender in cooldown or Need Check; on an active one it would write a
-    106 and reset counters for nothing — a clear error instead, naming ``sender``."""
+def test_recover_of_an_active_sender_is_a_no_op():
+    """Recovery is for a sender in cooldown or Need Check; on an active one it used to write a
+    106 and reset its counters — a recovery that never happened.  Now nothing changes."""
     machine = h.HealthMachine(KeyedRandom(1))
     r = reg()
-    with pytest.raises(m.ManageError) as e:
-        m.senders_recover(r, machine, "hook", at("10:00:00"))
-    assert e.value.field == "sender" and "active" in e.value.message
+    once = h.SenderState(sender="hook", failed_in_row=1)  # active, one failure counted
+    r = m.Registry(r.groups, r.assignments, {**r.senders, "hook": once})
+    assert m.senders_recover(r, machine, "hook", at("10:00:00")) == (r, [])
+    assert not m.needs_recovery(r, "hook")
     with pytest.raises(m.ManageError) as e:
         m.senders_recover(r, machine, None, at("10:00:00"))  # type: ignore[arg-type]
     assert e.value.field == "sender" and "None" not in str(e.value)
