@@ -5,8 +5,7 @@ Rules / theory of operation
 * Every Stack write is built here and handed to the router as the routing event it stands for
   (:meth:`StackWrite.event`; DESIGN §10 sources ``markers`` / ``tasks`` / ``candidates``); the
   router's built-in route turns it into a pending ``stack`` delivery in the same store
-  transaction as the state change that caused it.  (:meth:`StackWrite.enqueue` builds the
-  legacy outbox op, kept for files written before schema v6.)
+  transaction as the state change that caused it.
 * Contract (DESIGN §9):
   - marker: ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}``, body ``{"value": <marker|null>}``
     (the whole marker; ``null`` clears it);
@@ -21,8 +20,8 @@ Rules / theory of operation
 * Idempotency keys: the seed's key extended with the marker field and the operation, so a clear
   never reuses the key of the set before it — ``followUpChat:TU:RU:<src>:<step>:set|clear``,
   ``followUpMail:TU:RU:postChat:<task>:set``; tasks ``task:<task_id>:created|closed``; candidates
-  ``candidate:TU:RU:<type>:<ref>:<outcome>``.  Equal keys mean "the same write": the outbox queues
-  it once and Stack applies it once.
+  ``candidate:TU:RU:<type>:<ref>:<outcome>``.  Equal keys mean "the same write": the router keeps
+  one pending ``stack`` delivery per key and Stack applies it once.
 * ``pair`` = ``"tu/ru"``: every write about one dialog (markers, its tasks, its candidates) goes
   through one ordered lane, so e.g. ``closed`` never overtakes ``created``.
 """
@@ -37,7 +36,6 @@ import msgspec
 from sidecar.domain.tasks import Task
 from sidecar.router.model import Event
 from sidecar.router.model import StackWrite as RoutedWrite
-from sidecar.store.ops import Enqueue
 
 
 @functools.lru_cache(maxsize=16384)  # every RU of 60 TUs × 150 favorites
@@ -62,14 +60,9 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     path: str  # request path
     body: bytes  # JSON body
     kind: str  # "marker" | "task" | "candidate"
-    tu: str | None = None  # structured columns of the outbox row (the path stays the request's)
+    tu: str | None = None  # structured columns of the delivery row (the path stays the request's)
     ru: str | None = None
     marker: str | None = None  # a marker write's name
-
-    def enqueue(self, at: float) -> Enqueue:
-        """The legacy outbox op queueing this write, due at ``at`` (unix seconds)."""
-        return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at,
-                       tu=self.tu, ru=self.ru, marker=self.marker)
 
     def event(self, subject: str, action: str, payload: dict[str, Any]) -> Event:
         """The routing event this write stands for (DESIGN §10 table: ``markers`` high,

@@ -7,7 +7,6 @@ import pytest
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.stack.writes import (StackWrite, candidate, followup_chat_key, followup_mail_key,
                                   marker_key, marker_write, task_event)
-from sidecar.store.ops import Enqueue
 
 T0 = 1_796_025_600.0  # 2026-11-30T08:00:00Z
 
@@ -25,9 +24,6 @@ def test_marker_write_set_and_clear():
                          followup_chat_key("g-tu-1", "g-ru-1", "t-1", 0, "clear"))
     assert clear.body == b'{"value":null}'
     assert clear.idem_key == "followUpChat:g-tu-1:g-ru-1:t-1:0:clear" != w.idem_key
-    assert w.enqueue(T0) == Enqueue("g-tu-1/g-ru-1", w.idem_key, "PUT", w.path, w.body,
-                                    "marker", T0, tu="g-tu-1", ru="g-ru-1",
-                                    marker="followUpChat")
 
 
 def test_keys():
