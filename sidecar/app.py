@@ -69,6 +69,7 @@ from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooMany
 from sidecar.runtime.step import Request, Step
 from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
+from sidecar.step_groups import StepGroups
 from sidecar.routing import PassResult, RouterComponent
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
@@ -85,6 +86,14 @@ HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore in
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 CLOSE_BUDGET_S = 1.5  # seconds SidecarApp.close may take at most (the sum of its stage deadlines)
+
+
+GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
+
+
+def _event_answer(n: Any) -> dict:
+    """``platform.event``'s answer: how many domain events the raw event became."""
+    return {"ok": True, "events": n}
 
 
 def make_clock(settings: Settings) -> Clock:
@@ -104,10 +113,13 @@ class SidecarApp:
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack = StackClient(settings.stack_url) if settings.stack_url else None
+        wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allowed_origins,
-                                   raw_params=True)  # decoded once, by each method
+                                   raw_params=True,  # decoded once, by each method
+                                   group_handler=self._handle_group if wall else None,
+                                   group_methods=GROUPED if wall else ())
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
         self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
@@ -131,6 +143,9 @@ class SidecarApp:
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
                                      spawn=None if self.clock.virtual else self._spawn,
                                      lock=self._lock, router=self.routing.port)
+        self.groups = StepGroups(self.methods, self.executor, self._lock, refusals=DOMAIN_REFUSALS,
+                                 stopped=self._stopped_error, shutting_down=SHUTTING_DOWN)
+        self.groups.register("platform.event", self._event_step, _event_answer)
 
     @property
     def failed(self) -> BaseException | None:
@@ -179,9 +194,9 @@ class SidecarApp:
     async def handle(self, method: str, params: Any) -> Any:
         m = self.methods.get(method)  # MethodNotFound for an unknown one
         args = m.decode(params)  # InvalidParams naming the method
-        if self.failed is not None:
-            raise InternalError(f"the sidecar stopped after a failed step ({self.failed!r}); "
-                                f"it must be restarted")
+        stopped = self._stopped_error()
+        if stopped is not None:
+            raise stopped
         if m.needs_clock:
             self._require_clock()
         try:
@@ -193,6 +208,18 @@ class SidecarApp:
             # sidecar does on its own happens before it (timers, outbox retries)
             result["next_due"] = self.next_due()
         return result
+
+    def _stopped_error(self) -> InternalError | None:
+        """The answer to every request once a step failed (crash-only), else None."""
+        if self.failed is None:
+            return None
+        return InternalError(f"the sidecar stopped after a failed step ({self.failed!r}); "
+                             f"it must be restarted")
+
+    async def _handle_group(self, method: str, params: list[Any]) -> list[Any]:
+        """The bridge's ``group_handler`` (wall clock): queued frames of one of :data:`GROUPED`
+        as one commit group, each answered as it would be alone (:mod:`sidecar.step_groups`)."""
+        return await self.groups.handle(method, params)
 
     def next_due(self) -> float | None:
         """The earliest instant the sidecar acts by itself — a timer or an outbox retry — or
@@ -246,9 +273,11 @@ class SidecarApp:
         return {"ok": True}
 
     async def _platform_event(self, a: p.PlatformEvent) -> dict:
-        n = await self.step(partial(self.engine.platform_event, tu=a.tu, project=a.project,
-                                    name=a.name, data=a.data))
-        return {"ok": True, "events": n}
+        return _event_answer(await self.step(self._event_step(a)))
+
+    def _event_step(self, a: p.PlatformEvent) -> Callable[[Step], Any]:
+        """``platform.event``'s step (alone, or one of a wall-clock group)."""
+        return partial(self.engine.platform_event, tu=a.tu, project=a.project, name=a.name, data=a.data)
 
     async def _reconnected(self, a: p.PlatformReconnected) -> dict:
         await self.step(partial(self.engine.reconnected, tu=a.tu))
