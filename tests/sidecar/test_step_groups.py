@@ -184,7 +184,7 @@ async def test_a_crashing_step_leaves_nothing_of_the_group_and_keeps_a_refusal_s
         if len(calls) == 3:  # the third frame's step
             raise KeyError("a programming error")
         return real(step, **kw)
-    engine.platform_event = crash_on_2  # type: ignore[method-assign]
+    engine.platform_event = crash_on_2
     try:
         frames = [event(0), event(1, tu="c-tu-9"), event(2), event(3)]
         out = await run.app._handle_group("platform.event", frames)
