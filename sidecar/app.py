@@ -24,6 +24,13 @@ Rules / theory of operation
   the pump is its own task beside the steps (a slow Stack delays only Stack); on the virtual
   clock it runs at the end of each advance with everything due in flight together (Stack's
   ``POST /v1/batch`` when it has it), so a replay stays deterministic.
+* **Wall clock, per event** (issue 11: p99 ``platform.event`` → ``task.created`` ≤ 2 ms at
+  1,000 events/s): queued ``platform.event`` frames commit as one group
+  (:mod:`sidecar.step_groups`); after each step's commit a delivery timer due by then goes
+  straight to the pump (no ticker round, no timer step per event) and the ticker is woken only
+  for a timer sooner than the one it sleeps to; the pump skips passes that could send nothing
+  (no Stack, no other target, no probe, no row left from an earlier config) instead of reading
+  SQLite twice per event.
 * Login waits for Stack's startup data at most ``stack_startup_timeout_s``; then it restores from
   local state (the bridge has one worker: a stuck Stack must not hold up every TU's frames).
 * **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
@@ -122,6 +129,8 @@ class SidecarApp:
                                    group_methods=GROUPED if wall else ())
         self._lock = asyncio.Lock()  # one step at a time
         self._wake = asyncio.Event()  # wall clock: a timer became due sooner
+        self._tick_at = -math.inf  # wall clock: the clock instant the ticker sleeps until
+        self._nothing_left = False  # wall clock: a pass left no row it could ever send (_pump_loop)
         self._pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
         self._others_due = False  # virtual clock: the timer fired mid-advance (see advance_to)
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
@@ -335,7 +344,27 @@ class SidecarApp:
         if self._step_seqs is not None:  # platform.events: where this step's effects end
             self._step_seqs[self.executor.steps] = self._last_seq
         if not self.clock.virtual:
-            self._wake.set()  # the step may have armed a sooner timer
+            self._wall_step_done()
+
+    def _wall_step_done(self) -> None:
+        """Wall clock, after each step's commit (issue 11, the latency at 1,000 events/s): the
+        delivery timer, if due by now — a step routed rows — goes straight to the pump, as its
+        firing would (:meth:`outbox_due`), instead of costing a ticker round and a step of its
+        own per event; and the ticker is woken only when a timer is now due sooner than it
+        sleeps (:meth:`_wake_ticker`)."""
+        sched = self.engine.scheduler
+        due = sched.due_of(OUTBOX_TIMER)
+        if due is not None and due <= self.clock.now():
+            sched.cancel(OUTBOX_TIMER)
+            self.outbox_due(due)
+        self._wake_ticker()
+
+    def _wake_ticker(self) -> None:
+        """Wall clock: wake the ticker if the next timer is due before the instant it sleeps
+        until (it sleeps to the earliest timer, so a later one needs no wake)."""
+        nd = self.engine.scheduler.next_due()
+        if nd is not None and nd < self._tick_at:
+            self._wake.set()
 
     def outbox_queued(self, at: float) -> None:
         self.engine.outbox_at(at)  # the outbox timer fires at ``at`` (or sooner)
@@ -516,7 +545,8 @@ class SidecarApp:
                 except (InternalError, StepFailed, Stopping):
                     return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
-                wait = (now + 60.0 if nd is None else nd) - self.clock.now()
+                self._tick_at = now + 60.0 if nd is None else nd
+                wait = self._tick_at - self.clock.now()
             self._wake.clear()
             await wait_event(self._wake, self.clock.real_delay(wait))
 
@@ -525,6 +555,8 @@ class SidecarApp:
         while True:
             if self._pump_kick.is_set():  # the delivery timer fired (the ticker ran it)
                 self._pump_kick.clear()
+                if self._nothing_left and self._pass_idle(stack=True):
+                    continue  # a pass could send nothing (module rules): no SQLite read per event
                 now = self.clock.now()
                 try:
                     res = await self._route_pass(now)
@@ -535,9 +567,13 @@ class SidecarApp:
                     except Exception:  # noqa: BLE001 - the store is failing: the next pass retries
                         log.exception("sender health could not reload its state")
                     self.engine.scheduler.schedule(OUTBOX_TIMER, now + 5.0)
-                    self._wake.set()
+                    self._wake_ticker()
                     continue
                 self.acked += res.stack_acked
+                # no Stack, no other target, no probe, and no row left from an earlier config
+                # (routing fails a row for a target not configured at once): from now on a pass
+                # could send nothing — Stack's rows wait in SQLite for a process that has one
+                self._nothing_left = res.next_due is None and self._pass_idle(stack=True)
                 if res.events:
                     try:
                         await self.step(lambda s: s.events.extend(res.events))
@@ -545,7 +581,7 @@ class SidecarApp:
                         return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
-                self._wake.set()  # the ticker sleeps until the timer's new instant
+                self._wake_ticker()  # when the timer's new instant is before the ticker's
                 continue
             await wait_event(self._pump_kick, self.clock.real_delay(60.0))
 
