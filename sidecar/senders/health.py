@@ -317,7 +317,9 @@ class HealthMachine:
             return self._verdict(s, now)
         if s.probe_at is not None and now >= s.probe_at and not s.probe_in_flight and s.probe_sent_at is None:
             s = replace(s, probe_in_flight=True, probe_sent_at=now)
-            return Step(s, [History(s.sender, now, WARMUP_SENT, f"extension {s.extensions}")], send_probe=True)
+            # the note names the warm-up: the cooldown's own slot, or the extension it checks
+            which = f"extension {s.extensions}" if s.extensions else "warm-up slot"
+            return Step(s, [History(s.sender, now, WARMUP_SENT, which)], send_probe=True)
         return Step(s)
 
     def _verdict(self, s: SenderState, now: float) -> Step:

@@ -152,6 +152,8 @@ def test_unconfirmed_extends_twice_then_fail_open():
     s, rows = drive(s, T0 + 10 * 3600, probe_ok=False)
     codes = [r.code for r in rows]
     assert codes == [104, 102, 104, 102, 104, 100] and rows[-1].note == "fail-open"
+    # each warm-up says which one it is: the slot's own, then one per extension (not "extension 0")
+    assert [r.note for r in rows if r.code == 104] == ["warm-up slot", "extension 1", "extension 2"]
     assert rows[-1].at - T0 <= 2 * 3600 + 2 * 70 * 60 + 3 * 7 * 60 + 2
 
 
