@@ -9,8 +9,9 @@ Rules / theory of operation
   on the virtual clock (a replay is deterministic), as background tasks on the wall clock (a slow
   platform scroll never holds up socket events).
 * Virtual clock: ``clock.advance_to(t)`` moves time to each due timer in order (a timer's step
-  runs with ``now`` = its due time), pumps the outbox at its due times too, and answers only when
-  everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
+  runs with ``now`` = its due time), runs the delivery pump at the delivery timer's instants too
+  (Stack's writes at Stack's flush instants, :mod:`sidecar.router.cadence`), and answers only
+  when everything up to ``t`` has run.  Wall clock: a ticker task sleeps until the next due timer.
 * **Group commit** (issue 11 item 4): the timers of one advance, the timers the ticker finds due
   at once, and the events of one ``platform.events`` batch commit as one group — one SQLite
   transaction, one thread hop — in step order (:meth:`StepExecutor.group`).  Each step's
@@ -21,9 +22,13 @@ Rules / theory of operation
   advance) and before any yield.
 * Everything outward — Stack writes included — leaves only through the router's delivery pump
   (:mod:`sidecar.routing`, DESIGN §10); a Stack outage never blocks a step.  On the wall clock
-  the pump is its own task beside the steps (a slow Stack delays only Stack); on the virtual
-  clock it runs at the end of each advance with everything due in flight together (Stack's
-  ``POST /v1/batch`` when it has it), so a replay stays deterministic.
+  the pump is its own task beside the steps (a slow Stack delays only Stack) and sends a write
+  as soon as it is queued; on the virtual clock it runs inside the advance at the delivery
+  timer's instants — every target but Stack when its row is due, Stack's new writes at most
+  every ``stack_flush_interval_s`` (retries at their ladder instants), everything due in flight
+  together (Stack's ``POST /v1/batch`` when it has it) — so a replay is deterministic and does
+  not depend on how the driver slices its advances.  Where Stack is about to be read the app
+  flushes at once: ``stack.flush``, ``session.logout``, ``session.login``'s startup read, close.
 * **Wall clock, per event** (issue 11: p99 ``platform.event`` → ``task.created`` ≤ 2 ms at
   1,000 events/s): queued ``platform.event`` frames commit as one group
   (:mod:`sidecar.step_groups`); after each step's commit a delivery timer due by then goes
@@ -139,7 +144,8 @@ class SidecarApp:
         self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         self.acked = 0  # Stack writes acknowledged (status)
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
-        self.routing = RouterComponent(settings, store, self.stack, self._send)
+        self.routing = RouterComponent(settings, store, self.stack, self._send, flush_interval_s=(
+            settings.stack_flush_interval_s if self.clock.virtual else 0.0))  # sidecar.router.cadence
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
@@ -252,6 +258,7 @@ class SidecarApp:
         reg("favorite.update", p.FavoriteUpdate, self._favorite_update)
         reg("task.close", p.TaskClose, self._task_close)
         reg("tasks.list", p.TasksList, self._tasks_list)
+        reg("stack.flush", p.StackFlush, lambda a: self.flush_stack())
         self.routing.register(reg, self.step, self._locked, self.clock.now)
 
     async def _locked(self, fn: Callable[[], Any]) -> Any:
@@ -279,7 +286,14 @@ class SidecarApp:
 
     async def _logout(self, a: p.SessionLogout) -> dict:
         await self.step(partial(self.engine.logout, tu=a.tu))
+        await self._flush_observed()  # the next machine to log this TU in reads Stack
         return {"ok": True}
+
+    async def _flush_observed(self) -> None:
+        """Virtual clock: Stack is about to be read (a login's startup data, another machine
+        after a logout): flush its due writes now (the wall clock sends them at once anyway)."""
+        if self.clock.virtual and self.routing.flush_at is not None:
+            await self.flush_stack()
 
     async def _platform_event(self, a: p.PlatformEvent) -> dict:
         return _event_answer(await self.step(self._event_step(a)))
@@ -366,8 +380,10 @@ class SidecarApp:
         if nd is not None and nd < self._tick_at:
             self._wake.set()
 
-    def outbox_queued(self, at: float) -> None:
-        self.engine.outbox_at(at)  # the outbox timer fires at ``at`` (or sooner)
+    def outbox_queued(self, at: float, channels: frozenset[str] | None = None) -> None:
+        # the delivery timer fires at ``at`` for every target but Stack, at its flush instant
+        # for Stack's writes (sidecar.router.cadence), or sooner
+        self.engine.outbox_at(self.routing.queued(at, channels))
 
     def outbox_due(self, at: float) -> None:
         self._pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
@@ -408,24 +424,19 @@ class SidecarApp:
         Stack's rows if the delivery timer fired."""
         if not clock.is_set:
             clock.advance_to(t)
-        # Timers run one step each, in due order, at their own instants.  Stack's writes are
-        # pumped once at the end, everything queued meanwhile in flight together (one
-        # ``POST /v1/batch`` where Stack has it): the Stack round trips dominate a replay,
-        # and a write's delivery instant is not part of the domain (markers are applied
-        # locally at once; Stack sees them by ``t``).  Every other target's deliveries go
-        # out at the instant the delivery timer fires, so alerts and their retry ladder
-        # (+30 s, +2 min, …) keep their times to the second.
+        # Timers run one step each, in due order, at their own instants, and so do delivery
+        # passes: every target but Stack at the instant its row is due, so alerts and their
+        # retry ladder (+30 s, +2 min, …) keep their times to the second; Stack's writes at
+        # its flush instants (sidecar.router.cadence: new writes on the grid of
+        # ``stack_flush_interval_s``, retries on their ladder), everything due then in flight
+        # together (one ``POST /v1/batch`` where Stack has it) — the Stack round trips
+        # dominated a replay, and a write's delivery instant is not part of the domain
+        # (markers are applied locally at once).  How the driver slices its advances
+        # changes nothing.
 
         async def deliver_due() -> None:
             if self._others_due or self.executor.outbox_due_pending():
-                if self._pass_idle(stack=False):
-                    return  # only Stack's rows: they wait for the end (the group goes on)
-                await self.executor.flush()  # the pump reads SQLite: the group so far first
-                self._others_due = False
-                res = await self._route_pass(clock.now(), stack=False)
-                self.engine.outbox_at(res.next_due)
-                if res.events:  # a step of their own, in the group
-                    await self._step_locked(lambda s: s.events.extend(res.events))
+                await self._pass_locked(clock.now(), stack=self.routing.stack_due(clock.now()))
 
         try:
             await self.executor.fire_due(t, advance_clock=clock.advance_to,
@@ -468,13 +479,7 @@ class SidecarApp:
                                     raise InvalidParams("platform.events: received_at must be finite")
                                 await self._fire_until(clock, at, "platform.events")
                             self._require_clock()
-                            if ((self._pump_kick.is_set() or self.executor.outbox_due_pending())
-                                    and not self._pass_idle(stack=True)):
-                                if i > 0 and self.routing.stack is not None:
-                                    break  # Stack's pass is due: the driver plays Stack on its
-                                    # own clock and sends the rest again (other targets' rows
-                                    # went out at their instants inside the advance)
-                                await self.executor.flush()  # the pump reads SQLite
+                            if self._pump_kick.is_set() or self.executor.outbox_due_pending():
                                 await self._pump_locked()  # as at the end of clock.advance_to
                         self._batch_seen = i + 1
                         results.append(await self._batch_event(ev))
@@ -523,15 +528,50 @@ class SidecarApp:
                 and (not stack or self.routing.stack is None))
 
     async def _pump_locked(self) -> None:
+        now = self.clock.now()
+        await self._pass_locked(now, stack=self.routing.stack_due(now))
+
+    async def _pass_locked(self, now: float, *, stack: bool) -> PassResult | None:
+        """Under the step lock: one delivery pass at ``now`` — Stack's due writes too when
+        ``stack`` — after committing the open group (the pump reads SQLite); None when it
+        could do nothing (then the delivery timer is re-armed at Stack's flush instant)."""
         self._pump_kick.clear()
         self._others_due = False
-        if self._pass_idle(stack=True):
-            return
-        res = await self._route_pass(self.clock.now())
+        if self._pass_idle(stack=stack):
+            self.engine.outbox_at(self.routing.flush_at)  # armed before Stack's flush: wait for it
+            return None
+        await self.executor.flush()  # the pump reads SQLite: the group so far first
+        res = await self._route_pass(now, stack=stack)
         self.acked += res.stack_acked
         self.engine.outbox_at(res.next_due)
         if res.events:  # the pass raised router events (sidecar/stack …): a step of their own
             await self._step_locked(lambda s: s.events.extend(res.events))
+        return res
+
+    async def flush_stack(self) -> dict:
+        """``stack.flush`` (:class:`sidecar.protocol.StackFlush`): send every due Stack write now,
+        ignoring the flush cadence (:mod:`sidecar.router.cadence`) — for whoever is about to read
+        Stack (another machine's login, a check).  Retries keep their ladder instants: a write
+        waiting for a retry is not due.  Answer ``{"acked", "failed", "pending"}``: writes
+        acknowledged and attempts failed in this flush, Stack writes still queued after it."""
+        if self.routing.stack is None:
+            return {"acked": 0, "failed": 0, "pending": 0}
+        if self.clock.virtual:
+            async def flush() -> PassResult | None:  # under the step lock the flush instant
+                if self.routing.flush_at is None:  # in memory is exact: nothing queued
+                    return None
+                return await self._pass_locked(self.clock.now(), stack=True)
+            res = await self._locked(flush)
+        else:  # beside the pump loop: the pump's own lock serialises the passes
+            res = await self._route_pass(self.clock.now())
+            self.acked += res.stack_acked
+            if res.events:
+                await self.step(lambda s: s.events.extend(res.events))
+            self.engine.outbox_at(res.next_due)
+            self._wake.set()
+        if res is None:
+            return {"acked": 0, "failed": 0, "pending": 0}
+        return {"acked": res.stack_acked, "failed": res.stack_failed, "pending": res.stack_pending}
 
     async def _ticker(self) -> None:
         """Wall clock: fire due timers and outbox rows; sleep until the next one or a wake."""
@@ -593,6 +633,7 @@ class SidecarApp:
             raise InvalidParams(error_text(exc)) from None
         startup = None
         if self.stack is not None:
+            await self._flush_observed()  # Stack's answer includes what this process wrote
             try:
                 async with asyncio.timeout(self.settings.stack_startup_timeout_s):
                     raw = await self.stack.startup(a.tu)

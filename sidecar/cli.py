@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--clock", choices=["wall", "virtual"], help="virtual: moved by clock.advance_to")
     s.add_argument("--time-scale", type=float, help="run real time K > 0 times faster (demos)")
     s.add_argument("--stack-url", help="Stack base URL, e.g. http://127.0.0.1:8080")
+    s.add_argument("--stack-flush-interval-s", type=float,
+                   help="virtual clock: send Stack's new writes at most every N s (default 10; 0 = at once)")
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
     s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
     stack_startup_timeout_s: float = Field(default=3.0, gt=0)  # login's wait for startup data
     stack_concurrency: int = Field(default=4, ge=1, le=64)  # Stack writes in flight (distinct pairs)
+    # virtual clock: Stack's new writes are flushed at most every N s of virtual time, all in
+    # one request (sidecar.router.cadence); 0 = at once.  The wall clock always sends at once.
+    stack_flush_interval_s: float = Field(default=10.0, ge=0, le=3600)
     seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
     durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)
     max_frame: int = Field(default=1 << 20, ge=1024)  # bytes per websocket frame
@@ -50,7 +53,7 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown log level {v!r}; use one of {', '.join(LOG_LEVELS)}")
         return name
 
-    @field_validator("time_scale", "stack_startup_timeout_s", "request_timeout_s")
+    @field_validator("time_scale", "stack_startup_timeout_s", "request_timeout_s", "stack_flush_interval_s")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):

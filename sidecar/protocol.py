@@ -134,6 +134,14 @@ class Status(Params, kw_only=True):
     pass
 
 
+class StackFlush(Params, kw_only=True):
+    """Send every due Stack write now, ignoring the flush cadence (``stack_flush_interval_s``,
+    virtual clock): call it before reading Stack elsewhere (another machine's login, a check of
+    a marker).  A write waiting for a retry (5 s, 15 s, 30 s, 1 min, 2 min after a failed
+    attempt) is not due yet and stays queued.  Answer ``{"acked", "failed", "pending"}``: writes
+    acknowledged and attempts failed in this flush, Stack writes still queued after it."""
+
+
 class Why(Params, kw_only=True):
     """The pair's decision log (DESIGN §13), oldest first: every candidate with its outcome
     (``created`` / ``refused:<reason>`` / ``miss``) and every chain removal with its reason.
@@ -301,6 +309,7 @@ INBOUND: dict[str, type[Params]] = {
     "clock.advance_to": ClockAdvance,
     "tasks.list": TasksList,
     "status": Status,
+    "stack.flush": StackFlush,
     "why": Why,
     "groups.list": GroupsList,
     "groups.get": GroupRef,

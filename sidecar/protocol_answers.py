@@ -84,6 +84,12 @@ class AdvanceAnswer(Answer, kw_only=True):
     now: float  # the virtual clock after the advance (unix seconds)
 
 
+class StackFlushAnswer(Answer, kw_only=True):
+    acked: int  # Stack writes acknowledged by this flush
+    failed: int  # attempts that failed in it (each retried on Stack's ladder)
+    pending: int  # Stack writes still queued after it
+
+
 class StoreCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``hops``: functions run on the SQLite connection's thread (one event-loop thread hop
     each); ``commits``: transactions of steps (one per step, or per group of steps: the timers
@@ -256,6 +262,7 @@ ANSWERS: dict[str, Any] = {
     "clock.advance_to": AdvanceAnswer,
     "tasks.list": list[TaskView],
     "status": StatusAnswer,
+    "stack.flush": StackFlushAnswer,
     "why": WhyAnswer,
     "groups.list": GroupsAnswer,
     "groups.get": GroupAnswer,

@@ -40,6 +40,7 @@ from bridge.errors import InvalidParams
 from sidecar import protocol as p
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Attempts, Next, SenderHealth
+from sidecar.router.cadence import StackCadence
 from sidecar.router.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
@@ -61,6 +62,8 @@ class PassResult:
     notes: list[p.DeliveryNote] = field(default_factory=list)  # to Electron, in order
     events: list[Event] = field(default_factory=list)  # route these in a step of their own
     stack_acked: int = 0  # Stack writes delivered in this pass
+    stack_failed: int = 0  # Stack attempts that failed in this pass
+    stack_pending: int = 0  # Stack writes still pending after it
 
 
 def delivery_note(row: Delivery, status: str, attempt: int, at: float,
@@ -82,7 +85,8 @@ class RouterComponent:
     """See the module rules.  ``notify(method, struct)`` sends a note to Electron."""
 
     def __init__(self, settings: Any, store: Any, stack_client: Any,
-                 notify: Callable[[str, Any], object], *, config: RouterConfig | None = None) -> None:
+                 notify: Callable[[str, Any], object], *, config: RouterConfig | None = None,
+                 flush_interval_s: float = 0.0) -> None:
         self.cfg = config if config is not None else load_config(settings.data_dir)
         self.store = RouterStore(store)
         self.router = Router(RouterState(prefix=""), self.cfg.channels(), rng=KeyedRandom(settings.seed))
@@ -94,6 +98,7 @@ class RouterComponent:
         self.pump_ = DeliveryPump(self.store, self.channels, stack=self.stack, attempts=Attempts(),
                                   concurrency=settings.stack_concurrency)
         self.watch = StackWatch()
+        self.cadence = StackCadence(flush_interval_s)  # when Stack's writes are flushed
         self.notify = notify
         self.port = _Port(self)
         self.stack_acked = 0
@@ -108,7 +113,11 @@ class RouterComponent:
         prefix = await self.store.store.meta(PREFIX_KEY) or ""
         self.router.state = RouterState.restore(prefix, loaded, match_mode=self.cfg.match_mode,
                                                 dedup_window_s=self.cfg.dedup_window_s)
-        return await self.store.next_due(stack=self.stack is not None)
+        other = await self.store.next_due(stack=False)
+        if self.stack is None:
+            return other
+        fresh, retry, _ = await self.store.stack_heads()
+        return _earliest(other, self.cadence.after_pass(fresh, retry))
 
     def note_startup(self, raw: Any) -> None:
         """Stack's startup answer tells whether it takes ``POST /v1/batch``."""
@@ -119,7 +128,10 @@ class RouterComponent:
         """One pump pass at ``now`` (unix seconds; see module rules); ``stack`` False leaves
         Stack's rows for a later pass (``next_due`` then ignores them too)."""
         res = await self.pump_.run_due(now, stack=stack)
-        out = PassResult(next_due=res.next_due, events=list(res.events))
+        fresh, retry, pending = res.stack_heads
+        flush_at = self.cadence.after_pass(fresh, retry) if self.stack is not None else None
+        out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),
+                         stack_pending=pending)
         failed = 0
         for row, nxt in res.settled:
             if row.channel == "stack":
@@ -129,6 +141,7 @@ class RouterComponent:
                     failed += 1
                 continue
             out.notes.append(delivery_note(row, nxt.status, nxt.attempts, now, _error(nxt)))
+        out.stack_failed = failed
         self.stack_acked += out.stack_acked
         ev = self.watch.observe(now, acked=out.stack_acked, failed=failed)
         if ev is not None:
@@ -137,6 +150,25 @@ class RouterComponent:
         for note in out.notes:
             self.notify("delivery", note)
         return out
+
+    def queued(self, at: float, channels: frozenset[str] | None = None) -> float | None:
+        """A step queued pending deliveries at ``at`` (unix seconds) to ``channels`` (None:
+        unknown, any): the instant the delivery timer must fire by — ``at`` for every target but
+        Stack, Stack's flush instant (:mod:`~sidecar.router.cadence`) for its writes."""
+        other = at if channels is None or channels - {"stack"} else None
+        flush_at = None
+        if self.stack is not None and (channels is None or "stack" in channels):
+            flush_at = self.cadence.queued(at)
+        return _earliest(other, flush_at)
+
+    def stack_due(self, now: float) -> bool:
+        """Is Stack's flush due at ``now`` (unix seconds)?  False without a Stack."""
+        return self.stack is not None and self.cadence.due(now)
+
+    @property
+    def flush_at(self) -> float | None:
+        """Stack's next flush instant (unix seconds; None: no Stack write pending)."""
+        return self.cadence.flush_at if self.stack is not None else None
 
     def prune_ops(self, now: float) -> list:
         """Housekeeping: forget settled rows and journal lines older than 7 days and dedup keys
@@ -205,6 +237,11 @@ class RouterComponent:
 
 def _invalid(exc: RouterInputError) -> InvalidParams:
     return InvalidParams(str(exc), data={"field": exc.field})
+
+
+def _earliest(*dues: float | None) -> float | None:
+    vals = [d for d in dues if d is not None]
+    return min(vals) if vals else None
 
 
 def _error(nxt: Next) -> str | None:

@@ -43,3 +43,31 @@ def test_python_older_than_3_11_is_refused_before_making_a_venv(tmp_path):
     assert r.returncode == 2 and "needs Python 3.11" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / ".venv").exists()
+
+
+def _parallel_args():
+    import runpy
+    return runpy.run_path(str(ROOT / "run"), run_name="run_script")["parallel_args"]
+
+
+@pytest.mark.parametrize("args, workers", [
+    ([], "4"), (["-q", "-rsx", "-m", "not slow"], "4"), (["-p", "no:cacheprovider", "tests/x.py"], "4"),
+])
+def test_run_test_is_parallel_by_default(monkeypatch, args, workers):
+    monkeypatch.delenv("TEST_WORKERS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert _parallel_args()(args) == ["-n", workers, "--dist", "loadgroup"]
+
+
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n2"], ["-nauto"], ["--numprocesses=3"], ["-p", "no:xdist"],
+                                  ["--pdb"], ["--trace"], ["--dist", "load"]])
+def test_run_test_leaves_parallelism_to_arguments_that_choose_it(monkeypatch, args):
+    monkeypatch.delenv("TEST_WORKERS", raising=False)
+    assert _parallel_args()(args) == []
+
+
+@pytest.mark.parametrize("env, expected", [("1", []), ("0", []), ("3", ["-n", "3", "--dist", "loadgroup"]),
+                                           ("many", [])])
+def test_test_workers_sets_the_number_of_processes(monkeypatch, env, expected):
+    monkeypatch.setenv("TEST_WORKERS", env)
+    assert _parallel_args()(["-q"]) == expected

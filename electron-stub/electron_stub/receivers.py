@@ -38,12 +38,13 @@ import re
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from standardwebhooks.webhooks import Webhook
 
 from electron_stub import keyed
+from electron_stub.loopback import LoopbackServer
 
 MAX_LATENCY_S = 2.0
 FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit")
@@ -71,7 +72,7 @@ class Receivers:
         self.seen_ids: dict[str, set[str]] = {}
         self.duplicates: dict[str, int] = {}
         self._records: list[dict[str, Any]] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: LoopbackServer | None = None
 
     # ---- world -----------------------------------------------------------------------------
 
@@ -130,10 +131,7 @@ class Receivers:
         class Handler(_Handler):
             receivers = outer
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         name="receivers", daemon=True).start()
+        self._httpd = LoopbackServer(Handler, name="receivers").start()
         return self.url
 
     @property
@@ -142,10 +140,15 @@ class Receivers:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def stop(self) -> None:
+        """Off the network: open connections are reset, delayed answers dropped (see loopback)."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.stop()
             self._httpd = None
+
+    @property
+    def clients_gone(self) -> int:
+        """Requests whose client (a stopped or killed sidecar) left before the answer."""
+        return self._httpd.clients_gone if self._httpd is not None else 0
 
     # ---- requests (handler threads) --------------------------------------------------------
 
@@ -162,7 +165,11 @@ class Receivers:
             f = dict(self.faults.get(target, {}))
             n = self.requests[target] = self.requests.get(target, 0) + 1
         if f.get("latency"):
-            time.sleep(f["latency"])
+            httpd = self._httpd
+            if httpd is not None:
+                httpd.pause(f["latency"])  # cut short when the receivers stop
+            else:
+                time.sleep(f["latency"])
         if f.get("down"):
             return None
         if f.get("terminal"):

@@ -45,11 +45,17 @@ Rules / theory of operation
   answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
   is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
   advance goes to every running machine).  Routing-world lines never travel batched (they are
-  no platform events).  The sidecar's advance inside the frame sends non-Stack deliveries at
-  their instants exactly as ``clock.advance_to`` does, and stops before an event at which a
-  delivery pass is due (the frame's rest is sent again), so the receivers and the reference
-  Stack see the same calls at the same driver instants.  The result — tasks, trace,
+  no platform events).  The sidecar's advance inside the frame sends deliveries (Stack's
+  flushes included) at their instants exactly as ``clock.advance_to`` does (a ``taken`` short of
+  the events sent: the frame's rest is sent again), so the receivers and the reference Stack see
+  the same calls at the same driver instants.  The result — tasks, trace,
   deliveries, expectations, samples — is the same as without batching; the tests compare both.
+* **Stack flushes**: on the virtual clock a sidecar sends Stack's new writes at most every
+  ``stack_flush_interval_s`` (``sidecar.router.cadence``), so wherever the driver reads the
+  reference Stack it first calls ``stack.flush`` on every running sidecar: before a ``marker``
+  expectation, before a fresh machine's first login (``session.logout`` and ``session.login``
+  flush by themselves), and at the end before the trace takes Stack's ``marker.acked`` record.
+  A ``crash`` flushes nothing (SIGKILL): the restarted sidecar sends the queued rows.
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -261,6 +267,14 @@ class Replay:
         await asyncio.gather(*(self._send(m, "clock.advance_to", {"t": self.now}) for m in running))
         await asyncio.gather(*(m.ack() for m in running))
 
+    async def _flush_stack(self) -> None:
+        """Before the driver (or another machine) reads Stack: every running sidecar sends its
+        due Stack writes now (``stack.flush``; on the virtual clock they otherwise wait for
+        Stack's flush instant, at most ``stack_flush_interval_s``)."""
+        for m in self.machines:
+            if m.running:
+                await self._send(m, "stack.flush", {})
+
     async def _retire_idle(self) -> None:
         for m in self.machines:
             if m.running and m is not self.current and not m.tus:
@@ -379,6 +393,7 @@ class Replay:
                     played += 1
                 else:
                     await self._answer(item[1], item[2], t)
+            await self._flush_stack()  # the end: Stack's record is read for the trace
             self.rec.add_marker_acks(self.stack.acked_markers())
             self.rec.add_webhooks(self.routing.trace_lines())
             for m in self.machines:
@@ -431,6 +446,7 @@ class Replay:
             m = self.current
             fresh_same = m is not None and m.fresh and m.operator == line.operator and line.tu not in m.tus
             if line.fresh and not fresh_same:
+                await self._flush_stack()  # the new machine's login reads Stack
                 m = await self._new_machine(fresh=True, operator=line.operator)
             assert m is not None
             old = self.tu_machine.get(line.tu)
@@ -466,6 +482,8 @@ class Replay:
         elif k is sc.Expect and line.what == "history":
             self.results.append(await self.senders.expect_history(self.machines, line, self.start))
         elif k is sc.Expect:
+            if line.what == "marker":
+                await self._flush_stack()  # the check reads the reference Stack
             self.results.append(ex.evaluate(line, self.rec, self.stack.marker))
         elif k is sc.Emit:
             await self._emit(line)

@@ -53,15 +53,15 @@ from __future__ import annotations
 import json
 import re
 import socket
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 from urllib.parse import unquote
 
 from electron_stub import keyed
 from electron_stub import scenario as sc
+from electron_stub.loopback import LoopbackServer
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
             "paid_with_bonuses_only", "chat_limit", "mail_limit", "blocked_by_tu", "blocked_by_ru")
@@ -87,17 +87,6 @@ def _kind_of(method: str, path: str) -> str:
     return next((name for meth, rx, name in _ROUTES if meth == method and rx.match(path)), "unknown")
 
 
-class _QuietServer(ThreadingHTTPServer):
-    """A client (a sidecar) that vanished mid-request — killed by a ``crash`` line or by Ctrl-C —
-    is not an error of the reference Stack: no traceback on stderr for it."""
-
-    def handle_error(self, request, client_address) -> None:  # type: ignore[override]
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
-
-
 class StackServer:
     """The reference Stack.  ``seed`` keys the error-rate draws; ``now_fn`` gives the harness's
     virtual instant (unix seconds) for the record of acknowledged writes."""
@@ -121,8 +110,7 @@ class StackServer:
         self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
         self.request_kinds: dict[str, int] = {}  # HTTP requests by route name (benchmarks)
         self.write_kinds: dict[str, int] = {}  # writes by route name, single or in a batch
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._httpd: LoopbackServer | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -133,11 +121,7 @@ class StackServer:
         class Handler(_Handler):
             stack = outer
 
-        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="stack-server", daemon=True)
-        self._thread.start()
+        self._httpd = LoopbackServer(Handler, name="stack-server").start()
         return self.url
 
     @property
@@ -146,10 +130,23 @@ class StackServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def stop(self) -> None:
+        """Off the network: open connections are reset, delayed answers dropped (see loopback)."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.stop()
             self._httpd = None
+
+    def _pause(self, seconds: float) -> None:
+        """Injected latency, cut short when the server stops (no answer outlives it)."""
+        httpd = self._httpd
+        if httpd is not None:
+            httpd.pause(seconds)
+        else:
+            time.sleep(seconds)
+
+    @property
+    def clients_gone(self) -> int:
+        """Requests whose client (a crashed or killed sidecar) left before the answer."""
+        return self._httpd.clients_gone if self._httpd is not None else 0
 
     # ---- world ----------------------------------------------------------------------------
 
@@ -253,7 +250,7 @@ class StackServer:
         if in_batch:
             down, latency = False, 0.0
         if latency > 0:
-            time.sleep(latency)
+            self._pause(latency)
         if down:
             with self.lock:
                 self.counters["refused"] += 1
@@ -303,7 +300,7 @@ class StackServer:
         with self.lock:
             down, latency = self.mode["down"], self.mode["latency"]
         if latency > 0:
-            time.sleep(latency)
+            self._pause(latency)
         if down:
             with self.lock:
                 self.counters["refused"] += 1

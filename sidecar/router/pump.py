@@ -3,8 +3,9 @@
 Rules / theory of operation
 ---------------------------
 * :meth:`DeliveryPump.run_due` is called by the runtime with ``now`` (unix seconds from the one
-  clock) — on the virtual clock at the end of each advance, on the wall clock from its own task —
-  and returns :class:`PumpResult` with ``next_due`` (when to call again).  It never reads a clock
+  clock) — on the virtual clock at the delivery timer's instants inside an advance (Stack's rows
+  only at Stack's flush instants, :mod:`.cadence`), on the wall clock from its own task — and
+  returns :class:`PumpResult` with ``next_due`` (when to call again) and Stack's pending heads.  It never reads a clock
   and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
 * A pass works in rounds.  Each round reads the due rows (:mod:`.storage`), asks the gate
   (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
@@ -47,6 +48,10 @@ class PumpResult:
     events: list[Event] = field(default_factory=list)  # from sender health: route them
     next_due: float | None = None  # unix seconds; None = nothing pending
     stack_requests: int = 0  # HTTP requests made to Stack in this pass
+    # Stack's pending pair heads after the pass: (earliest first attempt due, earliest retry
+    # due, pending writes in all) — what the flush cadence (:mod:`.cadence`) plans from
+    stack_heads: tuple[float | None, float | None, int] = (None, None, 0)
+    other_due: float | None = None  # the earliest due row of every target but Stack
 
 
 class DeliveryPump:
@@ -105,7 +110,11 @@ class DeliveryPump:
                     res.events.extend(fin.events)
                     res.settled.append((row, fin.next))
                 await self.store.commit(ops)
-            res.next_due = await self.store.next_due(stack=self.stack is not None and stack)
+            res.other_due = await self.store.next_due(stack=False)
+            if self.stack is not None:
+                res.stack_heads = await self.store.stack_heads()
+            fresh, retry, _ = res.stack_heads
+            res.next_due = _earliest(res.other_due, fresh, retry) if stack else res.other_due
             return res
 
     async def _probes(self, now: float, res: PumpResult) -> None:
@@ -199,3 +208,8 @@ def _one_per_target(rows) -> list[Delivery]:
             seen.add(r.target)
             out.append(r)
     return out
+
+
+def _earliest(*dues: float | None) -> float | None:
+    vals = [d for d in dues if d is not None]
+    return min(vals) if vals else None

@@ -237,6 +237,21 @@ def next_due(conn: sqlite3.Connection, stack: bool = True) -> float | None:
     return min(dues) if dues else None
 
 
+def stack_heads(conn: sqlite3.Connection) -> tuple[float | None, float | None, int]:
+    """Stack's pending writes for the flush cadence (:mod:`.cadence`): the earliest due instant
+    of the pairs' heads still waiting for a first attempt, the earliest of those waiting for a
+    retry (unix seconds, None = none), and how many Stack writes are pending in all."""
+    fresh, retry = conn.execute(
+        "SELECT MIN(CASE WHEN h.attempts = 0 THEN h.next_attempt_at END),"
+        " MIN(CASE WHEN h.attempts > 0 THEN h.next_attempt_at END)"
+        f" FROM deliveries h WHERE h.{_STACK_PENDING.replace(' AND ', ' AND h.')}"
+        " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE"
+        f" p.{_STACK_PENDING.replace(' AND ', ' AND p.')} AND p.pair = h.pair AND p.seq < h.seq)"
+    ).fetchone()
+    count = conn.execute(f"SELECT COUNT(*) FROM deliveries WHERE {_STACK_PENDING}").fetchone()[0]
+    return fresh, retry, count
+
+
 def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, limit: int = 1000) -> list[Delivery]:
     """The audit (``deliveries.list``): rows by seq, filtered by status, target and event time
@@ -275,6 +290,9 @@ class RouterStore:
 
     async def next_due(self, stack: bool = True) -> float | None:
         return await self.store.read(next_due, stack)
+
+    async def stack_heads(self) -> tuple[float | None, float | None, int]:
+        return await self.store.read(stack_heads)
 
     async def deliveries(self, **kw: Any) -> list[Delivery]:
         return await self.store.read(lambda c: list_deliveries(c, **kw))

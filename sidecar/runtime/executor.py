@@ -91,8 +91,9 @@ class Ports(Protocol):
         """The delivery timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
         send what is due."""
 
-    def outbox_queued(self, at: float) -> None:
-        """The step routed pending deliveries (Stack writes among them) due at ``at``."""
+    def outbox_queued(self, at: float, channels: frozenset[str] | None = None) -> None:
+        """The step routed pending deliveries due at ``at`` to ``channels`` (``stack`` among
+        them for Stack writes; Stack's are sent at its flush instant, :mod:`sidecar.router.cadence`)."""
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:
         """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
@@ -249,7 +250,7 @@ class StepExecutor:
             await self._commit(step.ops)
         self._committed(routing, step.notes)
         if routing is not None and routing.pending:
-            self.ports.outbox_queued(step.now)
+            self.ports.outbox_queued(step.now, _channels(routing))
         if step.outbox_due:
             self.ports.outbox_due(step.now)
         for req in step.requests:
@@ -341,7 +342,7 @@ class StepExecutor:
         if routing is not None:
             pending.routings.append(routing)
             if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
-                self.ports.outbox_queued(step.now)
+                self.ports.outbox_queued(step.now, _channels(routing))
         for req in step.requests:
             if self.stopping:
                 break  # no new platform request at shutdown (its pass retries after a restart)
@@ -391,3 +392,8 @@ class StepExecutor:
                     await self.flush()  # the hook may let other code look: commit first
                     await every[1]()
         return fired
+
+
+def _channels(routing: Any) -> frozenset[str]:
+    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …)."""
+    return frozenset(d.channel for d in routing.pending)

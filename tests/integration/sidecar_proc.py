@@ -35,6 +35,7 @@ class SidecarProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
         self.exit_s: float | None = None  # seconds from the stop request to the exit
+        self._stderr_seen = b""  # stderr read by wait_for_stderr (stderr_text returns it too)
 
     async def __aenter__(self) -> "SidecarProcess":
         cmd = ([self.binary] if self.binary else [sys.executable, "-m", "sidecar"]) + [
@@ -86,7 +87,26 @@ class SidecarProcess:
     async def stderr_text(self) -> str:
         """All stderr (after the process exited)."""
         assert self.proc is not None and self.proc.returncode is not None
-        return (await self.proc.stderr.read()).decode(errors="replace")
+        return (self._stderr_seen + await self.proc.stderr.read()).decode(errors="replace")
+
+    async def wait_for_stderr(self, text: str, within_s: float = 10.0) -> str:
+        """Read stderr (while the process runs) up to the first line holding ``text``; return
+        that line.  The evidence that the process got somewhere — use it instead of a sleep.
+        AssertionError when the line does not come within ``within_s`` s or stderr ends first."""
+        assert self.proc is not None
+        try:
+            async with asyncio.timeout(within_s):
+                while True:
+                    line = await self.proc.stderr.readline()
+                    self._stderr_seen += line
+                    if not line:
+                        break
+                    if text.encode() in line:
+                        return line.decode(errors="replace")
+        except TimeoutError:
+            pass
+        raise AssertionError(f"no stderr line with {text!r} within {within_s:g} s; stderr so far:\n"
+                             f"{self._stderr_seen.decode(errors='replace')[-2000:]}")
 
     async def _kill(self) -> str:
         if self.proc.returncode is None:
@@ -94,9 +114,9 @@ class SidecarProcess:
             await self.proc.wait()
         try:
             async with asyncio.timeout(2):
-                return (await self.proc.stderr.read()).decode(errors="replace")
+                return (self._stderr_seen + await self.proc.stderr.read()).decode(errors="replace")
         except TimeoutError:
-            return ""
+            return self._stderr_seen.decode(errors="replace")
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
         if self.proc.returncode is not None:

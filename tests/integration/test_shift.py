@@ -13,7 +13,8 @@ from tests.integration import follow_up_checks as fc
 from tests.integration.replay_util import SHARED, replay
 
 SHIFT = SHARED / "scenarios" / "shift.jsonl"
-pytestmark = [pytest.mark.slow, pytest.mark.shared,
+# one xdist group: the module's two replays (the ``runs`` fixture) are made once, in one worker
+pytestmark = [pytest.mark.slow, pytest.mark.shared, pytest.mark.xdist_group("shift"),
               pytest.mark.skipif(not SHIFT.exists(), reason=f"{SHIFT} is absent (../shared is beside the checkout only)")]
 
 

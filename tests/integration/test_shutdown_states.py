@@ -41,7 +41,9 @@ async def test_exit_within_2_s_while_stack_writes_hang(tmp_path, how):
             await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
             for i in range(3):
                 await c.call("platform.event", send_event(i, time.time()))
-            await asyncio.sleep(0.3)  # the task writes are in flight, Stack sits on them
+            async with asyncio.timeout(10):  # until a task write is in flight and Stack sits on it
+                while not any("/tasks" in r.path for r in list(stack.requests)):
+                    await asyncio.sleep(0.01)
             assert await sc.stop(how) == 0
             await c.close()
     finally:
@@ -50,14 +52,18 @@ async def test_exit_within_2_s_while_stack_writes_hang(tmp_path, how):
 
 async def test_exit_within_2_s_mid_step_awaiting_an_unanswered_platform_request(tmp_path):
     """Virtual clock: the login's passes are awaited inside the step; the client never answers."""
+    asked = asyncio.Event()
+
     async def never(method, params):
+        asked.set()
         await asyncio.sleep(3600)
 
     async with SidecarProcess(tmp_path, clock="virtual") as sc:
         c = await BridgeClient.connect(sc.port, sc.token, on_request=never)
         await c.call("clock.advance_to", {"t": T0})
         await c.notify("session.login", {"tu": "c-tu-1", "project": "chathouse"})
-        await asyncio.sleep(0.5)  # the worker is inside the login step, awaiting scroll_new
+        async with asyncio.timeout(10):
+            await asked.wait()  # the worker is inside the login step, awaiting our answer
         assert await sc.stop("SIGTERM") == 0
         await c.close()
 

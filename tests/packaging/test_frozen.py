@@ -13,7 +13,8 @@ import pytest
 
 from tests.integration.replay_util import ROOT, SEED_DIR, replay
 
-pytestmark = pytest.mark.slow
+# one xdist group: the binary (the session fixture ``frozen``) is built once, in one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
 
 
 def test_frozen_binary_cli(frozen):

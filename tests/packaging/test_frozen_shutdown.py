@@ -6,7 +6,8 @@ import pytest
 
 from tests.integration.shutdown_cycles import run_cycles
 
-pytestmark = pytest.mark.slow
+# one xdist group: the binary (the session fixture ``frozen``) is built once, in one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
 
 
 async def test_frozen_binary_always_exits_within_2_s_after_login_disconnect_sigterm(frozen, tmp_path):

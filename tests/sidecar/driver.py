@@ -83,7 +83,7 @@ class Driver:
     def notify(self, method: str, note: Any) -> None:
         self.notes.append((method, note))
 
-    def outbox_queued(self, at: float) -> None:
+    def outbox_queued(self, at: float, channels: frozenset[str] | None = None) -> None:
         pass  # the ops list holds the rows
 
     def outbox_due(self, at: float) -> None:

@@ -73,7 +73,7 @@ class LogPorts:
     def outbox_due(self, at: float) -> None:
         self.log.append(("outbox_due", at))
 
-    def outbox_queued(self, at: float) -> None:
+    def outbox_queued(self, at: float, channels: frozenset[str] | None = None) -> None:
         self.log.append(("outbox_queued", at))
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:

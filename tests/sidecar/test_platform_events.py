@@ -99,26 +99,26 @@ def test_a_refused_event_is_its_own_error_and_the_others_are_handled(tmp_path):
     asyncio.run(main())
 
 
-def test_the_virtual_clock_stops_a_batch_where_the_stack_outbox_is_due(tmp_path):
-    """The driver plays Stack on its own clock: the batch stops before the event at whose
-    instant Stack's delivery pass is due, and the next call (the rest, sent again) pumps first.
-    (Other targets' passes run inside the advance at the delivery timer's instants, exactly as
-    ``clock.advance_to`` runs them; none is configured here.)"""
+def test_stack_passes_run_inside_the_batch_at_stacks_flush_instants(tmp_path):
+    """Stack's delivery pass runs inside the advance at its flush instant (new writes on the
+    10 s grid, sidecar.router.cadence), exactly as ``clock.advance_to`` runs it, so a batch is
+    never cut for Stack: the driver sees the same calls batched or one by one."""
     async def main() -> None:
         run = await _start(tmp_path)
         passes: list[tuple[float, bool]] = []
 
         async def route_pass(now: float, *, stack: bool = True):
             passes.append((now, stack))
+            run.app.routing.cadence.after_pass(None, None)  # every Stack write sent
             return PassResult()
         run.app._route_pass = route_pass  # type: ignore[method-assign]
         run.app.routing.stack = SimpleNamespace()  # type: ignore[assignment]  # a Stack is configured
         try:
             answer = await run.call("platform.events", {"events": EVENTS[:3]})
-            assert answer["taken"] == 1  # ru-1's task queued a Stack write
-            assert passes == []  # no other target configured: no pass at the timer's instant
-            answer = await run.call("platform.events", {"events": EVENTS[1:3]})
-            assert (T0 + 40, True) in passes and answer["taken"] >= 1
+            assert answer["taken"] == 3
+            # ru-1's task (T0 + 3) is flushed at T0 + 10, ru-2's (T0 + 40) at T0 + 40 — seen
+            # by the advance to the own message at T0 + 41
+            assert passes == [(T0 + 10, True), (T0 + 40, True)]
         finally:
             run.app.routing.stack = None
             await run.stop()

@@ -16,6 +16,7 @@ def stack_server():
     server.start()
     yield server
     server.stop()
+    assert server.errors == [], "the Stack stand-in itself failed:\n" + "\n".join(server.errors)
 
 
 @pytest.fixture

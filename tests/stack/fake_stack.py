@@ -10,11 +10,14 @@ same port.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 import socket
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from electron_stub.loopback import LoopbackServer
 
 
 @dataclass
@@ -48,9 +51,9 @@ class StackServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._conns: set[socket.socket] = set()
-        self._halt = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: LoopbackServer | None = None
+        self.clients_gone = 0  # requests whose client left before the answer (all runs so far)
+        self.errors: list[str] = []  # handler bugs (tracebacks), kept across stop/start
 
     # -- control ------------------------------------------------------------------------
     @property
@@ -70,29 +73,20 @@ class StackServer:
         return [r for r in self.requests if r.method in ("PUT", "POST")]
 
     def start(self) -> None:
-        self._halt.clear()
-        httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
-        httpd.stack = self
-        self.port = httpd.server_address[1]
-        self._httpd = httpd
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                         daemon=True).start()
+        httpd = LoopbackServer(_Handler, port=self.port, name="fake-stack", poll_interval=0.02)
+        httpd.stack = self  # type: ignore[attr-defined]
+        self.port = httpd.port
+        self._httpd = httpd.start()
 
     def stop(self) -> None:
-        """Close the listener and every open connection: clients get refused/reset."""
+        """Close the listener and every open connection: clients get refused/reset; a delayed
+        answer is dropped and its handler thread has ended when this returns."""
         httpd, self._httpd = self._httpd, None
-        self._halt.set()
         if httpd is None:
             return
-        httpd.shutdown()
-        httpd.server_close()
-        with self._lock:
-            conns, self._conns = list(self._conns), set()
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        httpd.stop()
+        self.clients_gone += httpd.clients_gone
+        self.errors += httpd.errors
 
     # -- request handling (server threads) ---------------------------------------------------
     def _handle(self, h: "_Handler") -> None:
@@ -112,7 +106,7 @@ class StackServer:
                     h.close_connection = True
                     return
                 if fault.mode == "delay":
-                    self._halt.wait(fault.seconds)
+                    h.server.pause(fault.seconds)  # cut short by stop()
                 else:
                     return _reply(h, int(fault.mode), {"error": f"injected {fault.mode}"})
             if h.command == "GET":
@@ -168,31 +162,13 @@ def _reply_raw(h: BaseHTTPRequestHandler, status: int, body: bytes, extra: dict)
     h.wfile.write(body)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    stack: StackServer
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
-    server: _HTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.stack._lock:
-            self.server.stack._conns.add(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            with self.server.stack._lock:
-                self.server.stack._conns.discard(self.connection)
+    server: LoopbackServer
 
     def do_GET(self) -> None:
-        self.server.stack._handle(self)
+        self.server.stack._handle(self)  # type: ignore[attr-defined]
 
     do_PUT = do_POST = do_GET
 
@@ -200,7 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def free_port() -> int:
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections while the block runs: bound, never listening.
+    Held, so no other test or xdist worker can take it meanwhile (a port freed and hoped to
+    stay free could be handed to a parallel sidecar's bind)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]

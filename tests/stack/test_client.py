@@ -8,7 +8,7 @@ import pytest
 from sidecar.stack.client import StackClient, StackReply
 from sidecar.stack.errors import StackError, StackRejected, StackUnavailable
 
-from fake_stack import StackServer, free_port
+from fake_stack import StackServer, refused_port
 
 PATH = "/v1/tus/g-tu-1/favorites/g-ru-1/markers/followUpChat"
 BODY = b'{"value":{"step":0}}'
@@ -74,12 +74,13 @@ async def test_dropped_connection_is_unavailable(client, stack_server):
 
 
 async def test_connection_refused_is_unavailable():
-    async with StackClient(f"http://127.0.0.1:{free_port()}", timeout=1.0) as c:
-        with pytest.raises(StackUnavailable) as ei:
-            await c.send("PUT", PATH, BODY, "k")
-        assert ei.value.status is None
-        with pytest.raises(StackUnavailable):
-            await c.startup("t")
+    with refused_port() as port:
+        async with StackClient(f"http://127.0.0.1:{port}", timeout=1.0) as c:
+            with pytest.raises(StackUnavailable) as ei:
+                await c.send("PUT", PATH, BODY, "k")
+            assert ei.value.status is None
+            with pytest.raises(StackUnavailable):
+                await c.startup("t")
 
 
 async def test_timeout_is_unavailable(stack_server):
