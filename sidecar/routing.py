@@ -47,7 +47,7 @@ from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
 from sidecar.router.pump import DeliveryPump
-from sidecar.router.route import PREFIX_KEY, RouterState, Routing
+from sidecar.router.route import PREFIX_KEY, Ahead, RouterState, Routing
 from sidecar.router.storage import RouterStore, prune_ops
 
 log = logging.getLogger("sidecar.routing")
@@ -266,6 +266,9 @@ class _Port:
 
     def decide(self, events: list, now: float, after: Sequence[Routing] = ()) -> Routing:
         return self.owner.router.decide(events, now, after)
+
+    def ahead(self) -> Ahead:
+        return self.owner.router.ahead()
 
     def apply(self, routing: Routing) -> None:
         self.owner.router.apply(routing)

@@ -30,7 +30,7 @@ from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
-from .route import Routing, RouterState, make_prefix, route
+from .route import Ahead, Routing, RouterState, make_prefix, route
 from .storage import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
@@ -71,6 +71,12 @@ class Router:
 
     def apply(self, routing: Routing) -> None:
         self.state.apply(routing)
+
+    @staticmethod
+    def ahead() -> Ahead:
+        """An empty :class:`~.route.Ahead`: the open commit group's routings, for ``decide``'s
+        ``after`` (the executor appends each routing of the group to it)."""
+        return Ahead()
 
     # rules ------------------------------------------------------------------------------------
     def rules(self) -> list[dict[str, Any]]:
