@@ -258,8 +258,8 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
         # sidecar.store.db "Closing") and the OS releases the lock when the process ends
         await bounded(store.close(), 0.3, "database close", left)
     if left:
-        log.warning("shut down, abandoned: %s (nothing committed is lost; unsent Stack writes "
-                    "stay queued for the next start)", "; ".join(left))
+        log.warning("shut down, abandoned: %s — nothing committed is lost (SQLite WAL); unsent "
+                    "Stack writes stay queued for the next start", "; ".join(left))
     if app is not None and app.failed is not None:
         print(f"sidecar: a step failed and nothing of it was kept ({app.failed!r}); exiting "
               f"{EXIT_STEP_FAILED} so that a restart restores from SQLite and Stack", file=sys.stderr)
