@@ -37,8 +37,7 @@ log = logging.getLogger("sidecar")
 PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
 EXIT_CODES = """\
 exit codes:
-  0    clean shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death); a close step that
-       overran its bound is abandoned and named in the log (nothing committed is lost)
+  0    shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s; the log names any abandoned close
   1    unexpected internal error (logged with its traceback)
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
