@@ -67,6 +67,7 @@ from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.methods import Methods
+from sidecar.paging import budget, page
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
@@ -130,7 +131,8 @@ class SidecarApp:
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
-        self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed))
+        self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed),
+                                        max_frame=settings.max_frame)
         self.senders.attach(self.methods, self.step)
         self.routing.plug_health(self.senders.gate)  # the router's one attempt gate asks it
         self.senders.route_events = lambda step, events: step.events.extend(events)
@@ -251,12 +253,15 @@ class SidecarApp:
     async def _why(self, a: p.Why) -> dict:
         """``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order, no step.
 
-        Answer ``{"tu", "ru", "since", "decisions": [{"at", "type", "source", "outcome",
-        "task_id", "detail", "text"}]}`` (``at`` unix seconds); rows past the retention are gone."""
-        rows = await self.store.decisions(a.tu, a.ru, since=a.since)
-        for row in rows:
+        Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
+        "task_id", "detail", "text"}], "next"}`` (``at`` unix seconds; one page under the frame
+        cap, :mod:`sidecar.paging`); rows past the retention are gone."""
+        found = await self.store.decisions(a.tu, a.ru, since=a.since, after_id=a.after_id,
+                                           limit=a.limit + 1)
+        for row in found:
             row["text"] = explain(row)
-        return {"tu": a.tu, "ru": a.ru, "since": a.since, "decisions": rows}
+        rows, nxt = page(found, a.limit, budget(self.settings.max_frame), lambda r: r["id"])
+        return {"tu": a.tu, "ru": a.ru, "since": a.since, "decisions": rows, "next": nxt}
 
     async def _status(self, a: p.Status) -> dict:
         return self.status()

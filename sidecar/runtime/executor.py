@@ -369,6 +369,9 @@ class StepExecutor:
         hook stops it: every step that ran is committed.  Returns how many timers ran."""
         fired = 0
         scheduler = self.engine.scheduler
+        nxt = scheduler.next_due()
+        if nxt is None or nxt > t:
+            return 0  # nothing due (most advances): a group of no steps would commit nothing
         async with self.group():
             while (nxt := scheduler.next_due()) is not None and nxt <= t:
                 if limit is not None and fired >= limit:

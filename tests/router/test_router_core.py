@@ -249,3 +249,26 @@ def test_prefixes_are_keyed_and_an_empty_step_writes_nothing():
     assert a == make_prefix(KeyedRandom(7), T0) and a.startswith("ev-") and len(a) == 12
     assert a != make_prefix(KeyedRandom(7), T0 + 1) and a != make_prefix(KeyedRandom(8), T0)
     assert route(state(), [], T0, TARGETS).ops() == []
+
+
+def test_a_missing_rule_name_or_change_is_named_not_printed_as_none():
+    """A breaker's find: ``rules.patch {changes}`` without ``name`` answered "no rule named None"."""
+    from sidecar.router.core import Router
+
+    r = Router.in_memory(targets=TARGETS)
+    for call in (lambda: r.patch_rule(None, {"weight": 1}, T0), lambda: r.delete_rule(None)):
+        with pytest.raises(RouterInputError) as ei:
+            call()
+        assert ei.value.field == "name" and "None" not in str(ei.value) and "required" in str(ei.value)
+    with pytest.raises(RouterInputError) as ei:
+        r.delete_rule(7)
+    assert ei.value.field == "name" and "a string" in str(ei.value)
+    r.apply_rule(r.create_rule({"name": "x", "actions": [{"target": "audit"}]}, T0)[1])
+    with pytest.raises(RouterInputError) as ei:
+        r.patch_rule("x", None, T0)
+    assert ei.value.field == "changes" and "None" not in str(ei.value)
+    for data, field in (({"source": "electron", "subject": "s", "action": "a", "priority": None}, "priority"),
+                        ({"name": "y", "actions": [{"template": "t"}]}, "actions[0].target")):
+        with pytest.raises(RouterInputError) as ei:
+            (parse_event if "source" in data else lambda d: parse_rule(d, TARGETS))(data)
+        assert ei.value.field == field and "None" not in str(ei.value)
