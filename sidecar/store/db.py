@@ -27,11 +27,25 @@ Rules / theory of operation
 * Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
   reader never sees half of a batch.
 * Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
+* **Closing, and a close that is abandoned.**  :meth:`close` queues the close on aiosqlite's
+  connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
+  ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.aio.bounded`).  Abandoning
+  it loses nothing that was committed: in WAL mode a transaction is committed once its commit
+  frame is in ``sidecar.db-wal`` — before COMMIT returns, on the OS's page cache with
+  ``synchronous=NORMAL`` (survives the process ending, as here, or crashing) and fsynced with
+  ``FULL`` (survives a power loss too) — and closing only checkpoints the WAL into the main file;
+  the next open replays it.  A transaction still in flight is rolled back as a whole.  Hence the
+  connection thread is a *daemon* thread (:func:`_daemon_thread`): aiosqlite ≥ 0.22 makes it a
+  non-daemon thread, which the interpreter joins at exit, so an abandoned close kept the process
+  alive until the thread's work ended — past the 2 s exit promise (the "shut down cleanly, still
+  running" flake; ``tests/store/test_close_abandoned.py`` proves both halves).  ``sidecar
+  serve`` also never closes its event loop under an abandoned close (:mod:`sidecar.aio`).
 """
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +87,17 @@ def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> Non
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _daemon_thread(db: aiosqlite.Connection) -> None:
+    """Make the not yet started connection thread of ``db`` a daemon thread (module rules,
+    "Closing").  aiosqlite ≥ 0.22 keeps it in ``db._thread``; before, ``db`` was the thread."""
+    thread = getattr(db, "_thread", db)
+    if isinstance(thread, threading.Thread):
+        thread.daemon = True
+    else:  # a newer aiosqlite: an abandoned close may hold a process other than serve at exit
+        log.warning("aiosqlite %s: no connection thread to make a daemon; an abandoned close "
+                    "may delay this process's exit", getattr(aiosqlite, "__version__", "?"))
 
 
 def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
@@ -134,7 +159,9 @@ class Store:
         lock = DirLock.acquire(path.with_suffix(".lock"))
         db: aiosqlite.Connection | None = None
         try:
-            db = await aiosqlite.connect(path, isolation_level=None)
+            db = aiosqlite.connect(path, isolation_level=None)  # its thread starts when awaited
+            _daemon_thread(db)
+            await db
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
         except BaseException as exc:
