@@ -111,7 +111,7 @@ def test_stack_passes_run_inside_the_batch_at_stacks_flush_instants(tmp_path):
             passes.append((now, stack))
             run.app.routing.cadence.after_pass(None, None)  # every Stack write sent
             return PassResult()
-        run.app._route_pass = route_pass  # type: ignore[method-assign]
+        run.app.deliveries.route_pass = route_pass  # type: ignore[method-assign]
         run.app.routing.stack = SimpleNamespace()  # type: ignore[assignment]  # a Stack is configured
         try:
             answer = await run.call("platform.events", {"events": EVENTS[:3]})
