@@ -381,9 +381,13 @@ class Replay:
                     stop = self._next_stop(target, t_rel)
                     if stop >= target and self._world_only(target):
                         # no sidecar acts before ``target`` and the line sends it nothing: the
-                        # world changes without a round trip (the next advance sees it in time)
-                        t_rel = target
-                        self.now = self.start + t_rel
+                        # world changes without a round trip (the next advance sees it in time).
+                        # The sidecars' clocks stay at ``t_rel``: a line at the same instant
+                        # that sends them something is sent after its own advance, never to a
+                        # sidecar whose clock lags behind the line
+                        self.now = self.start + target
+                        await self._apply(heapq.heappop(self.queue)[3])
+                        played += 1
                         continue
                     if stop >= target - 1e-9 and (taken := self._take_frame(end)) is not None:
                         t_rel, lines = await self._play_frame(*taken)

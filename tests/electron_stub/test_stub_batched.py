@@ -58,6 +58,26 @@ def test_batched_replay_equals_one_by_one_on_a_generated_smoke_shift(tmp_path):
         batched.frames["platform.event"] < one.frames["platform.event"]
     assert sum(batched.frames.values()) < sum(one.frames.values())
     assert batched.frames["clock.advance_to"] < one.frames["clock.advance_to"]
+    _multi_line(batched)
+
+
+def _multi_line(rp: Replay) -> None:
+    """Frames carried several world lines (and operator answers) each, and fewer frames than
+    events went out."""
+    assert max(rp.frame_events) > 1, rp.frame_events
+    events = sum(k * n for k, n in rp.frame_events.items())
+    assert rp.frames["platform.events"] == sum(rp.frame_events.values()) < events
+
+
+def test_batched_replay_equals_one_by_one_on_the_generated_demo_shift(tmp_path):
+    """The demo preset: a crash, a shift change to another machine, Stack faults, scripted
+    chains — multi-line frames before and after each of them."""
+    lines = generate("demo", seed=5)
+    scenario = sc.parse_lines([json.dumps(x) for x in lines], "demo.jsonl")
+    one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
+    _same(one, batched)
+    _multi_line(batched)
+    assert sum(batched.frames.values()) < sum(one.frames.values())
 
 
 def test_batched_replay_equals_one_by_one_across_a_crash_and_a_shift_change(tmp_path):
