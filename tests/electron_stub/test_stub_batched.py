@@ -105,3 +105,28 @@ def test_batched_replay_equals_one_by_one_with_a_routed_target_beside_platform_e
     assert batched.frames.get("platform.events", 0) > 0 and one.frames.get("platform.events", 0) == 0
     assert sum(x.get("event") == "delivery" for x in batched.rec.sorted_lines()) >= 3
     _same(one, batched)
+
+
+SAME_INSTANT = [
+    {"kind": "header", "format": 1, "name": "same-instant", "start": "2026-11-30T08:00:00Z", "seed": 3,
+     "duration_s": 60, "operator": {"chat_answer_p": 0.0, "chat_delay_s": [10, 10], "mail_answer_p": 0.0,
+                                    "mail_delay_s": [60, 60]}},
+    {"kind": "tu", "project": "golden", "tu": "g1", "operator": "op-1"},
+    *({"kind": "favorite", "project": "golden", "tu": "g1", "ru": ru, "active": True, "is_white": False,
+       "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40, "paid_with_bonuses_only": False,
+       "chat_limit": None, "mail_limit": None, "markers": {}} for ru in ("r1", "r2")),
+    {"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-1"},
+    {"t": 1, "kind": "message", "project": "golden", "tu": "g1", "ru": "r1", "from": "ru", "id": "m1", "body": "hi"},
+    # an RU going online needs no frame: the driver skips the round trip; the message at the
+    # same instant must still reach a sidecar whose clock is at that instant
+    {"t": 1.5, "kind": "online", "project": "golden", "ru": "r2", "online": True},
+    {"t": 1.5, "kind": "message", "project": "golden", "tu": "g1", "ru": "r2", "from": "ru", "id": "m2", "body": "?"},
+]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_line_at_the_instant_of_a_world_only_line_reaches_the_sidecar_at_that_instant(tmp_path, batch):
+    scenario = sc.parse_lines([json.dumps(x) for x in SAME_INSTANT], "same_instant.jsonl")
+    rp = _run(scenario, tmp_path, batch)
+    created = {t.ru: t.created_at - rp.start for t in rp.rec.tasks.values() if t.type == "unanswered_message"}
+    assert created == {"r1": 1.0, "r2": 1.5}
