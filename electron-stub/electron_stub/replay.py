@@ -10,7 +10,9 @@ Rules / theory of operation
   earliest of the next queue item and every machine's ``next_due``, so a task a timer creates is
   seen at its instant and answered at exactly ``created_at + delay``.  A machine that gave no
   ``next_due`` (an older binary) is driven in steps of at most :attr:`Replay.tick` seconds.
-  After each advance the driver acks the notification stream (``stream.ack``).
+  The bridge client acknowledges the notification stream by itself (``stream.ack`` every 64
+  notifications or after 50 ms of quiet); an ack after every advance was a frame more per
+  advance that woke the sidecar for nothing (issue 11 item 3).
 * Machines: ``m1`` is started first (data dir ``<data-dir>/m1``) and is *current*.  ``login``
   without ``fresh`` goes to the current machine; ``"fresh": true`` starts a new machine with an
   empty data dir that becomes current (the shift change to another operator's computer) — except
@@ -37,19 +39,21 @@ Rules / theory of operation
   machine the replay starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the
   current machine (an expected ``error`` must come with that code and change nothing),
   ``sender`` / ``history`` expectations ask the machines (``senders.get``, ``senders.history``).
-* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): a world
-  line whose frames are all platform events, due when no sidecar acts before it, travels as ONE
-  ``platform.events`` frame whose events' ``received_at`` advances the clock — instead of
-  ``clock.advance_to`` then ``platform.event``.  Its world change waits until the sidecar has
-  begun handling it: a ``platform.request`` with ``batch_seen`` 0 (a timer before the event) is
-  answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
-  is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
-  advance goes to every running machine).  Routing-world lines never travel batched (they are
-  no platform events).  The sidecar's advance inside the frame sends deliveries (Stack's
-  flushes included) at their instants exactly as ``clock.advance_to`` does (a ``taken`` short of
-  the events sent: the frame's rest is sent again), so the receivers and the reference Stack see
-  the same calls at the same driver instants.  The result — tasks, trace,
-  deliveries, expectations, samples — is the same as without batching; the tests compare both.
+* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): every world
+  line (and an operator's chat/mail answer as a frame's first item) up to the next sync point
+  travels in ONE ``platform.events`` frame whose events' ``received_at`` advance the clock —
+  instead of ``clock.advance_to`` then ``platform.event`` per line.  Sync points: a line that is
+  no platform event, an operator answer, the answer horizon (the operator's shortest delay after
+  the earliest instant a task of the frame can be created), and — told by the sidecar itself
+  (``stop_at_due``: ``taken`` short, the rest goes back to the queue) — any timer or delivery
+  of its own due before a later event.  World changes wait until the sidecar begins their
+  event (``batch_seen`` of ``platform.request``), notifications are handed on after the frame in
+  stream order with each line's sample at its event's ``seq``: module :mod:`electron_stub.batch`.
+  Only while one sidecar runs (an advance goes to every running machine); routing-world lines
+  never travel batched.  Only the first event of a frame may have timers before it, so the
+  reference Stack and the receivers see every call at the driver instant one by one has.  The
+  result — tasks, trace, deliveries, expectations, samples — is the same as without batching;
+  the tests compare both.
 * **Stack flushes**: on the virtual clock a sidecar sends Stack's new writes at most every
   ``stack_flush_interval_s`` (``sidecar.router.cadence``), so wherever the driver reads the
   reference Stack it first calls ``stack.flush`` on every running sidecar: before a ``marker``
@@ -276,7 +280,6 @@ class Replay:
         if not running:
             return
         await asyncio.gather(*(self._send(m, "clock.advance_to", {"t": self.now}) for m in running))
-        await asyncio.gather(*(m.ack() for m in running))
 
     async def _flush_stack(self) -> None:
         """Before the driver (or another machine) reads Stack: every running sidecar sends its
@@ -613,7 +616,6 @@ class Replay:
         self.now = self.start + done[-1].t
         self.frame_events[taken] += 1
         frame.hand_on(done, results, self._notification)
-        await m.ack()
         return done[-1].t, sum(it.entry[1] == TIMELINE for it in done)
 
     def _apply_world(self, line: Any, at: float | None = None) -> None:
