@@ -1,5 +1,5 @@
-"""Store commit throughput for a typical runtime step (3 ops: a task, a state entry, an outbox
-row), for both durabilities, against a naive baseline (one awaited aiosqlite call per statement).
+"""Store commit throughput for a typical runtime step (3 ops: a task, a state entry, a pending
+Stack delivery), for both durabilities, against a naive baseline (one awaited aiosqlite call per statement).
 
     python bench/store_bench.py [steps]
 """
@@ -14,7 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.domain.tasks import Task, TaskType  # noqa: E402
-from sidecar.store import Enqueue, PutState, PutTask, Store  # noqa: E402
+from sidecar.router.model import Delivery  # noqa: E402
+from sidecar.router.storage import PutDelivery  # noqa: E402
+from sidecar.store import PutState, PutTask, Store  # noqa: E402
 from sidecar.store.ops import compile_ops  # noqa: E402
 
 
@@ -23,8 +25,12 @@ def step(i: int) -> list:
              ru=f"ru{i % 50}", source="socket", created_at=1e9 + i, deadline=1e9 + i + 120)
     return [PutTask(t),
             PutState("tu", "chains", f"ru{i % 50}", {"step": i % 4, "nextCheckAt": 1e9 + i}),
-            Enqueue(f"tu/ru{i % 50}", f"task:t-{i}:created", "POST", "/v1/tus/tu/tasks",
-                    b'{"event":"created","task":{}}', "task", 1e9 + i)]
+            PutDelivery(Delivery(
+                id=f"ev-{i}.0", event_id=f"ev-{i}", event_at=1e9 + i, source="tasks", subject="task",
+                action="created", priority="normal", rule=None, channel="stack", target="stack",
+                status="pending", message=b'{"event":"created","task":{}}', next_attempt_at=1e9 + i,
+                pair=f"tu/ru{i % 50}", idem_key=f"task:t-{i}:created", method="POST",
+                path="/v1/tus/tu/tasks"))]
 
 
 async def bench(durability: str, n: int, naive: bool = False) -> float:

@@ -35,7 +35,16 @@ Rules / theory of operation
   (:mod:`sidecar.methods`); the bridge's own ``auth`` and ``stream.ack`` are decoded here.  A request is answered with the
   returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
   exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
-  of notifications are only logged.  Frames of a replaced connection are still handled (nothing
+  of notifications are only logged.
+* **Groups** (issue 11, the wall clock's latency): frames that queued up while the worker was
+  busy — behind a step's commit, say — need not pay a step and a commit each.  With a
+  ``group_handler``, when the frame the worker takes is of one of ``group_methods`` and the next
+  queued frames are of the same method, the worker takes that whole run (at most ``group_max``,
+  never past a frame of another method, so arrival order holds) and awaits
+  ``group_handler(method, [params, ...])`` once; it returns one outcome per frame, in order — the
+  result, or an :class:`RpcError` instance as that frame's error answer — and the answers are
+  queued in frame order after it returns (so after every notification the group emitted).  A
+  raise of the group handler is every frame's answer.  A lone frame still goes to ``handler``.  Frames of a replaced connection are still handled (nothing
   Electron sent is lost); their answers are dropped.
 * :meth:`notify` is synchronous: it appends to the stream and wakes the writer; it returns the seq.
 * :meth:`close`: stop accepting, close the connection with 1001, let the handler call in flight
@@ -82,6 +91,9 @@ log = logging.getLogger("bridge.server")
 
 PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready line
 Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
+# group_handler(method, [params, ...]) -> one outcome per params, in order: the result, or an
+# RpcError instance (that frame's error answer)
+GroupHandler = Callable[[str, list[Any]], Awaitable[list[Any]]]
 
 
 EMPTY_RAW = msgspec.Raw(b"{}")  # absent params, undecoded (raw_params)
@@ -100,6 +112,8 @@ class BridgeServer:
     ``raw_params``: hand the handler params as :class:`msgspec.Raw` (default: decoded JSON).
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
     connection is closed with 1008 (it may reconnect and resume the stream).
+    ``group_handler`` / ``group_methods`` / ``group_max``: hand a run of up to ``group_max``
+    queued frames of one of ``group_methods`` to ``group_handler`` in one call (module rules).
     """
 
     def __init__(
@@ -118,6 +132,9 @@ class BridgeServer:
         control_limit: int = 32 << 20,
         hard_frame: int | None = None,
         raw_params: bool = False,
+        group_handler: GroupHandler | None = None,
+        group_methods: Iterable[str] = (),
+        group_max: int = 256,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -126,6 +143,12 @@ class BridgeServer:
         self._token = token.encode("utf-8")  # expected secret, bytes for compare_digest
         self._handler = handler  # async (method, params) -> result
         self._raw_params = raw_params  # params reach the handler undecoded (msgspec.Raw)
+        if group_max < 1:
+            raise ValueError("group_max must be >= 1")
+        self._group_handler = group_handler  # async (method, [params]) -> [result | RpcError]
+        # methods whose queued runs go to group_handler (none without one)
+        self._group_methods = frozenset(group_methods) if group_handler is not None else frozenset()
+        self._group_max = group_max  # frames per group_handler call at most
         self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
         self._port = port  # requested port (0 = free)
         self._max_frame = max_frame  # bytes; larger frames get a -32600 error, connection lives
@@ -374,8 +397,10 @@ class BridgeServer:
     # ---- worker ------------------------------------------------------------------------------
 
     async def _work(self) -> None:
-        """The one worker: handle queued frames strictly in arrival order."""
-        queue, handler, Request = self._queue, self._handler, jsonrpc.Request
+        """The one worker: handle queued frames strictly in arrival order; a run of queued frames
+        of one groupable method goes to ``group_handler`` at once (module rules)."""
+        queue, handler = self._queue, self._handler
+        grouped, group_max = self._group_methods, self._group_max
         absent = EMPTY_RAW if self._raw_params else {}
         while True:
             self._idle.set()
@@ -384,33 +409,83 @@ class BridgeServer:
             if self._closing.is_set():
                 self._dropped_on_close += 1
                 continue
+            if msg.method in grouped and (head := queue.peek()) is not None and head[1].method == msg.method:
+                batch = [(session, msg)]
+                while (len(batch) < group_max and (head := queue.peek()) is not None
+                       and head[1].method == msg.method):
+                    batch.append(queue.get_nowait()[:2])
+                await self._handle_group(msg.method, batch, absent)
+                continue
             params = absent if msg.params is UNSET else msg.params
-            is_request = type(msg) is Request
             try:
-                result = await handler(msg.method, params)
-            except RpcError as exc:
-                log.info("%s failed: %r", msg.method, exc)
-                frame = _error_frame(msg.id, exc) if is_request else None
+                outcome: Any = await handler(msg.method, params)
             except asyncio.CancelledError:
-                me = asyncio.current_task()
-                if me is not None and me.cancelling():
-                    raise  # close() is stopping the worker
-                log.error("handler for %s was cancelled from inside", msg.method)
-                frame = _error_frame(msg.id, InternalError("cancelled")) if is_request else None
+                outcome = self._cancelled(msg.method)
             except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
-                log.exception("handler for %s raised", msg.method)
-                frame = (_error_frame(msg.id, InternalError(f"{type(exc).__name__}: {exc}"))
-                         if is_request else None)
+                outcome = _failure(msg.method, exc)
             else:
-                frame = None
-                if is_request:
-                    try:
-                        frame = jsonrpc.encode_result(msg.id, result)
-                    except Exception as exc:  # noqa: BLE001 — unencodable result
-                        log.error("result of %s is not JSON-encodable: %s", msg.method, exc)
-                        frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
-            if frame is not None:
-                session.send(frame)
+                outcome = _Result(outcome)
+            self._answer(session, msg, outcome)
+
+    async def _handle_group(self, method: str, batch: list[tuple[Session, Any]], absent: Any) -> None:
+        """One call of ``group_handler`` for ``batch`` (frames of ``method`` in arrival order),
+        then each frame's answer in that order; a raise of the group handler is every frame's."""
+        assert self._group_handler is not None
+        try:
+            results = await self._group_handler(
+                method, [absent if msg.params is UNSET else msg.params for _, msg in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"group handler gave {len(results)} outcomes for {len(batch)} frames")
+            outcomes: list[Any] = [r if isinstance(r, RpcError) else _Result(r) for r in results]
+        except asyncio.CancelledError:
+            outcomes = [self._cancelled(method)] * len(batch)
+        except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
+            outcomes = [_failure(method, exc)] * len(batch)
+        for (session, msg), outcome in zip(batch, outcomes):
+            self._answer(session, msg, outcome)
+
+    @staticmethod
+    def _cancelled(method: str) -> RpcError:
+        me = asyncio.current_task()
+        if me is not None and me.cancelling():
+            raise asyncio.CancelledError  # close() is stopping the worker
+        log.error("handler for %s was cancelled from inside", method)
+        return InternalError("cancelled")
+
+    @staticmethod
+    def _answer(session: Session, msg: Any, outcome: Any) -> None:
+        """Queue the answer of a request: its :class:`_Result` or its :class:`RpcError`
+        (logged for a notification, which gets no answer)."""
+        if isinstance(outcome, RpcError):
+            log.info("%s failed: %r", msg.method, outcome)
+            if type(msg) is jsonrpc.Request:
+                session.send(_error_frame(msg.id, outcome))
+            return
+        if type(msg) is not jsonrpc.Request:
+            return
+        try:
+            frame = jsonrpc.encode_result(msg.id, outcome.value)
+        except Exception as exc:  # noqa: BLE001 — unencodable result
+            log.error("result of %s is not JSON-encodable: %s", msg.method, exc)
+            frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
+        session.send(frame)
+
+
+class _Result:
+    """A handler's return value (so that a returned RpcError instance is never taken for a raise)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _failure(method: str, exc: Exception) -> RpcError:
+    """The answer to a handler's raise: an :class:`RpcError` as it is, anything else -32603."""
+    if isinstance(exc, RpcError):
+        return exc
+    log.error("handler for %s raised", method, exc_info=exc)
+    return InternalError(f"{type(exc).__name__}: {exc}")
 
 
 async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:

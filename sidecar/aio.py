@@ -10,6 +10,13 @@ Rules / theory of operation
   ``asyncio.wait_for`` is banned by the linter (pyproject.toml, ruff ``banned-api``).
 * :func:`bounded` gives every ``close()`` a deadline: shutdown must end within 2 s in every state
   (DESIGN §3), so no single resource may hold it up.
+* **Abandoned is not done.**  A stage that overran its deadline (or failed) is written into the
+  caller's ``left`` list, and ``sidecar serve`` ends the process without closing the event loop
+  or joining threads when that list is not empty (:func:`sidecar.cli.serve`): what was abandoned
+  may still be running — a task that swallows its cancellation, aiosqlite's connection thread
+  finishing a checkpoint — and must neither call back into a closed loop ("Event loop is
+  closed") nor hold the process past its 2 s; the exit log names every entry instead of saying
+  "shut down cleanly".
 """
 from __future__ import annotations
 
@@ -38,12 +45,14 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     return True
 
 
-async def bounded(aw: Awaitable[T], timeout_s: float, what: str) -> T | None:
+async def bounded(aw: Awaitable[T], timeout_s: float, what: str, left: list[str] | None = None) -> T | None:
     """Await ``aw`` for at most ``timeout_s`` seconds; on timeout log a warning naming ``what``,
     cancel it and return None — without waiting for the cancellation to finish, so even code
     that swallows a cancellation cannot hold the caller.  Other exceptions are logged and
     swallowed too: this is for shutdown steps, where one failing resource must not keep the rest
-    open.  A cancellation of the caller propagates (and cancels ``aw``)."""
+    open.  Either way ``what`` and why go into ``left`` (the module rules: the caller must not
+    wait for it or close the loop under it).  A cancellation of the caller propagates (and
+    cancels ``aw``)."""
     task = asyncio.ensure_future(aw)
     try:
         done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
@@ -53,17 +62,22 @@ async def bounded(aw: Awaitable[T], timeout_s: float, what: str) -> T | None:
     if not done:
         task.cancel()
         log.warning("%s did not finish within %.2f s; going on without it", what, timeout_s)
+        if left is not None:
+            left.append(f"{what} (over {timeout_s:.2f} s)")
         return None
     exc = task.exception()
     if exc is not None:
         log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
+        if left is not None:
+            left.append(f"{what} (failed: {type(exc).__name__})")
         return None
     return task.result()
 
 
-async def cancel_all(tasks: set[asyncio.Task] | list[asyncio.Task], timeout_s: float, what: str) -> None:
+async def cancel_all(tasks: set[asyncio.Task] | list[asyncio.Task], timeout_s: float, what: str,
+                     left: list[str] | None = None) -> None:
     """Cancel ``tasks`` and wait at most ``timeout_s`` seconds for them to end; log (never wait
-    on) the ones that ignore their cancellation."""
+    on) the ones that ignore their cancellation, and name them in ``left`` (see :func:`bounded`)."""
     tasks = [t for t in tasks if not t.done()]
     for t in tasks:
         t.cancel()
@@ -71,5 +85,8 @@ async def cancel_all(tasks: set[asyncio.Task] | list[asyncio.Task], timeout_s: f
         return
     _, pending = await asyncio.wait(tasks, timeout=max(0.0, timeout_s))
     if pending:
+        names = ", ".join(sorted(t.get_name() for t in pending))
         log.warning("%s: %d task(s) still running %.2f s after cancel: %s", what, len(pending),
-                    timeout_s, ", ".join(sorted(t.get_name() for t in pending)))
+                    timeout_s, names)
+        if left is not None:
+            left.append(f"{what} ({names} still running)")

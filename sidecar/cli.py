@@ -10,6 +10,12 @@ Shutdown is bounded (issue 7, DESIGN §3): once SIGTERM, SIGINT, SIGHUP, stdin E
 parent's death asks for it, a watchdog *thread* ends the process with exit code 5 if the orderly
 close has not finished within :data:`SHUTDOWN_DEADLINE_S` (a thread, because a stuck event loop
 could not run a timer of its own), and a second signal ends it at once with 128 + its number.
+Each close stage has its own bound (:meth:`sidecar.app.SidecarApp.close`, the database close
+here); a stage that overran or failed is *abandoned*: the exit log names it instead of saying
+"shut down cleanly", and the process then ends at once (:func:`sidecar.stop_guard.exit_now`)
+without closing the event loop or joining threads — whatever was abandoned may still be running
+and must neither call back into a closed loop nor hold the process past its 2 s.  The exit code
+is still 0 (the shutdown was asked for and ended in time; nothing committed is lost).
 """
 from __future__ import annotations
 
@@ -24,14 +30,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
-from sidecar.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard  # noqa: F401 - re-exported
+from sidecar.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
 
 PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
 EXIT_CODES = """\
 exit codes:
-  0    clean shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death)
+  0    shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s; the log names any abandoned close
   1    unexpected internal error (logged with its traceback)
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
@@ -154,16 +160,27 @@ def serve(args: argparse.Namespace) -> int:
         print(f"sidecar: bad setting --data-dir: {settings.data_dir}: {exc}", file=sys.stderr)
         return 2
     guard = StopGuard().install()  # from here on no stop signal is ever ignored or fatal
+    left: list[str] = []  # the close stages abandoned (sidecar.aio "Abandoned is not done")
     try:
-        return asyncio.run(_serve(settings, guard))
-    except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
+        with asyncio.Runner() as runner:
+            try:
+                code = runner.run(_serve(settings, guard, left))
+            except Exception:  # noqa: BLE001 - exit code 1 with the traceback in the logs, not a crash
+                log.exception("sidecar stopped by an unexpected error")
+                code = 1
+            if left:  # never close the loop (or join threads) under what may still run
+                exit_now(code)
+        return code
+    except Exception:  # noqa: BLE001 - the loop's own teardown failed: exit code 1 as well
         log.exception("sidecar stopped by an unexpected error")
         return 1
     finally:
         guard.request("exit")  # whatever follows (interpreter teardown) is bounded too
 
 
-async def _serve(settings, guard: StopGuard) -> int:
+async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
+    """The life of ``sidecar serve`` in the event loop; its exit code.  The close stages that
+    were abandoned are added to ``left`` (the caller must not close the loop under them)."""
     from bridge.lifecycle import wait_for_shutdown
     from sidecar import gcpolicy
     from sidecar.aio import bounded
@@ -235,13 +252,19 @@ async def _serve(settings, guard: StopGuard) -> int:
             if w is not stop_signal:
                 w.cancel()
         if app is not None:
-            await app.close()
-        await bounded(store.close(), 0.3, "database close")  # releases the data-dir lock
+            left.extend(await app.close())
+        # releases the data-dir lock; abandoned, it loses nothing committed (SQLite's WAL,
+        # sidecar.store.db "Closing") and the OS releases the lock when the process ends
+        await bounded(store.close(), 0.3, "database close", left)
+    if left:
+        log.warning("shut down, abandoned: %s — nothing committed is lost (SQLite WAL); unsent "
+                    "Stack writes stay queued for the next start", "; ".join(left))
     if app is not None and app.failed is not None:
         print(f"sidecar: a step failed and nothing of it was kept ({app.failed!r}); exiting "
               f"{EXIT_STEP_FAILED} so that a restart restores from SQLite and Stack", file=sys.stderr)
         return EXIT_STEP_FAILED
-    log.info("shut down cleanly")
+    if not left:
+        log.info("shut down cleanly")
     return 0
 
 

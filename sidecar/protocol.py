@@ -151,12 +151,16 @@ class StackFlush(Params, kw_only=True):
 class Why(Params, kw_only=True):
     """The pair's decision log (DESIGN §13), oldest first: every candidate with its outcome
     (``created`` / ``refused:<reason>`` / ``miss``) and every chain removal with its reason.
-    ``since``: unix seconds (default: everything kept, 7 days).  Answer ``{"tu", "ru", "since",
-    "decisions": [{"at", "type", "source", "outcome", "task_id", "detail", "text"}]}``."""
+    ``since``: unix seconds (default: everything kept, 7 days); one page of at most ``limit``
+    (1..1000, default 1000) decisions after ``after_id`` (the previous answer's ``next``).
+    Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
+    "task_id", "detail", "text"}], "next": id | null}``, never past the frame cap."""
 
     tu: Id
     ru: Id
     since: float | None = None
+    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
 
 
 # ---- sender health: the manage API (seed 000 §6; DESIGN §10 "Management") ------------------
@@ -231,27 +235,36 @@ class SendersList(Params, kw_only=True):
 
 class SenderRef(Params, kw_only=True):
     """``senders.get`` / ``senders.recover`` (manual recovery from cooldown or Need Check:
-    counters reset, history code 106; ``by`` goes into the row's note).  Answer
-    ``{"sender": SenderView}``."""
+    counters reset, history code 106; ``by`` goes into the row's note; an active sender: a
+    no-op).  Answer ``{"sender": SenderView}`` (recover: and ``"recovered": bool``)."""
 
     sender: SenderName
     by: str = "manual"
 
 
 class SenderHistory(Params, kw_only=True):
-    """A sender's history rows since ``since`` (unix seconds), oldest first, at most ``limit``.
-    Answer ``{"sender", "rows": [{"at", "code", "note"}]}``."""
+    """A sender's history rows since ``since`` (unix seconds), oldest first: one page of at most
+    ``limit`` (1..1000, default 500) rows after ``after_id`` (the previous answer's ``next``).
+    Answer ``{"sender", "rows": [{"id", "at", "code", "note"}], "next": id | null}``, never past
+    the frame cap."""
 
     sender: SenderName
     since: float | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=5000)] = 500
+    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 500
 # ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
 # Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
 # refused here.
 
 class RulesList(Params, kw_only=True):
-    """Every rule in application order: ``{"rules": [rule…], "match_mode"}``."""
+    """The rules in application order (weight, then name), one page: at most ``limit`` (1..1000,
+    default 1000) after ``after`` = ``[weight, name]`` (the previous answer's ``next``).
+    Answer ``{"rules": [rule…], "match_mode", "next": [weight, name] | null}``, never past the
+    frame cap."""
+
+    after: tuple[int, str] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
 
 
 class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
@@ -279,13 +292,16 @@ class RulesDelete(Params, kw_only=True, forbid_unknown_fields=True):
 
 
 class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
-    """The delivery audit by seq: ``status``?, ``target``?, ``since``? (events at or after,
-    unix seconds), ``limit``? (default 1000)."""
+    """The delivery audit by seq, one page: ``status``?, ``target``?, ``since``? (events at or
+    after, unix seconds), ``after_seq``? (the previous answer's ``next``), ``limit``? (1..1000,
+    default 1000).  Answer ``{"deliveries": [...], "next": seq | null}``: a page never exceeds
+    the frame cap (``sidecar.paging``); pass ``next`` back as ``after_seq`` until it is null."""
 
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None  # ≤ 0 meant "every row"; a byte cap is still open (issue 9)
+    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None  # ≤ 0 meant "every row"
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):

@@ -119,6 +119,7 @@ class StatusAnswer(Answer, kw_only=True):
 class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One decision-log row (DESIGN §13; :mod:`sidecar.runtime.decisions`).  ``at``: unix seconds."""
 
+    id: int  # the log's order; the page cursor
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals)
     source: str  # the trigger: socket, chain, over_60m, notification, scroll_new …
@@ -135,6 +136,7 @@ class WhyAnswer(Answer, kw_only=True):
     ru: str
     since: float | None
     decisions: list[DecisionRow]
+    next: int | None  # the ``after_id`` of the next page; None = no more rows
 
 
 class GroupView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -169,6 +171,7 @@ class SenderView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class HistoryRowView(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: int  # the history's order; the page cursor
     at: float
     code: int  # 100 finished, 101 started, 102 extended, 103 Need Check, 104/105 warm-up, 106, 109
     note: str
@@ -198,12 +201,18 @@ class SenderAnswer(Answer, kw_only=True):
     sender: SenderView
 
 
+class RecoverAnswer(SenderAnswer, kw_only=True):
+    recovered: bool  # False: the sender was active, nothing was changed or written
+
+
 class HistoryAnswer(Answer, kw_only=True):
     sender: str
     rows: list[HistoryRowView]
+    next: int | None  # the ``after_id`` of the next page; None = no more rows
 class RulesAnswer(Answer, kw_only=True):
     rules: list[dict[str, Any]]  # {name, conditions, actions, throttle_seconds, weight, enabled}
     match_mode: str  # all | first
+    next: tuple[int, str] | None  # the ``after`` of the next page; None = no more rules
 
 
 class RuleChanged(Ok, kw_only=True):
@@ -224,7 +233,8 @@ class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     channel: str
     target: str
     status: str  # pending | delivered | failed | skipped | duplicate
-    message: str  # what the channel sends (telegram text, JSON body)
+    message: str  # what the channel sends (telegram text, JSON body); cut at 16 Ki characters
+    message_cut: bool  # the message was cut for the list (the row keeps it whole)
     attempts: int
     next_attempt_at: float | None
     expires_at: float | None
@@ -241,7 +251,8 @@ class DeliveryRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class DeliveriesAnswer(Answer, kw_only=True):
-    deliveries: list[DeliveryRow]
+    deliveries: list[DeliveryRow]  # one page, by seq
+    next: int | None  # the ``after_seq`` of the next page; None = no more rows
 
 
 class EmitAnswer(Ok, kw_only=True):
@@ -274,7 +285,7 @@ ANSWERS: dict[str, Any] = {
     "senders.list": SendersAnswer,
     "senders.get": SenderAnswer,
     "senders.history": HistoryAnswer,
-    "senders.recover": SenderAnswer,
+    "senders.recover": RecoverAnswer,
     "rules.list": RulesAnswer,
     "rules.create": RuleChanged,
     "rules.patch": RuleChanged,

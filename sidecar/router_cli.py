@@ -5,7 +5,8 @@ Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it work
 running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,
 then name); ``deliveries`` prints the audit oldest first, filtered by ``--status``, ``--target``
 and ``--since`` (an ISO-8601 instant or a span back from now: ``90m``, ``6h``, ``2d``), at most
-``--limit`` rows (the newest).  ``--json`` prints one JSON object per line instead of a table
+``--limit`` rows (the newest; or, with ``--after SEQ``, the first after that seq — the output
+then ends with the ``--after`` of the next page).  ``--json`` prints one JSON object per line instead of a table
 (times in unix seconds).  Rows hold target names only: no URL or secret is ever stored, so none
 is printed.  Changing rules goes through the bridge (``rules.create/patch/delete``) of the
 running sidecar.
@@ -42,7 +43,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--status", choices=STATUSES, help="only rows with this status")
     d.add_argument("--target", help="only rows to this target (e.g. stack, ops-telegram)")
     d.add_argument("--since", help="events at or after: ISO-8601 instant or a span back from now: 90m, 6h, 2d")
-    d.add_argument("--limit", type=int, default=200, help="at most this many rows, the newest (default 200)")
+    d.add_argument("--limit", type=int, default=200,
+                   help="at most this many rows: the newest, or the first after --after (default 200)")
+    d.add_argument("--after", type=int, metavar="SEQ",
+                   help="page forward: the rows after this seq, oldest first (the 'more rows' hint gives it)")
     d.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 
 
@@ -70,21 +74,26 @@ def read_rules(data_dir: Path) -> list[dict[str, Any]]:
 
 
 def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | None = None,
-                    since: float | None = None, limit: int = 200) -> list[dict[str, Any]]:
-    sql = f"SELECT {', '.join(_COLS)} FROM deliveries WHERE 1"
-    args: list[Any] = []
-    for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">=")):
-        if val is not None:
-            sql += f" AND {col} {op} ?"
-            args.append(val)
-    sql += " ORDER BY seq DESC LIMIT ?"
-    args.append(max(1, limit))
+                    since: float | None = None, after_seq: int | None = None,
+                    limit: int = 200) -> tuple[list[dict[str, Any]], int | None]:
+    """The audit's rows as dicts of :data:`_COLS`, oldest first, through the bridge method's own
+    reader (:func:`sidecar.router.storage.list_deliveries`): the newest ``limit`` rows, or with
+    ``after_seq`` the first ``limit`` rows after it.  Returns ``(rows, next)``: ``next`` = the
+    ``--after`` of the following page (None: no more rows; always None for the newest rows)."""
+    from sidecar.router.storage import list_deliveries
+
+    limit = max(1, limit)
     conn = _connect(data_dir)
     try:
-        rows = [dict(zip(_COLS, r)) for r in conn.execute(sql, args)]
+        found = list_deliveries(conn, status=status, target=target, since=since,
+                                after_seq=after_seq, limit=limit + (after_seq is not None),
+                                newest=after_seq is None)
+    except sqlite3.Error as exc:
+        raise Unavailable(f"cannot read the deliveries of {data_dir}: {exc}") from exc
     finally:
         conn.close()
-    return rows[::-1]
+    nxt = found[limit - 1].seq if len(found) > limit else None
+    return [{c: getattr(d, c) for c in _COLS} for d in found[:limit]], nxt
 
 
 def _utc(t: float | None) -> str:
@@ -96,20 +105,23 @@ def run(args: argparse.Namespace) -> int:
     from sidecar.why_cli import parse_since, pipe_console_class
 
     name = f"sidecar {args.cmd}"
+    nxt: int | None = None
     data_dir = Path(args.data_dir or default_data_dir())
     try:
         if args.cmd == "rules":
             rows = read_rules(data_dir)
         else:
             since = parse_since(args.since, WallClock().now())  # the one clock (DESIGN §5)
-            rows = read_deliveries(data_dir, status=args.status, target=args.target, since=since,
-                                   limit=args.limit)
+            rows, nxt = read_deliveries(data_dir, status=args.status, target=args.target,
+                                        since=since, after_seq=args.after, limit=args.limit)
     except (Unavailable, ValueError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if nxt is not None:
+            print(f"{name}: more rows: --after {nxt}", file=sys.stderr)
         return 0
     from rich.table import Table
 
@@ -139,4 +151,6 @@ def run(args: argparse.Namespace) -> int:
                           r["target"], r["status"], str(r["attempts"]), r["rule"] or "(built-in)",
                           r["id"], r["last_error"] or r["note"] or "", style=styles.get(r["status"]))
     console.print(table)
+    if nxt is not None:
+        console.print(f"More rows: sidecar deliveries --after {nxt}")
     return 0

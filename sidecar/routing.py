@@ -23,7 +23,7 @@ Rules / theory of operation
   (``sidecar/stack unreachable|reachable`` from :class:`~sidecar.router.core.StackWatch`, sender
   health's later) — the app routes them in a step of their own.
 * Bridge methods (:meth:`register`): ``rules.list/create/patch/delete``, ``deliveries.list``,
-  ``events.emit``.  Bad input raises ``InvalidParams`` (-32602) whose ``data.field`` names the
+  ``events.emit``.  The lists page and never answer past the frame cap (:mod:`sidecar.paging`).  Bad input raises ``InvalidParams`` (-32602) whose ``data.field`` names the
   field; nothing is changed.  A rule change commits under the step lock and only then changes
   memory; it never resets a throttle window, a dedup key or a retry schedule.
 """
@@ -39,6 +39,7 @@ import msgspec
 from bridge.errors import InvalidParams
 from sidecar import protocol as p
 from sidecar.core.rng import KeyedRandom
+from sidecar.paging import MAX_LIMIT, budget, cut_text, page
 from sidecar.router.attempt import Attempts, Next, SenderHealth
 from sidecar.router.cadence import StackCadence
 from sidecar.router.channels import Channel, StackChannel, build_channel
@@ -46,12 +47,11 @@ from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
 from sidecar.router.pump import DeliveryPump
-from sidecar.router.route import PREFIX_KEY, RouterState, Routing
+from sidecar.router.route import PREFIX_KEY, Ahead, RouterState, Routing
 from sidecar.router.storage import RouterStore, prune_ops
 
 log = logging.getLogger("sidecar.routing")
 
-DELIVERY_LIST_LIMIT = 1000
 
 
 @dataclass(slots=True)
@@ -75,9 +75,10 @@ def delivery_note(row: Delivery, status: str, attempt: int, at: float,
 
 
 def delivery_view(row: Delivery) -> dict[str, Any]:
-    """A row as ``deliveries.list`` answers it: the audit without bytes (the message as text)."""
+    """A row as ``deliveries.list`` answers it: the audit without bytes (the message as text,
+    cut at :data:`~sidecar.paging.MAX_FIELD` characters so one row never nears the frame cap)."""
     out = msgspec.to_builtins(row)
-    out["message"] = bytes(row.message).decode("utf-8", "replace")
+    out["message"], out["message_cut"] = cut_text(bytes(row.message).decode("utf-8", "replace"))
     return out
 
 
@@ -100,6 +101,7 @@ class RouterComponent:
         self.watch = StackWatch()
         self.cadence = StackCadence(flush_interval_s)  # when Stack's writes are flushed
         self.notify = notify
+        self.page_bytes = budget(settings.max_frame)  # a list answer stays under the frame cap
         self.port = _Port(self)
         self.stack_acked = 0
 
@@ -193,7 +195,11 @@ class RouterComponent:
         reg("events.emit", p.EventsEmit, self._events_emit)
 
     async def _rules_list(self, a: p.RulesList) -> dict:
-        return {"rules": self.router.rules(), "match_mode": self.router.state.match_mode}
+        after = None if a.after is None else (a.after[0], a.after[1])
+        rules = [r for r in self.router.rules() if after is None or (r["weight"], r["name"]) > after]
+        views, nxt = page(rules[:a.limit + 1], a.limit, self.page_bytes,
+                          lambda r: [r["weight"], r["name"]])
+        return {"rules": views, "match_mode": self.router.state.match_mode, "next": nxt}
 
     async def _rule_change(self, decide: Callable[[float], tuple[list, Any]], deleted: bool = False) -> dict:
         async def run() -> dict:
@@ -221,9 +227,12 @@ class RouterComponent:
             raise InvalidParams(f"deliveries.list: status must be one of "
                                 f"{', '.join(s.value for s in Status)}, not {a.status!r}",
                                 data={"field": "status"})
+        limit = a.limit or MAX_LIMIT
         rows = await self.store.deliveries(status=a.status, target=a.target, since=a.since,
-                                           limit=a.limit or DELIVERY_LIST_LIMIT)
-        return {"deliveries": [delivery_view(r) for r in rows]}
+                                           after_seq=a.after_seq, limit=limit + 1)
+        views, nxt = page([delivery_view(r) for r in rows], limit, self.page_bytes,
+                          lambda v: v["seq"])
+        return {"deliveries": views, "next": nxt}
 
     async def _events_emit(self, a: p.EventsEmit) -> dict:
         data = {k: v for k, v in msgspec.structs.asdict(a).items() if v is not None}
@@ -257,6 +266,9 @@ class _Port:
 
     def decide(self, events: list, now: float, after: Sequence[Routing] = ()) -> Routing:
         return self.owner.router.decide(events, now, after)
+
+    def ahead(self) -> Ahead:
+        return self.owner.router.ahead()
 
     def apply(self, routing: Routing) -> None:
         self.owner.router.apply(routing)

@@ -28,18 +28,37 @@ import logging
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["StopGuard", "SHUTDOWN_DEADLINE_S", "EXIT_FORCED", "STOP_SIGNALS", "hard_exit"]
+__all__ = ["StopGuard", "SHUTDOWN_DEADLINE_S", "EXIT_FORCED", "STOP_SIGNALS", "hard_exit", "exit_now"]
 
 log = logging.getLogger("sidecar")
 
 SHUTDOWN_DEADLINE_S = 1.5  # the process is gone within 2 s of the request, whatever hangs
 EXIT_FORCED = 5
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
+
+
+def _flush_logs(record: logging.LogRecord | None = None) -> None:
+    """Emit ``record`` (if any) to every log handler and flush them; a handler whose lock is held
+    (by the code a signal interrupted, by a thread left behind) is skipped, never waited for."""
+    try:
+        for h in logging.getLogger().handlers + log.handlers:
+            lock = getattr(h, "lock", None)
+            if lock is None or not lock.acquire(timeout=0.05):
+                continue
+            try:
+                if record is not None:
+                    h.emit(record)
+                h.flush()
+            finally:
+                lock.release()
+    except BaseException:  # noqa: BLE001,S110 - exiting anyway; a logging failure must not stop it
+        pass
 
 
 def hard_exit(code: int, why: str) -> NoReturn:
@@ -50,18 +69,24 @@ def hard_exit(code: int, why: str) -> NoReturn:
     except OSError:
         pass
     try:
-        record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s", (why,), None)
-        for h in logging.getLogger().handlers + log.handlers:
-            lock = getattr(h, "lock", None)
-            if lock is None or not lock.acquire(timeout=0.05):
-                continue
-            try:
-                h.emit(record)
-                h.flush()
-            finally:
-                lock.release()
-    except BaseException:  # noqa: BLE001,S110 - exiting anyway; a logging failure must not stop it
-        pass
+        record: logging.LogRecord | None = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s", (why,), None)
+    except BaseException:  # noqa: BLE001 - exiting anyway
+        record = None
+    _flush_logs(record)
+    os._exit(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` at once — no event-loop close, no join of the threads left
+    (``sidecar serve`` after a close stage was abandoned, :mod:`sidecar.aio`) — once stdout,
+    stderr and the log handlers are flushed (a held handler lock is not waited for).  The OS
+    releases the data-dir lock; SQLite's WAL holds every commit (:mod:`sidecar.store.db`)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more to say there
+            pass
+    _flush_logs()
     os._exit(code)
 
 

@@ -311,9 +311,14 @@ class Replay:
 
         rows: list[dict] = []
         for m in self.machines:
-            if m.running:
-                answer = await self._send(m, "why", {"tu": tu, "ru": ru})
-                rows += (answer or {}).get("decisions", [])
+            if m.running:  # page through: an answer is at most 1000 rows and under the frame cap
+                params: dict[str, Any] = {"tu": tu, "ru": ru}
+                while True:
+                    answer = await self._send(m, "why", params) or {}
+                    rows += answer.get("decisions", [])
+                    if answer.get("next") is None:
+                        break
+                    params = {**params, "after_id": answer["next"]}
             else:
                 try:
                     rows += read_data_dir(m.data_dir, tu, ru)
@@ -349,10 +354,14 @@ class Replay:
         seconds): running ones over the bridge, retired ones from their data dir (read-only)."""
         rows: list[dict[str, Any]] = []
         for m in self.machines:
-            if m.running:
-                answer = await self._send(m, "deliveries.list", {"target": target, "since": since,
-                                                                 "limit": 100_000})
-                rows += (answer or {}).get("deliveries", [])
+            if m.running:  # page through: an answer is at most 1000 rows and under the frame cap
+                params: dict[str, Any] = {"target": target, "since": since, "limit": 1000}
+                while True:
+                    answer = await self._send(m, "deliveries.list", params) or {}
+                    rows += answer.get("deliveries", [])
+                    if answer.get("next") is None:
+                        break
+                    params = {**params, "after_seq": answer["next"]}
             else:
                 rows += [r for r in read_deliveries(m.data_dir)
                          if (target is None or r["target"] == target) and r["event_at"] >= since]

@@ -128,8 +128,14 @@ class SenderLines:
         rows: list[dict] = []
         for m in machines:
             if m.running:
-                try:
-                    rows += (await m.call("senders.history", {"sender": e.sender, "limit": 5000}))["rows"]
+                try:  # page through: an answer is at most 1000 rows and under the frame cap
+                    params: dict[str, Any] = {"sender": e.sender, "limit": 1000}
+                    while True:
+                        answer = await m.call("senders.history", params)
+                        rows += answer["rows"]
+                        if answer.get("next") is None:
+                            break
+                        params = {**params, "after_id": answer["next"]}
                 except Exception as exc:  # noqa: BLE001 - unknown on that machine: no rows there
                     if _error(exc) is None:
                         raise

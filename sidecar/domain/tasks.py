@@ -181,7 +181,7 @@ class Task(msgspec.Struct, kw_only=True, gc=False):
 def task_id_for(tu: str, ru: str, type_: TaskType, created_at: float, source: str) -> str:
     """Deterministic id: the same trigger on any machine, before or after a crash, names the same
     task, which is what makes crash-equivalent traces and idempotent Stack writes possible."""
-    raw = f"{tu}|{ru}|{type_.value}|{created_at:.3f}|{source}".encode()
+    raw = f"{tu}|{ru}|{type_._value_}|{created_at:.3f}|{source}".encode()  # _value_: no descriptor
     return "t-" + hashlib.blake2b(raw, digest_size=9).hexdigest()
 
 
@@ -204,9 +204,9 @@ class HistoryRow(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def of(cls, task: Task) -> HistoryRow:
         """The row of ``task`` in its current state."""
-        return cls(task_id=task.task_id, type=task.type.value, ru=task.ru, source=task.source,
+        return cls(task_id=task.task_id, type=task.type._value_, ru=task.ru, source=task.source,
                    created_at=task.created_at, closed_at=task.closed_at,
-                   reason=task.reason.value if task.reason else None)
+                   reason=task.reason._value_ if task.reason else None)
 
     def closed_as(self, task: Task) -> HistoryRow:
         """This row with ``task``'s close (``closed_at``, ``reason``; None while open)."""

@@ -36,7 +36,10 @@ Rules / theory of operation
   (seed 000 §1: the final retry runs the check without incrementing).  ``held`` outcomes (a
   batched Stack write not tried) are not attempts and are not reported.
 * Health answers with a :class:`Report`: store ops to commit with the outcome (its counters and
-  history) and router events to emit (``sidecar/sender/...``).  :class:`AlwaysOpen` is the
+  history) and router events to emit (``sidecar/sender/...``).  Recording the outcome
+  (:meth:`Attempts.settle`, pure) and telling health (:meth:`Attempts.report`, which may raise)
+  are separate calls, so the pump records every outcome of a round even when health fails on
+  one of them (:mod:`.pump`).  :class:`AlwaysOpen` is the
   default until sender health exists: always yes, reports nothing.
 * Pure: no clock, no I/O; the pump (:mod:`.pump`) commits what these return.
 """
@@ -69,6 +72,8 @@ def retry_step(channel: str, attempts: int) -> float:
     ladder = ladder_for(channel)
     return ladder[min(max(attempts, 1), len(ladder)) - 1]
 RETRYABLE_STATUSES = frozenset({408, 429})
+#: Seconds a row waits when sender health raised asking "may it send?" (a bug, logged).
+HEALTH_ERROR_WAIT_S = 30.0
 
 
 class Kind(str, enum.Enum):
@@ -263,6 +268,8 @@ class Attempts:
         self.health: SenderHealth = health if health is not None else AlwaysOpen()
 
     def begin(self, row: Delivery, now: float) -> Begin:
+        """Claim, wait or expire ``row`` at ``now``.  Raises what sender health raises (the pump
+        makes the row wait then: :meth:`health_error`)."""
         if expired(row, now):
             nxt = expire(row, now)
             return Begin(action="expired", ops=(_settle(row, nxt, now),))
@@ -281,16 +288,34 @@ class Attempts:
                      ops=(ClaimDelivery(row.id, k, now + retry_step(row.channel, k), now),))
 
     def finish(self, row: Delivery, outcome: Outcome, now: float, *, attempt: int) -> Finish:
-        """``attempt`` is the number :meth:`begin` claimed."""
+        """:meth:`settle` then :meth:`report` (``attempt`` is the number :meth:`begin` claimed).
+        Raises what sender health raises; the pump calls the two apart so that it never does."""
+        nxt, settle = self.settle(row, outcome, now, attempt=attempt)
+        rep = self.report(row, outcome, nxt, now, attempt=attempt)
+        return Finish(next=nxt, ops=(settle, *rep.ops), events=rep.events)
+
+    def settle(self, row: Delivery, outcome: Outcome, now: float, *,
+               attempt: int) -> tuple[Next, SettleDelivery]:
+        """The row's next state after attempt ``attempt`` ended with ``outcome``, and the op
+        recording it.  Pure: never raises for a well-formed row."""
         nxt = after(row, outcome, now, attempts=attempt)
-        ops: list[Op] = [_settle(row, nxt, now)]
-        events: tuple[Event, ...] = ()
-        if outcome.kind != Kind.HELD.value:
-            final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
-            rep = self.health.report(row.target, row.channel, outcome, now, final=final)
-            ops.extend(rep.ops)
-            events = rep.events
-        return Finish(next=nxt, ops=tuple(ops), events=events)
+        return nxt, _settle(row, nxt, now)
+
+    def report(self, row: Delivery, outcome: Outcome, nxt: Next, now: float, *,
+               attempt: int) -> Report:
+        """Tell sender health how the attempt ended (``held`` is no attempt: nothing).  Raises
+        what health raises."""
+        if outcome.kind == Kind.HELD.value:
+            return NOTHING
+        final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
+        return self.health.report(row.target, row.channel, outcome, now, final=final)
+
+    @staticmethod
+    def health_error(row: Delivery, exc: BaseException, now: float) -> Begin:
+        """Sender health raised asking about ``row``: the row waits :data:`HEALTH_ERROR_WAIT_S`
+        — not an attempt — and the other targets go on."""
+        why = f"sender health error ({type(exc).__name__}), asked again in {HEALTH_ERROR_WAIT_S:g} s"
+        return Begin(action="wait", ops=(DeferDelivery(row.id, now + HEALTH_ERROR_WAIT_S, why, now),))
 
 
 def _settle(row: Delivery, nxt: Next, now: float) -> SettleDelivery:

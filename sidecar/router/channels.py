@@ -59,7 +59,7 @@ from sidecar.stack.errors import StackError, StackUnavailable
 from sidecar.store.ops import Op
 
 from .config import Target
-from .attempt import DELIVERED, Outcome, classify_exc, classify_status, held, retryable, terminal
+from .attempt import DELIVERED, STACK_LADDER, Outcome, classify_exc, classify_status, held, retryable, terminal
 from .model import Delivery
 from .storage import PutJournal
 
@@ -304,7 +304,15 @@ class StackChannel(Channel):
         try:
             await self.client.send(row.method, row.path, bytes(row.message), row.idem_key)
         except StackError as exc:
-            return self._outcome(exc)
+            out = self._outcome(exc)
+            if out.kind == "terminal":
+                # kept and retried at the Stack ladder's last step (DESIGN §9: nothing is
+                # dropped), holding its pair: loud, because only a fix on either side ends it
+                log.error("STACK REJECTED write %s (%s %s) with HTTP %s: %s — kept and retried"
+                          " every %gs; pair %s is held until it is accepted", row.idem_key,
+                          row.method, row.path, exc.status, exc.detail or exc, STACK_LADDER[-1],
+                          row.pair)
+            return out
         return DELIVERED
 
     async def send_batch(self, rows: list[Delivery], now: float) -> list[Outcome]:

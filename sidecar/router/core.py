@@ -23,15 +23,18 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
-from .route import Routing, RouterState, make_prefix, route
+from .route import Ahead, Routing, RouterState, make_prefix, route
 from .storage import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
+MAX_RULE_BYTES = 256 * 1024  # one rule as JSON (50 actions of 4096-char templates fit unescaped)
 
 
 class Router:
@@ -69,6 +72,12 @@ class Router:
     def apply(self, routing: Routing) -> None:
         self.state.apply(routing)
 
+    @staticmethod
+    def ahead() -> Ahead:
+        """An empty :class:`~.route.Ahead`: the open commit group's routings, for ``decide``'s
+        ``after`` (the executor appends each routing of the group to it)."""
+        return Ahead()
+
     # rules ------------------------------------------------------------------------------------
     def rules(self) -> list[dict[str, Any]]:
         """Every rule as data, in application order (weight, then name)."""
@@ -84,6 +93,8 @@ class Router:
     def patch_rule(self, name: Any, changes: Any, now: float) -> tuple[list[Op], Rule]:
         """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
         old = self._existing(name)
+        if changes is None:
+            raise RouterInputError("changes", "required: an object of the fields to change")
         if not isinstance(changes, dict):
             raise RouterInputError("changes", "must be an object")
         if "name" in changes and changes["name"] != old.name:
@@ -97,8 +108,13 @@ class Router:
 
     def _parse(self, data: Any) -> Rule:
         """:func:`parse_rule`, then every template compiled: one that does not compile is bad
-        input now (RouterInputError naming ``actions[i].template``), not a failed delivery later."""
+        input now (RouterInputError naming ``actions[i].template``), not a failed delivery later.
+        A rule is at most :data:`MAX_RULE_BYTES` as JSON (RouterInputError naming ``actions``):
+        ``rules.list`` answers whole rules, and a page must fit one websocket frame."""
         rule = parse_rule(data, self.targets)
+        size = len(msgspec.json.encode(rule_dict(rule)))
+        if size > MAX_RULE_BYTES:
+            raise RouterInputError("actions", f"the rule is {size} bytes as JSON; at most {MAX_RULE_BYTES}")
         for i, action in enumerate(rule.actions):
             if action.template is not None:
                 try:
@@ -118,7 +134,12 @@ class Router:
             self.state.rules[rule.name] = rule
 
     def _existing(self, name: Any) -> Rule:
-        if not isinstance(name, str) or name not in self.state.rules:
+        """The rule ``name``; a missing or mistyped name is said so, never printed as ``None``."""
+        if name is None:
+            raise RouterInputError("name", "required: the name of the rule")
+        if not isinstance(name, str):
+            raise RouterInputError("name", f"must be a string, not {type(name).__name__}")
+        if name not in self.state.rules:
             raise RouterInputError("name", f"no rule named {name!r}")
         return self.state.rules[name]
 

@@ -138,6 +138,8 @@ def _name(v: Any, field: str) -> str:
 
 
 def _priority(v: Any, field: str) -> str:
+    if v is None:
+        raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)} (null given)")
     if v not in RANK:
         raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)}, not {v!r}")
     return str(v)

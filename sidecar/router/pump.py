@@ -21,8 +21,17 @@ Rules / theory of operation
   ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
   so follow-up writes go out in the same pass.
 * Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
-  Stack writes (it does not walk the whole queue into timeouts).
+  Stack writes and its ``next_due`` is the earliest retry of the Stack rows it tried (or another
+  target's row), not the untried rows' "due now": it does not walk the whole queue into
+  timeouts, in one pass or in many.
+* A channel or client that raises (a bug) fails the attempt retryably and is logged: the row is
+  kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses with a
+  4xx is kept too, retried at the Stack ladder's last step, and logged at ERROR every time.
 * Rows of a target with no channel (removed from the config) fail terminally ("bad target").
+* Sender health failing (a bug) never loses a round: asked "may it send?", the row waits
+  (``Attempts.health_error``, not an attempt); told an outcome or a probe answer, the outcome
+  is recorded anyway and only health's part is skipped — logged, and listed in
+  ``PumpResult.health_errors``.  A round's outcomes and health's records are ONE commit.
 """
 from __future__ import annotations
 
@@ -52,6 +61,7 @@ class PumpResult:
     # due, pending writes in all) — what the flush cadence (:mod:`.cadence`) plans from
     stack_heads: tuple[float | None, float | None, int] = (None, None, 0)
     other_due: float | None = None  # the earliest due row of every target but Stack
+    health_errors: list[str] = field(default_factory=list)  # targets whose health raised (logged)
 
 
 class DeliveryPump:
@@ -76,6 +86,8 @@ class DeliveryPump:
             await self._probes(now, res)
             tried: set[str] = set()
             stack_open = self.stack is not None and stack
+            stalled = False
+            stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
             while True:
                 other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
                                         if r.id not in tried)[:self.concurrency]
@@ -90,7 +102,7 @@ class DeliveryPump:
                     break
                 stack_rows = [r for run in runs for r in run]
                 tried.update(r.id for r in other + stack_rows)
-                sendable, claims = self._begin(other + stack_rows, now)
+                sendable, claims = self._begin(other + stack_rows, now, res)
                 await self.store.commit(claims)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
@@ -100,20 +112,18 @@ class DeliveryPump:
                 outcomes += stack_out
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
                     stack_open = False  # no answer at all: Stack is unreachable
-                ops: list[Op] = []
-                for row, b, outcome in outcomes:
-                    fin = self.gate.finish(row, outcome, now, attempt=b.attempt)
-                    ops.extend(fin.ops)
-                    ch = self.channels.get(row.target)
-                    if ch is not None:
-                        ops.extend(ch.ops_after(row, outcome, now))
-                    res.events.extend(fin.events)
-                    res.settled.append((row, fin.next))
-                await self.store.commit(ops)
+                    stalled = True
+                await self.store.commit(self._settle(outcomes, now, res, stack_retry))
             res.other_due = await self.store.next_due(stack=False)
             if self.stack is not None:
                 res.stack_heads = await self.store.stack_heads()
-            fresh, retry, _ = res.stack_heads
+            fresh, retry, count = res.stack_heads
+            if stalled and fresh is not None:
+                # Stack is unreachable: the heads not tried are still "due now", but the next
+                # pass is at the first retry of the rows tried — not now, which would walk the
+                # queue into timeouts pass after pass (the cadence plans from these heads too)
+                fresh = max(fresh, min(stack_retry))
+                res.stack_heads = (fresh, retry, count)
             res.next_due = _earliest(res.other_due, fresh, retry) if stack else res.other_due
             return res
 
@@ -137,16 +147,55 @@ class DeliveryPump:
 
         ops: list[Op] = []
         for name, outcome in await asyncio.gather(*(one(n) for n in names)):
-            rep = health.probe_result(name, outcome, now)
+            try:
+                rep = health.probe_result(name, outcome, now)
+            except Exception:  # noqa: BLE001 - one probe's bookkeeping bug keeps the others
+                log.exception("sender health failed to take the probe answer of %s", name)
+                res.health_errors.append(name)
+                continue
             ops.extend(rep.ops)
             res.events.extend(rep.events)
         await self.store.commit(ops)
 
-    def _begin(self, rows: list[Delivery], now: float) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+    def _settle(self, outcomes: list[tuple[Delivery, Begin, Outcome]], now: float,
+                res: PumpResult, stack_retry: list[float]) -> list[Op]:
+        """The ops of a round's outcomes — every row's settle and channel ops, and sender
+        health's records — for ONE commit.  Health failing on one outcome (a bug) is logged and
+        skipped; it never loses the others, nor that row's own outcome."""
+        ops: list[Op] = []
+        for row, b, outcome in outcomes:
+            nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
+            ops.append(settle)
+            ch = self.channels.get(row.target)
+            if ch is not None:
+                ops.extend(ch.ops_after(row, outcome, now))
+            res.settled.append((row, nxt))
+            if row.channel == "stack" and nxt.next_attempt_at is not None:
+                stack_retry.append(nxt.next_attempt_at)
+            try:
+                rep = self.gate.report(row, outcome, nxt, now, attempt=b.attempt)
+            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+                log.exception("sender health failed to take the outcome %s of delivery %s (%s);"
+                              " the outcome is recorded, health skipped it", outcome.kind, row.id,
+                              row.target)
+                res.health_errors.append(row.target)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        return ops
+
+    def _begin(self, rows: list[Delivery], now: float,
+               res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
         ops: list[Op] = []
         go: list[tuple[Delivery, Begin]] = []
         for row in rows:
-            b = self.gate.begin(row, now)
+            try:
+                b = self.gate.begin(row, now)
+            except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
+                log.exception("sender health failed asking whether %s may send delivery %s",
+                              row.target, row.id)
+                res.health_errors.append(row.target)
+                b = self.gate.health_error(row, exc, now)
             ops.extend(b.ops)
             if b.action == "send":
                 go.append((row, b))
@@ -165,7 +214,7 @@ class DeliveryPump:
                     return row, b, await ch.send(row, now)
                 except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
                     log.exception("channel %s raised for delivery %s", row.target, row.id)
-                    return row, b, retryable(f"channel error: {type(exc).__name__}")
+                    return row, b, _channel_error(exc)
 
         return list(await asyncio.gather(*(one(r, b) for r, b in items)))
 
@@ -181,7 +230,11 @@ class DeliveryPump:
             requests = 0
             for i in range(0, len(items), MAX_BATCH):
                 chunk = items[i:i + MAX_BATCH]
-                results = await stack.send_batch([r for r, _ in chunk], now)
+                try:
+                    results = await stack.send_batch([r for r, _ in chunk], now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the rows
+                    log.exception("stack channel raised for a batch of %d writes", len(chunk))
+                    results = [_channel_error(exc)] * len(chunk)
                 requests += 1
                 out.extend((r, b, o) for (r, b), o in zip(chunk, results))
             return out, requests
@@ -189,13 +242,25 @@ class DeliveryPump:
 
         async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
             async with sem:
-                return row, b, await stack.send(row, now)
+                try:
+                    return row, b, await stack.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the row
+                    log.exception("stack channel raised for delivery %s", row.id)
+                    return row, b, _channel_error(exc)
 
         return list(await asyncio.gather(*(one(r, b) for r, b in items))), len(items)
 
     async def close(self) -> None:
         for ch in self.channels.values():
             await ch.close()
+
+
+def _channel_error(exc: Exception) -> Outcome:
+    """A channel or client that raised: retryable (the row is kept), never an HTTP status — but
+    not "no answer" either (``status`` 0), so a bug does not look like a Stack outage.  Only the
+    exception's type reaches the row: its text may hold a URL with a secret (the traceback is
+    in the log)."""
+    return retryable(f"channel error: {type(exc).__name__}", 0)
 
 
 def _one_per_target(rows) -> list[Delivery]:

@@ -3,14 +3,18 @@ seed 002 "Шаблон обязан быть устойчив к отсутст�
 
 Rules / theory of operation
 ---------------------------
-* Templates are Jinja2 in a :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment` (no attribute
-  tricks, no mutation of the context) over ``payload``, ``source``, ``subject``, ``action``,
-  ``priority``.  Undefined values are :class:`~jinja2.ChainableUndefined`: ``{{ payload.a.b }}``
+* Templates are Jinja2 in :class:`~.sandbox.BoundedSandbox` — Jinja's immutable sandbox (no
+  attribute tricks, no mutation of the context) whose renders cost bounded work: loop steps,
+  value sizes and output are counted and capped (:mod:`.sandbox`) — over ``payload``,
+  ``source``, ``subject``, ``action``, ``priority``.  Undefined values are :class:`~jinja2.ChainableUndefined`: ``{{ payload.a.b }}``
   of a missing ``a`` renders empty and never raises — a missing field never fails a delivery.
 * A template that does not compile, or fails while rendering for any other reason (a sandbox
-  violation, a type error), raises :class:`TemplateFailure`; the router records that delivery
-  as ``failed`` at once (a terminal outcome, DESIGN §10: it does not count against the sender).
-* Rendered text is capped at :data:`MAX_TEXT` characters (Telegram's ``sendMessage`` limit is 4096).
+  violation, a type error, a bound of the sandbox: "template too costly: …"), raises
+  :class:`TemplateFailure`; the router records that delivery as ``failed`` at once (a terminal
+  outcome, DESIGN §10: it does not count against the sender).  A *missing* field never does.
+* Rendered text is capped at :data:`MAX_TEXT` characters (Telegram's ``sendMessage`` limit is
+  4096): the render stops there and the text ends with ``…`` — the alert still goes out, and the
+  reader sees it was cut.
 * Messages (the exact bytes a channel sends, stored in the delivery row):
   - ``telegram``: the rendered text, or a default line ``"[priority] source/subject action"``
     followed by the payload as JSON when the action has no template;
@@ -27,11 +31,11 @@ from typing import Any
 
 import jinja2
 import msgspec
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from sidecar.core.clock import to_iso
 
 from .model import Event
+from .sandbox import BoundedSandbox, Steps, TemplateTooCostly, bounded_render
 
 MAX_TEXT = 4096
 _encode = msgspec.json.Encoder(order="sorted").encode
@@ -41,8 +45,8 @@ class TemplateFailure(Exception):
     """A template could not be compiled or rendered (terminal for the delivery)."""
 
 
-_ENV = ImmutableSandboxedEnvironment(undefined=jinja2.ChainableUndefined, autoescape=False,
-                                     keep_trailing_newline=False)
+_ENV = BoundedSandbox(undefined=jinja2.ChainableUndefined, autoescape=False,
+                      keep_trailing_newline=False)
 
 
 def compile_template(source: str) -> jinja2.Template:
@@ -64,14 +68,18 @@ def context(event: Event) -> dict[str, Any]:
             "action": event.action, "priority": event.priority}
 
 
-def render(template: str, event: Event) -> str:
-    """Render ``template`` for ``event``; missing fields are empty.  Raises :class:`TemplateFailure`."""
+def render(template: str, event: Event, steps: Steps | None = None) -> str:
+    """Render ``template`` for ``event``; missing fields are empty; at most :data:`MAX_TEXT`
+    characters (cut with ``…``).  Raises :class:`TemplateFailure`.  ``steps``: the sandbox's
+    step counter (tests read the work a render did)."""
     tpl = _compile(template)
     try:
-        text = tpl.render(context(event))
+        text, cut = bounded_render(tpl, context(event), MAX_TEXT, steps)
+    except TemplateTooCostly as exc:
+        raise TemplateFailure(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any failure of a user's template is the template's
         raise TemplateFailure(f"template failed: {type(exc).__name__}: {exc}") from None
-    return text[:MAX_TEXT]
+    return text[:MAX_TEXT - 1] + "…" if cut else text
 
 
 def default_text(event: Event) -> str:

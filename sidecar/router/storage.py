@@ -253,18 +253,23 @@ def stack_heads(conn: sqlite3.Connection) -> tuple[float | None, float | None, i
 
 
 def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
-                    since: float | None = None, limit: int = 1000) -> list[Delivery]:
-    """The audit (``deliveries.list``): rows by seq, filtered by status, target and event time
-    (``event_at >= since``)."""
+                    since: float | None = None, after_seq: int | None = None, limit: int = 1000,
+                    newest: bool = False) -> list[Delivery]:
+    """The audit (``deliveries.list``, ``sidecar deliveries``): at most ``limit`` rows by seq,
+    filtered by status, target, event time (``event_at >= since``) and the page cursor
+    (``seq > after_seq``); ``newest``: the newest ``limit`` of them (still oldest first).  The
+    one reader of the audit: the bridge method and the CLI both use it."""
     sql = f"SELECT {_COLS} FROM deliveries WHERE 1"
     args: list[Any] = []
-    for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">=")):
+    for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">="),
+                         ("seq", after_seq, ">")):
         if val is not None:
             sql += f" AND {col} {op} ?"
             args.append(val)
-    sql += " ORDER BY seq LIMIT ?"
-    args.append(limit)
-    return [delivery_from_row(r) for r in conn.execute(sql, args)]
+    sql += f" ORDER BY seq {'DESC' if newest else ''} LIMIT ?"
+    args.append(max(limit, 0))
+    rows = [delivery_from_row(r) for r in conn.execute(sql, args)]
+    return rows[::-1] if newest else rows
 
 
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:

@@ -121,10 +121,11 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
         return False
     step.ops.append(ops.PutDecision(tu=d.tu, ru=d.ru, at=d.at, task_type=d.type, source=d.source,
                                     outcome=d.outcome, task_id=d.task_id, detail=dict(d.detail)))
-    if d.outcome.split(":", 1)[0] in CANDIDATE_OUTCOMES:
+    if d.outcome.partition(":")[0] in CANDIDATE_OUTCOMES:
+        # the candidate's detail is encoded into the write's body at once: no copy needed
         step.emit(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
                                             outcome=d.outcome, task_id=d.task_id,
-                                            detail=dict(d.detail)))
+                                            detail=d.detail))
     return True
 
 
@@ -132,16 +133,18 @@ def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, o
                    *, task_id: str | None = None, detail: dict | None = None) -> bool:
     """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
     refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
-    extra: dict = {}
+    type_ = getattr(type_, "_value_", type_)  # a TaskType's value (Enum.value is a slow descriptor)
     if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
         if outcome == "refused:stronger_task_open" and not (detail or {}).get("open_type"):
-            blocking = rt.blocking_type(ru, TaskType(getattr(type_, "value", type_)))
+            blocking = rt.blocking_type(ru, TaskType(type_))
             if blocking is not None:
                 extra["open_type"] = blocking.value
-    return record(step, rt, Decision(
-        tu=rt.tu, ru=ru, at=step.now, type=getattr(type_, "value", type_), source=source,
-        outcome=outcome, task_id=task_id, detail={**extra, **(detail or {})}))
+        detail = {**extra, **detail} if detail else extra
+    else:
+        detail = dict(detail) if detail else {}  # the row owns its detail
+    return record(step, rt, Decision(tu=rt.tu, ru=ru, at=step.now, type=type_, source=source,
+                                     outcome=outcome, task_id=task_id, detail=detail))
 
 
 def recorded(propose: Callable) -> Callable:

@@ -117,6 +117,11 @@ class RouterPort(Protocol):
     def apply(self, routing: Any) -> None:
         """Evolve after the routing's ops were committed."""
 
+    def ahead(self) -> Any:
+        """An empty sequence the open group's routings are appended to, in order, and that is
+        passed as ``decide``'s ``after`` (the router's own kind merges as it grows, so a step of
+        a large group routes in time of its own events)."""
+
 
 @dataclass(slots=True)
 class _Done:
@@ -135,7 +140,8 @@ class _Pending:
 
     steps: list[_Done] = field(default_factory=list)
     ops: list = field(default_factory=list)
-    routings: list[Any] = field(default_factory=list)  # decided, not applied: later steps see them
+    routings: Any = field(default_factory=list)  # decided, not applied: later steps see them
+    # (the router's ``ahead()``: appended to in order)
 
 
 class NoLock:
@@ -277,7 +283,7 @@ class StepExecutor:
         if self._pending is not None:
             yield
             return
-        self._pending = _Pending()
+        self._pending = self._new_pending()
         try:
             yield
         except StepFailed:
@@ -303,7 +309,7 @@ class StepExecutor:
         pending = self._pending
         if pending is None or not pending.steps:
             return
-        self._pending = _Pending()
+        self._pending = self._new_pending()
         if pending.ops:
             await self._commit(pending.ops)
         for done in pending.steps:
@@ -316,6 +322,9 @@ class StepExecutor:
                 assert self.spawn is not None  # only the wall clock defers requests
                 self.spawn(self._request_bg(req))
             self.ports.step_done()
+
+    def _new_pending(self) -> _Pending:
+        return _Pending(routings=self.router.ahead() if self.router is not None else [])
 
     def pending_steps(self) -> int:
         """Steps of the open group not committed yet (0 outside a group)."""
@@ -369,6 +378,9 @@ class StepExecutor:
         hook stops it: every step that ran is committed.  Returns how many timers ran."""
         fired = 0
         scheduler = self.engine.scheduler
+        nxt = scheduler.next_due()
+        if nxt is None or nxt > t:
+            return 0  # nothing due (most advances): a group of no steps would commit nothing
         async with self.group():
             while (nxt := scheduler.next_due()) is not None and nxt <= t:
                 if limit is not None and fired >= limit:

@@ -156,6 +156,8 @@ async def _change(args: argparse.Namespace, data_dir: Path) -> int:
             after = manage.assignments(before, mode, [{"sender": args.sender, "groups": args.groups}])
         await store.commit(registry_ops(before, after, history))
     if args.cmd == "senders":
+        if not history and not args.json:  # recover on an active sender: a no-op
+            print(f"{args.sender} is active: nothing to recover")
         return _print(args, [manage.sender_view(after, args.sender)], _sender_table)
     if args.op in ("create", "patch"):
         return _print(args, [manage.groups_get(after, args.id)], _group_table)

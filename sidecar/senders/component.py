@@ -32,6 +32,7 @@ import msgspec
 
 from bridge.errors import InvalidParams
 from sidecar import protocol as p
+from sidecar.paging import budget, cut_text, page
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Report
 from sidecar.router.model import Event
@@ -40,7 +41,7 @@ from sidecar.runtime.step import Step
 from . import manage
 from .gate import TIMER_KIND, HealthGate
 from .health import HealthMachine
-from .store import load_history, load_registry, registry_ops
+from .store import history_page, load_registry, registry_ops
 
 log = logging.getLogger("sidecar.senders")
 
@@ -51,8 +52,9 @@ class SendersComponent:
     """``engine``: the one engine (its scheduler and timer registry); ``store``: the app's
     :class:`~sidecar.store.db.Store`; ``rng``: the deployment's keyed randomness."""
 
-    def __init__(self, engine: Any, store: Any, rng: KeyedRandom) -> None:
+    def __init__(self, engine: Any, store: Any, rng: KeyedRandom, *, max_frame: int = 1 << 20) -> None:
         self.engine = engine
+        self.page_bytes = budget(max_frame)  # a list answer stays under the frame cap
         self.store = store
         self.rng = rng
         self.gate = HealthGate(HealthMachine(rng), engine.scheduler)
@@ -182,7 +184,7 @@ class SendersComponent:
     async def _assignments(self, mode: str, a: p.Assignments) -> dict:
         name = f"groups.assignments.{mode}"
         await self._step(lambda s: self._change(name, s, lambda r: manage.assignments(r, mode, a.items)))
-        return {"ok": True, "senders": len(a.items)}
+        return {"ok": True, "senders": len(a.items)}  # one item per sender: refused otherwise
 
     async def _group_senders(self, mode: str, a: p.GroupSenders) -> dict:
         name = f"groups.senders.{mode}"
@@ -199,13 +201,20 @@ class SendersComponent:
 
     async def _senders_history(self, a: p.SenderHistory) -> dict:
         self._view("senders.history", lambda r: manage.sender_view(r, a.sender))
-        rows = await self.store.read(load_history, a.sender, a.since or 0.0, a.limit)
-        return {"sender": a.sender, "rows": [{"at": r.at, "code": r.code, "note": r.note} for r in rows]}
+        found = await self.store.read(history_page, a.sender, a.since or 0.0, a.after_id, a.limit + 1)
+        views = [{"id": i, "at": r.at, "code": r.code, "note": cut_text(r.note)[0]} for i, r in found]
+        rows, nxt = page(views, a.limit, self.page_bytes, lambda v: v["id"])
+        return {"sender": a.sender, "rows": rows, "next": nxt}
 
     async def _senders_recover(self, a: p.SenderRef) -> dict:
-        self._view("senders.recover", lambda r: manage.sender_view(r, a.sender))
-        await self._step(lambda s: self.apply(s, self.gate.recover(a.sender, s.now, a.by)))
-        return {"sender": manage.sender_view(self.gate.reg, a.sender)}
+        def fn(step: Step) -> bool:  # decided inside the step: on the state it acts on
+            if not self._view("senders.recover", lambda r: manage.needs_recovery(r, a.sender)):
+                return False  # active already: a no-op, nothing written (manage.needs_recovery)
+            self.apply(step, self.gate.recover(a.sender, step.now, a.by))
+            return True
+
+        recovered = await self._step(fn)
+        return {"sender": manage.sender_view(self.gate.reg, a.sender), "recovered": recovered}
 
 
 def _body(a: msgspec.Struct) -> dict:

@@ -175,19 +175,16 @@ class HealthGate:
         self.reg.senders[s.sender] = s
 
     def _apply(self, sender: str, ev: h.Event) -> Report:
+        # everything is computed first and memory changes last, timer first: if any part
+        # raises, the sender is as it was (the pump logs it and records the outcome anyway)
         before = self._get(sender)
         step = self.machine.handle(before, ev)
         s = step.state
-        self._put(s)
-        self._arm(s)
-        if step.send_probe:
-            self.probes[sender] = None
         prev = before.state
-        for row in step.history:
-            self.notes.append(SenderStateNote(
-                sender=sender, state=s.state, previous=prev, code=row.code, note=row.note, at=row.at,
-                failed_in_row=s.failed_in_row, cooldown_times=s.cooldown_times,
-                cooldown_end=s.cooldown_end, need_check_path=s.need_check_path))
+        notes = [SenderStateNote(
+            sender=sender, state=s.state, previous=prev, code=row.code, note=row.note, at=row.at,
+            failed_in_row=s.failed_in_row, cooldown_times=s.cooldown_times,
+            cooldown_end=s.cooldown_end, need_check_path=s.need_check_path) for row in step.history]
         ops: list[Op] = list(step_ops(step))  # always: the pacing of may_send is saved with it
         if prev != h.ACTIVE and s.state == h.ACTIVE and not isinstance(ev, h.Recover):
             # released by its verdict: rows parked meanwhile (none in cooldown, but a row may
@@ -195,6 +192,11 @@ class HealthGate:
             ops.append(ReleaseTarget(sender, s.next_send_at))
         events = tuple(Event(source="sidecar", subject="sender", action=f.action, priority=f.priority,
                              payload=dict(f.payload)) for f in step.facts)
+        self._arm(s)
+        self._put(s)
+        if step.send_probe:
+            self.probes[sender] = None
+        self.notes.extend(notes)
         return Report(ops=tuple(ops), events=events)
 
     def _arm(self, s: h.SenderState) -> None:

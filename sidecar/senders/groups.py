@@ -6,7 +6,8 @@ Rules / theory of operation
   default 2, 1 = every failure), ``cooldown_delay_from/to`` (minutes; both > 0 replace the whole
   ladder, else the ladder applies), ``send_from/to_message_interval`` (seconds here, pacing),
   ``from_time``/``to_time`` (``HH:MM[:SS]`` UTC, may cross midnight, start inclusive, end
-  exclusive; ``None`` = always) and ``priority`` (unique; larger wins).
+  exclusive; ``None`` = always; equal ends are refused — empty or a whole day is a guess: leave
+  the window out for "always") and ``priority`` (unique; larger wins).
 * At a failure the group whose window covers *now* with the highest priority applies
   (:func:`active_group`); it is read at that moment only, so a group change never touches a
   running cooldown (seed 000 §6: "уже запущений cooldown свою cooldown_end_date не перераховує").
@@ -76,7 +77,8 @@ def parse_time(text: str, field: str) -> int:
 
 def covers(group: Group, now: float) -> bool:
     """Does ``group``'s UTC window cover unix second ``now``?  Start inclusive, end exclusive; a
-    window with start > end crosses midnight; start == end or no window = always."""
+    window with start > end crosses midnight; no window = always.  (start == end is refused by
+    :func:`validate_group`; a group stored with it by an older sidecar reads as always.)"""
     if group.from_time is None or group.to_time is None:
         return True
     start = parse_time(group.from_time, "from_time")
@@ -117,7 +119,7 @@ def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
     :class:`GroupError` naming the first bad field: unknown field, missing/empty name, priority
     not an int, out of ±:data:`MAX_PRIORITY` or already used, a name over :data:`MAX_NAME` or with
     control characters, a number outside 0…:data:`MAXIMA` (NaN and infinity included), ``from >
-    to`` of a range, a window that does not parse or only one end of a window.
+    to`` of a range, a window that does not parse, only one end of a window or equal ends.
     """
     for key in data:
         if key not in FIELDS:
@@ -156,6 +158,9 @@ def validate_group(data: dict, *, id: str, others: list[Group]) -> Group:
         parse_time(tt, "to_time")
     if (ft is None) != (tt is None):
         raise GroupError("to_time" if tt is None else "from_time", "a window needs both ends (or neither)")
+    if ft is not None and tt is not None and parse_time(ft, "from_time") == parse_time(tt, "to_time"):
+        raise GroupError("from_time", f"the window {ft}–{tt} is empty (start = end); for a group "
+                         "that applies all day leave from_time and to_time out")
     return Group(id=id, name=name.strip(), priority=prio, failed_in_row=int(nums["failed_in_row"]),
                  cooldown_delay_from=nums["cooldown_delay_from"], cooldown_delay_to=nums["cooldown_delay_to"],
                  send_from_message_interval=nums["send_from_message_interval"],

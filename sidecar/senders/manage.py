@@ -14,9 +14,10 @@ from dataclasses import dataclass, field, replace
 from msgspec.structs import replace as replace_struct
 
 from .groups import STACK_GROUP, Group, GroupError, active_group, group_body, validate_group
-from .health import HealthMachine, History, Recover, SenderState
+from .health import ACTIVE, HealthMachine, History, Recover, SenderState
 
 MAX_ITEMS = 500
+STACK = "stack"  # the built-in sender with its own group (DESIGN §10)
 
 
 class ManageError(ValueError):
@@ -37,8 +38,11 @@ class Registry:
     senders: dict[str, SenderState] = field(default_factory=dict)
 
     def groups_of(self, sender: str) -> list[Group]:
-        gs = [self.groups[g] for g in self.assignments.get(sender, ()) if g in self.groups]
-        return [STACK_GROUP, *gs] if sender == "stack" else gs
+        """``sender``'s groups; ``stack`` is in the built-in Stack group only (an assignment
+        stored by an older sidecar is ignored)."""
+        if sender == STACK:
+            return [STACK_GROUP]
+        return [self.groups[g] for g in self.assignments.get(sender, ()) if g in self.groups]
 
     def active_group(self, sender: str, now: float) -> Group | None:
         """The group that applies to a failure of ``sender`` at ``now`` (seed 000 §6).  The
@@ -68,6 +72,8 @@ def group_view(reg: Registry, g: Group) -> dict:
 
 
 def _group(reg: Registry, gid: object, field: str = "id") -> Group:
+    if gid is None:
+        raise ManageError(field, "required: a group id")
     if not isinstance(gid, str) or gid not in reg.groups:
         raise ManageError(field, f"unknown group {gid!r}")
     return reg.groups[gid]
@@ -108,6 +114,8 @@ def groups_delete(reg: Registry, gid: str) -> Registry:
 
 # ---- groups.assignments.* (sender-centric) and groups.senders.* (group-centric) ---------------
 def _sender(reg: Registry, name: object, field: str) -> str:
+    if name is None:
+        raise ManageError(field, "required: a sender name")
     if not isinstance(name, str) or name not in reg.senders:
         raise ManageError(field, f"unknown sender {name!r}")
     return name
@@ -124,15 +132,23 @@ def _items(items: object, field: str = "items") -> list:
 def assignments(reg: Registry, mode: str, items: object) -> Registry:
     """``groups.assignments.set|add|remove``: ``items`` = ``[{sender, groups: [id…]}…]``."""
     out = dict(reg.assignments)
+    seen: dict[str, int] = {}
     for i, item in enumerate(_items(items)):
         if not isinstance(item, dict):
             raise ManageError(f"items[{i}]", "an object {sender, groups}")
         s = _sender(reg, item.get("sender"), f"items[{i}].sender")
+        if s in seen:  # two items for one sender: which groups win would be a guess
+            raise ManageError(f"items[{i}].sender", f"{s!r} is in items[{seen[s]}] already: one item per sender")
+        seen[s] = i
         gids = item.get("groups")
         if not isinstance(gids, list):
             raise ManageError(f"items[{i}].groups", "a list of group ids")
         for j, gid in enumerate(gids):
             _group(reg, gid, f"items[{i}].groups[{j}]")
+        if s == STACK and mode != "remove" and gids:
+            raise ManageError(f"items[{i}].sender", _STACK_OWN_GROUP)
+        if s == STACK:
+            continue  # stack is in no user group: removing it (or setting none) changes nothing
         out[s] = _apply(out.get(s, ()), mode, gids)
     return replace(reg, assignments=_clean(out))
 
@@ -141,6 +157,9 @@ def group_senders(reg: Registry, gid: str, mode: str, senders: object) -> Regist
     """``groups.senders.set|add|remove`` for group ``gid``; ``senders`` = names (≤ 500)."""
     _group(reg, gid)
     names = [_sender(reg, n, f"senders[{i}]") for i, n in enumerate(_items(senders, "senders"))]
+    if mode != "remove" and STACK in names:
+        raise ManageError(f"senders[{names.index(STACK)}]", _STACK_OWN_GROUP)
+    names = [n for n in dict.fromkeys(names) if n != STACK]  # a set of names: duplicates are one
     out = dict(reg.assignments)
     if mode == "set":
         for s, gs in out.items():
@@ -150,6 +169,10 @@ def group_senders(reg: Registry, gid: str, mode: str, senders: object) -> Regist
     for s in names:
         out[s] = _apply(out.get(s, ()), mode, [gid])
     return replace(reg, assignments=_clean(out))
+
+
+_STACK_OWN_GROUP = ("the stack sender is in the built-in Stack group only (DESIGN §10: failed_in_row 3, "
+                    "1–2 min cooldowns, never Need Check); it cannot join a user group")
 
 
 def _clean(assign: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -180,9 +203,20 @@ def sender_view(reg: Registry, name: str) -> dict:
             "groups": [g.id for g in reg.groups_of(name)]}
 
 
+def needs_recovery(reg: Registry, name: object) -> bool:
+    """Is sender ``name`` in cooldown or Need Check?  (:class:`ManageError` naming ``sender``
+    for an unknown one.)  Recovering an active sender is a no-op — an operator (or a script
+    that recovers every sender) asks for "active", and it is; writing a 106 and resetting its
+    counters would record a recovery that never happened (a breaker's find, issue 9)."""
+    return reg.senders[_sender(reg, name, "sender")].state != ACTIVE
+
+
 def senders_recover(reg: Registry, machine: HealthMachine, name: str, now: float,
                     by: str = "manual") -> tuple[Registry, list[History]]:
-    """Manual recovery from cooldown or Need Check: counters reset, history 106."""
-    s = reg.senders[_sender(reg, name, "sender")]
+    """Manual recovery from cooldown or Need Check: counters reset, history 106.  An active
+    sender: nothing changes, no history (:func:`needs_recovery`)."""
+    if not needs_recovery(reg, name):
+        return reg, []
+    s = reg.senders[name]
     step = machine.handle(s, Recover(now, by))
     return replace(reg, senders={**reg.senders, name: step.state}), step.history

@@ -63,7 +63,16 @@ def load_registry(conn: sqlite3.Connection) -> Registry:
 
 
 def load_history(conn: sqlite3.Connection, sender: str, since: float = 0.0, limit: int = 500) -> list[History]:
-    """``senders.history``: the rows of ``sender`` since ``since`` (unix s), oldest first."""
-    rows = conn.execute("SELECT sender, at, code, note FROM sender_history WHERE sender = ? AND at >= ?"
-                        " ORDER BY at, id LIMIT ?", (sender, since, limit))
-    return [History(*r) for r in rows]
+    """The rows of ``sender`` since ``since`` (unix s), oldest first (:func:`history_page`)."""
+    return [h for _, h in history_page(conn, sender, since, None, limit)]
+
+
+def history_page(conn: sqlite3.Connection, sender: str, since: float = 0.0, after_id: int | None = None,
+                 limit: int = 500) -> list[tuple[int, History]]:
+    """``senders.history``: ``(id, row)`` of ``sender`` since ``since`` (unix s) with an id after
+    ``after_id`` (the page cursor), oldest first: by (at, id), starting after the row ``after_id``
+    in that order."""
+    rows = conn.execute("SELECT id, sender, at, code, note FROM sender_history WHERE sender = ? AND at >= ?"
+                        " AND (at, id) > (COALESCE((SELECT at FROM sender_history WHERE id = ?), -1e308), ?)"
+                        " ORDER BY at, id LIMIT ?", (sender, since, after_id or 0, after_id or 0, limit))
+    return [(r[0], History(*r[1:])) for r in rows]

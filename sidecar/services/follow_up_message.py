@@ -209,6 +209,8 @@ class FollowUpMessageService(Service):
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         if not self.tu.inbox_synced:
             return  # the login's check chat may still turn up a new Unanswered message
+        if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
+            return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online
         unknown: list[str] = []
         for ru in sorted(candidates):
@@ -319,8 +321,11 @@ class FollowUpMessageService(Service):
         if chain is not None:
             record_outcome(step, self.tu, ru, TaskType.FOLLOW_UP_MESSAGE, "chain", f"removed:{why}",
                            detail={"source_task": chain.source, "step": chain.step})
-        self.tu.cancel((self.name, "check", ru))
-        self.tu.cancel((self.name, "end", ru))
+            # a pair's check / end timers are armed only with its chain in the pool (_arm), and
+            # every removal but logout's (whose timers the runtime drops) cancels both: with no
+            # chain there is nothing to cancel (every new Unanswered message comes here)
+            self.tu.cancel((self.name, "check", ru))
+            self.tu.cancel((self.name, "end", ru))
         if ended and chain is not None and not clear_marker:
             self.tu.write_marker(step, ru, MARKER, ch.ended_marker(chain),
                                  followup_chat_key(self.tu.tu, ru, chain.source, f"{chain.step}:end"))
@@ -424,7 +429,8 @@ class FollowUpMessageService(Service):
         self._set_contact(step, ru, Contact(who, at, last_tu))
 
     def _set_contact(self, step: Step, ru: str, c: Contact) -> None:
-        if self.contact.get(ru) == c:
+        old = self.contact.get(ru)
+        if old is not None and old == c:
             return
         self.contact[ru] = c
         self.unsure.discard(ru)

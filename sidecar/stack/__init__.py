@@ -1,6 +1,7 @@
-"""Stack sync: HTTP client, write builders and the outbox pump (DESIGN §9, §10).
+"""Stack sync: HTTP client and write builders (DESIGN §9, §10); the writes are delivered by the
+router's ``stack`` channel (:mod:`sidecar.router.channels`, :mod:`sidecar.router.pump`).
 
-The HTTP client and the pump (httpx, asyncio) are imported on first use: the sans-I/O services
+The HTTP client (httpx, asyncio) is imported on first use: the sans-I/O services
 import ``sidecar.stack.writes`` and must not pull them in (tests/test_imports.py)."""
 from typing import TYPE_CHECKING, Any
 
@@ -10,17 +11,15 @@ from .writes import (StackWrite, candidate, followup_chat_key, followup_mail_key
 
 __all__ = [
     "StackClient", "StackReply", "StackError", "StackUnavailable", "StackRejected",
-    "OutboxPump", "PumpResult", "DEFAULT_LADDER", "StackWrite", "candidate", "followup_chat_key",
+    "StackWrite", "candidate", "followup_chat_key",
     "followup_mail_key", "marker_key", "marker_write", "pair_of", "task_body", "task_event",
 ]
 
 
 if TYPE_CHECKING:
     from .client import StackClient, StackReply
-    from .outbox import DEFAULT_LADDER, OutboxPump, PumpResult
 
-_LAZY = {"StackClient": "client", "StackReply": "client", "OutboxPump": "outbox", "PumpResult": "outbox",
-         "DEFAULT_LADDER": "outbox"}
+_LAZY = {"StackClient": "client", "StackReply": "client"}
 
 
 def __getattr__(name: str) -> Any:

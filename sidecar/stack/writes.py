@@ -5,8 +5,7 @@ Rules / theory of operation
 * Every Stack write is built here and handed to the router as the routing event it stands for
   (:meth:`StackWrite.event`; DESIGN §10 sources ``markers`` / ``tasks`` / ``candidates``); the
   router's built-in route turns it into a pending ``stack`` delivery in the same store
-  transaction as the state change that caused it.  (:meth:`StackWrite.enqueue` builds the
-  legacy outbox op, kept for files written before schema v6.)
+  transaction as the state change that caused it.
 * Contract (DESIGN §9):
   - marker: ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}``, body ``{"value": <marker|null>}``
     (the whole marker; ``null`` clears it);
@@ -21,8 +20,8 @@ Rules / theory of operation
 * Idempotency keys: the seed's key extended with the marker field and the operation, so a clear
   never reuses the key of the set before it — ``followUpChat:TU:RU:<src>:<step>:set|clear``,
   ``followUpMail:TU:RU:postChat:<task>:set``; tasks ``task:<task_id>:created|closed``; candidates
-  ``candidate:TU:RU:<type>:<ref>:<outcome>``.  Equal keys mean "the same write": the outbox queues
-  it once and Stack applies it once.
+  ``candidate:TU:RU:<type>:<ref>:<outcome>``.  Equal keys mean "the same write": the router keeps
+  one pending ``stack`` delivery per key and Stack applies it once.
 * ``pair`` = ``"tu/ru"``: every write about one dialog (markers, its tasks, its candidates) goes
   through one ordered lane, so e.g. ``closed`` never overtakes ``created``.
 """
@@ -37,7 +36,6 @@ import msgspec
 from sidecar.domain.tasks import Task
 from sidecar.router.model import Event
 from sidecar.router.model import StackWrite as RoutedWrite
-from sidecar.store.ops import Enqueue
 
 
 @functools.lru_cache(maxsize=16384)  # every RU of 60 TUs × 150 favorites
@@ -62,23 +60,15 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     path: str  # request path
     body: bytes  # JSON body
     kind: str  # "marker" | "task" | "candidate"
-    tu: str | None = None  # structured columns of the outbox row (the path stays the request's)
+    tu: str | None = None  # structured columns of the delivery row (the path stays the request's)
     ru: str | None = None
     marker: str | None = None  # a marker write's name
-
-    def enqueue(self, at: float) -> Enqueue:
-        """The legacy outbox op queueing this write, due at ``at`` (unix seconds)."""
-        return Enqueue(self.pair, self.idem_key, self.method, self.path, self.body, self.kind, at,
-                       tu=self.tu, ru=self.ru, marker=self.marker)
 
     def event(self, subject: str, action: str, payload: dict[str, Any]) -> Event:
         """The routing event this write stands for (DESIGN §10 table: ``markers`` high,
         ``tasks`` normal, ``candidates`` low); the built-in route delivers exactly this write."""
-        source, priority = _SOURCES[self.kind]
-        return Event(source=source, subject=subject, action=action, priority=priority,
-                     payload=payload,
-                     write=RoutedWrite(pair=self.pair, idem_key=self.idem_key, method=self.method,
-                                       path=self.path, body=self.body, tu=self.tu, ru=self.ru))
+        return _routed(self.kind, subject, action, payload, self.pair, self.idem_key,
+                       self.method, self.path, self.body, self.tu, self.ru)
 
 
 #: write kind -> (router source, priority) (DESIGN §10's table of the sidecar's own sources)
@@ -86,30 +76,66 @@ _SOURCES = {"marker": ("markers", "high"), "task": ("tasks", "normal"),
             "candidate": ("candidates", "low")}
 
 
+def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair: str,
+            idem_key: str, method: str, path: str, body: bytes, tu: str | None,
+            ru: str | None) -> Event:
+    """The routing event of a Stack write of ``kind``, built straight from the write's fields:
+    the three hot builders below skip the intermediate :class:`StackWrite` (one Struct and a
+    field-by-field copy per write; issue 11 item 5).  Equal to ``StackWrite(...).event(...)``."""
+    source, priority = _SOURCES[kind]
+    return Event(source=source, subject=subject, action=action, priority=priority,
+                 payload=payload,
+                 write=RoutedWrite(pair=pair, idem_key=idem_key, method=method, path=path,
+                                   body=body, tu=tu, ru=ru))
+
+
+def _value(v: Any) -> Any:
+    """An enum member's value (``TaskType``, ``CloseReason``), any other value as is.  Reads the
+    member's ``_value_`` slot: ``Enum.value`` is a descriptor that costs ~10× more on 3.11."""
+    return getattr(v, "_value_", v)
+
+
 def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Event:
-    """``markers`` / ``<name>`` / ``set`` | ``clear``: a marker change and its Stack write."""
-    return marker_write(tu, ru, name, value, idem_key).event(
-        name, "clear" if value is None else "set",
-        {"tu": tu, "ru": ru, "name": name, "value": value})
+    """``markers`` / ``<name>`` / ``set`` | ``clear``: a marker change and its Stack write
+    (:func:`marker_write`'s)."""
+    if name not in MARKER_NAMES:
+        raise ValueError(f"unknown marker {name!r}")
+    return _routed("marker", name, "clear" if value is None else "set",
+                   {"tu": tu, "ru": ru, "name": name, "value": value}, pair_of(tu, ru), idem_key,
+                   "PUT", f"/v1/tus/{seg(tu)}/favorites/{seg(ru)}/markers/{seg(name)}",
+                   _encode({"value": value}), tu, ru)
 
 
 def task_routed(task: Task, event: str) -> Event:
-    """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write."""
-    return task_event(task, event).event("task", event, {
-        "tu": task.tu, "ru": task.ru, "project": task.project, "task_id": task.task_id,
-        "type": getattr(task.type, "value", task.type), "source": task.source,
-        "reason": getattr(task.reason, "value", task.reason), "vip": task.vip})
+    """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write
+    (:func:`task_event`'s)."""
+    if event != "created":
+        _check_task_event(task, event)
+    type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
+    tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
+    body = {"event": event, "task": {  # task_body(task), with the values read above
+        "task_id": task_id, "type": type_, "project": project, "tu": tu, "ru": ru,
+        "source": source, "created_at": task.created_at, "deadline": task.deadline,
+        "closed_at": task.closed_at, "reason": reason, "vip": vip, "meta": task.meta}}
+    return _routed("task", "task", event, {
+        "tu": tu, "ru": ru, "project": project, "task_id": task_id, "type": type_,
+        "source": source, "reason": reason, "vip": vip},
+        f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
+        _encode(body), tu, ru)
 
 
 def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
                     task_id: str | None = None, detail: dict | None = None) -> Event:
     """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
     write (``outcome`` keeps the reason: ``refused:offline``)."""
-    type_ = getattr(type, "value", type)
-    return candidate(tu, ru, type_, source, at, outcome=outcome, task_id=task_id,
-                     detail=detail).event(type_, outcome.split(":", 1)[0], {
+    type_ = getattr(type, "_value_", type)
+    return _routed("candidate", type_, outcome.partition(":")[0], {
         "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
-        "task_id": task_id})
+        "task_id": task_id}, f"{tu}/{ru}",
+        f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
+        f"/v1/tus/{seg(tu)}/candidates",
+        _encode({"ru": ru, "type": type_, "source": source, "at": at, "outcome": outcome,
+                 "task_id": task_id, "detail": detail or {}}), tu, ru)
 
 
 def pair_of(tu: str, ru: str) -> str:
@@ -148,22 +174,26 @@ def marker_write(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Stac
 def task_body(task: Task) -> dict:
     """A task as Stack stores it (instants in unix seconds)."""
     return {
-        "task_id": task.task_id, "type": getattr(task.type, "value", task.type),
+        "task_id": task.task_id, "type": _value(task.type),
         "project": task.project, "tu": task.tu, "ru": task.ru, "source": task.source,
         "created_at": task.created_at, "deadline": task.deadline, "closed_at": task.closed_at,
-        "reason": getattr(task.reason, "value", task.reason), "vip": task.vip,
+        "reason": _value(task.reason), "vip": task.vip,
         "meta": task.meta,
     }
+
+
+def _check_task_event(task: Task, event: str) -> None:
+    if event not in TASK_EVENTS:
+        raise ValueError(f"task event must be one of {TASK_EVENTS}, not {event!r}")
+    if event == "closed" and task.closed_at is None:
+        raise ValueError(f"task {task.task_id} is open: cannot send 'closed'")
 
 
 def task_event(task: Task, event: str) -> StackWrite:
     """``POST /v1/tus/{tu}/tasks`` with ``{"event": event, "task": …}``; key
     ``task:<task_id>:<event>``.  ``event`` is ``created`` or ``closed`` (a closed event needs a
     closed task)."""
-    if event not in TASK_EVENTS:
-        raise ValueError(f"task event must be one of {TASK_EVENTS}, not {event!r}")
-    if event == "closed" and task.closed_at is None:
-        raise ValueError(f"task {task.task_id} is open: cannot send 'closed'")
+    _check_task_event(task, event)
     return StackWrite(
         pair=pair_of(task.tu, task.ru), idem_key=f"task:{task.task_id}:{event}", method="POST",
         path=f"/v1/tus/{seg(task.tu)}/tasks",
@@ -177,7 +207,7 @@ def candidate(tu: str, ru: str, type: str, source: str, at: float, *, outcome: s
     """``POST /v1/tus/{tu}/candidates``: a service's proposal and what the Task Factory did with
     it (``outcome`` = ``created`` | ``refused:<reason>`` | ``miss``).  ``ref`` names the candidate
     stably (e.g. ``<src>:<step>``; default ``<source>@<at ms>``) so a re-run step reuses its key."""
-    type_ = getattr(type, "value", type)
+    type_ = _value(type)
     ref = ref if ref is not None else f"{source}@{at:.3f}"
     return StackWrite(
         pair=pair_of(tu, ru), idem_key=f"candidate:{tu}:{ru}:{type_}:{ref}:{outcome}",

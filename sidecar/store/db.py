@@ -27,11 +27,25 @@ Rules / theory of operation
 * Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
   reader never sees half of a batch.
 * Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
+* **Closing, and a close that is abandoned.**  :meth:`close` queues the close on aiosqlite's
+  connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
+  ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.aio.bounded`).  Abandoning
+  it loses nothing that was committed: in WAL mode a transaction is committed once its commit
+  frame is in ``sidecar.db-wal`` — before COMMIT returns, on the OS's page cache with
+  ``synchronous=NORMAL`` (survives the process ending, as here, or crashing) and fsynced with
+  ``FULL`` (survives a power loss too) — and closing only checkpoints the WAL into the main file;
+  the next open replays it.  A transaction still in flight is rolled back as a whole.  Hence the
+  connection thread is a *daemon* thread (:func:`_daemon_thread`): aiosqlite ≥ 0.22 makes it a
+  non-daemon thread, which the interpreter joins at exit, so an abandoned close kept the process
+  alive until the thread's work ended — past the 2 s exit promise (the "shut down cleanly, still
+  running" flake; ``tests/store/test_close_abandoned.py`` proves both halves).  ``sidecar
+  serve`` also never closes its event loop under an abandoned close (:mod:`sidecar.aio`).
 """
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +63,7 @@ from .errors import SchemaTooNew, StoreError
 from .lock import DirLock
 from .migrations import MIGRATIONS, migrate, user_version
 from .ops import Op, compile_ops
-from .rows import (OUTBOX_COLUMNS, TASK_COLUMNS, OutboxRow, SessionRow, decode_json,
-                   outbox_from_row, task_from_row)
+from .rows import TASK_COLUMNS, SessionRow, decode_json, task_from_row
 
 T = TypeVar("T")
 
@@ -58,8 +71,6 @@ log = logging.getLogger("sidecar.store")
 _FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
-# Head of a pair = the pair's lowest id.  A pair whose head is not due blocks its later rows.
-_IS_HEAD = "NOT EXISTS (SELECT 1 FROM outbox p WHERE p.pair = o.pair AND p.id < o.id)"
 
 
 def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> None:
@@ -76,6 +87,17 @@ def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> Non
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _daemon_thread(db: aiosqlite.Connection) -> None:
+    """Make the not yet started connection thread of ``db`` a daemon thread (module rules,
+    "Closing").  aiosqlite ≥ 0.22 keeps it in ``db._thread``; before, ``db`` was the thread."""
+    thread = getattr(db, "_thread", db)
+    if isinstance(thread, threading.Thread):
+        thread.daemon = True
+    else:  # a newer aiosqlite: an abandoned close may hold a process other than serve at exit
+        log.warning("aiosqlite %s: no connection thread to make a daemon; an abandoned close "
+                    "may delay this process's exit", getattr(aiosqlite, "__version__", "?"))
 
 
 def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
@@ -137,7 +159,9 @@ class Store:
         lock = DirLock.acquire(path.with_suffix(".lock"))
         db: aiosqlite.Connection | None = None
         try:
-            db = await aiosqlite.connect(path, isolation_level=None)
+            db = aiosqlite.connect(path, isolation_level=None)  # its thread starts when awaited
+            _daemon_thread(db)
+            await db
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
         except BaseException as exc:
@@ -302,75 +326,37 @@ class Store:
         return await self._run(read)
 
     # ------------------------------------------------------------------ readers: decision log
-    async def decisions(self, tu: str, ru: str, since: float | None = None) -> list[dict]:
-        """The pair's decision-log rows at or after ``since`` (unix seconds), in order
+    async def decisions(self, tu: str, ru: str, since: float | None = None, *,
+                        after_id: int | None = None, limit: int = -1) -> list[dict]:
+        """The pair's decision-log rows at or after ``since`` (unix seconds) with an id after
+        ``after_id``, at most ``limit`` (-1: all), in order
         (:func:`sidecar.store.decisions.read_decisions`)."""
-        return await self._run(read_decisions, tu, ru, since)
+        return await self._run(lambda c: read_decisions(c, tu, ru, since, after_id=after_id, limit=limit))
 
-    # ------------------------------------------------------------------ readers: outbox
-    async def outbox_due(self, now: float, limit: int = 100, *,
-                         heads_only: bool = False) -> list[OutboxRow]:
-        """Rows with ``next_at <= now`` by id, at most ``limit``.  ``heads_only``: only rows that
-        are the oldest of their pair (what the pump may send; DESIGN §9 per-pair order)."""
-        sql = f"SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE o.next_at <= ?"
-        if heads_only:
-            sql += f" AND {_IS_HEAD}"
-        sql += " ORDER BY o.id LIMIT ?"
-        return await self._run(
-            lambda c: [outbox_from_row(r) for r in c.execute(sql, (now, limit))])
-
-    async def outbox_next_due(self, *, heads_only: bool = True) -> float | None:
-        """Earliest ``next_at`` (unix seconds) of the pairs' heads — the first instant at which
-        the pump could send something — or of every row; ``None`` when the queue is empty."""
-        sql = "SELECT MIN(o.next_at) FROM outbox o"
-        if heads_only:
-            sql += f" WHERE {_IS_HEAD}"
-        return await self._run(lambda c: c.execute(sql).fetchone()[0])
-
-    async def outbox_size(self) -> int:
-        return await self._run(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
-
+    # ------------------------------------------------------------------ readers: Stack writes
     async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
         """``tu``'s unacknowledged marker writes, newest per (ru, marker name) → value (``None``
         = cleared) — DESIGN §9: they win over Stack's startup data at login.  They are the
         pending deliveries of the router's ``stack`` channel (issue 9), read by their structured
-        columns (``tu``, ``ru``, the marker's name as ``subject``); rows still in the legacy
-        outbox table come first (older).  A row queued before schema v5 whose ids needed quoting
+        columns (``tu``, ``ru``, the marker's name as ``subject``).  (The legacy outbox table is
+        emptied into them by schema v6.)  A row queued before schema v5 whose ids needed quoting
         has no columns; it is read from its request path, the only place that knew them then."""
-        legacy = ("SELECT ru, marker, body, path FROM outbox WHERE kind = 'marker'"
-                  " AND (tu = ? OR tu IS NULL) ORDER BY id")
         routed = ("SELECT ru, subject, message, path FROM deliveries WHERE status = 'pending'"
                   " AND channel = 'stack' AND source = 'markers' AND (tu = ? OR tu IS NULL)"
                   " ORDER BY seq")
 
         def read(c: Any) -> dict[tuple[str, str], Any]:
             out: dict[tuple[str, str], Any] = {}
-            for sql in (legacy, routed):
-                for ru, name, body, path in c.execute(sql, (tu,)):
-                    if ru is None or name is None:
-                        parsed = _legacy_marker_path(path or "")
-                        if parsed is None or parsed[0] != tu:
-                            continue
-                        _, ru, name = parsed
-                    out[(ru, name)] = msgspec.json.decode(bytes(body)).get("value")
+            for ru, name, body, path in c.execute(routed, (tu,)):
+                if ru is None or name is None:
+                    parsed = _legacy_marker_path(path or "")
+                    if parsed is None or parsed[0] != tu:
+                        continue
+                    _, ru, name = parsed
+                out[(ru, name)] = msgspec.json.decode(bytes(body)).get("value")
             return out
 
         return await self._run(read)
-
-    async def outbox_rows(self, *, pair: str | None = None,
-                          kind: str | None = None) -> list[OutboxRow]:
-        """Every queued row (optionally of one pair / kind), by id — e.g. for restore (§9: the
-        local unsent outbox wins over Stack's startup data)."""
-        sql = f"SELECT {OUTBOX_COLUMNS} FROM outbox o WHERE 1"
-        args: list = []
-        if pair is not None:
-            sql += " AND o.pair = ?"
-            args.append(pair)
-        if kind is not None:
-            sql += " AND o.kind = ?"
-            args.append(kind)
-        sql += " ORDER BY o.id"
-        return await self._run(lambda c: [outbox_from_row(r) for r in c.execute(sql, args)])
 
 
 def _legacy_marker_path(path: str) -> tuple[str, str, str] | None:

@@ -9,8 +9,10 @@ Rules / theory of operation
   works beside a running sidecar (WAL readers never block the writer) and never migrates or
   creates anything.  A missing file, a file from before the decision log (schema < 2) or one
   SQLite cannot read raise :class:`DecisionLogUnavailable` with a sentence for the user.
-* Rows come back as dicts ``{"at", "type", "source", "outcome", "task_id", "detail"}`` ordered by
-  (``at``, ``id``): the order the decisions were taken.  Times are unix seconds (UTC).
+* Rows come back as dicts ``{"id", "at", "type", "source", "outcome", "task_id", "detail"}``
+  ordered by (``at``, ``id``): the order the decisions were taken.  A page of ``why`` starts
+  after the row ``after_id`` in that order (its id is the cursor; a row pruned meanwhile starts
+  the page at the beginning of what is kept).  Times are unix seconds (UTC).
 """
 from __future__ import annotations
 
@@ -20,21 +22,24 @@ from pathlib import Path
 from .rows import decode_json
 
 DB_NAME = "sidecar.db"
-_SELECT = ("SELECT at, type, source, outcome, task_id, detail FROM decisions"
-           " WHERE tu = ? AND ru = ? AND at >= ? ORDER BY at, id")
+_SELECT = ("SELECT id, at, type, source, outcome, task_id, detail FROM decisions"
+           " WHERE tu = ? AND ru = ? AND at >= ?"
+           " AND (at, id) > (COALESCE((SELECT at FROM decisions WHERE id = ?), -1e308), ?)"
+           " ORDER BY at, id LIMIT ?")
 
 
 class DecisionLogUnavailable(Exception):
     """The data dir holds no readable decision log; the message says why."""
 
 
-def read_decisions(conn: sqlite3.Connection, tu: str, ru: str,
-                   since: float | None = None) -> list[dict]:
-    """The pair's decisions at or after ``since`` (unix seconds; None = all kept)."""
+def read_decisions(conn: sqlite3.Connection, tu: str, ru: str, since: float | None = None, *,
+                   after_id: int | None = None, limit: int = -1) -> list[dict]:
+    """The pair's decisions at or after ``since`` (unix seconds; None = all kept) with an id
+    after ``after_id``, at most ``limit`` (-1: all)."""
     lo = float("-inf") if since is None else since
-    return [{"at": r[0], "type": r[1], "source": r[2], "outcome": r[3], "task_id": r[4],
-             "detail": decode_json(r[5])}
-            for r in conn.execute(_SELECT, (tu, ru, lo))]
+    return [{"id": r[0], "at": r[1], "type": r[2], "source": r[3], "outcome": r[4],
+             "task_id": r[5], "detail": decode_json(r[6])}
+            for r in conn.execute(_SELECT, (tu, ru, lo, after_id or 0, after_id or 0, limit))]
 
 
 def read_data_dir(data_dir: Path | str, tu: str, ru: str,

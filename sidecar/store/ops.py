@@ -4,18 +4,16 @@ Rules / theory of operation
 ---------------------------
 * A runtime step (one event or one timer, handled by the sans-I/O services) produces a list of ops;
   :meth:`Store.commit` applies the whole list in **one** transaction, so a step is either fully on
-  disk or not at all.  A marker change and the outbox row that tells Stack about it are two ops of
-  the same list, which is how "applied locally and enqueued in the same transaction" (§9) holds.
+  disk or not at all.  A marker change and the router's pending ``stack`` delivery that tells
+  Stack about it (:mod:`sidecar.router.storage`) are two ops of the same list, which is how
+  "applied locally and enqueued in the same transaction" (§9) holds.
 * Ops are frozen msgspec Structs in a tagged union (tag = class name), so a step can itself be
   encoded, logged or replayed.  Times are unix seconds UTC floats; ``value``/``data`` are any
   msgspec-encodable value and are stored as msgspec JSON text.
 * :func:`compile_ops` turns ops into ``(sql, params)`` pairs, outside the database thread; every
   encoding error surfaces there, before the transaction starts.
 * Semantics: ``Put*`` are upserts (the last write in a batch wins); ``Delete*`` of a missing row
-  is a no-op; ``Enqueue`` of an ``idem_key`` that is already queued is ignored (idempotent:
-  re-running a step after a crash cannot queue a write twice; a key that was already acked and
-  deleted is queued again, and Stack answers it with its first answer); ``Ack`` deletes the outbox
-  row, ``Retry`` re-arms it; both are no-ops for an id that is gone.
+  is a no-op.
 """
 from __future__ import annotations
 
@@ -96,36 +94,6 @@ class DeleteSession(Op, frozen=True):
     tu: str
 
 
-class Enqueue(Op, frozen=True):
-    """Queue a Stack write (due at once: ``next_at = at``).  ``pair`` orders writes (§9)."""
-
-    pair: str
-    idem_key: str
-    method: str
-    path: str
-    body: bytes
-    kind: str
-    at: float
-    tu: str | None = None  # the TU the write is about
-    ru: str | None = None  # the RU the write is about
-    marker: str | None = None  # a marker write: the marker's name (followUpChat …)
-
-
-class Ack(Op, frozen=True):
-    """Stack acknowledged outbox row ``outbox_id``: delete it."""
-
-    outbox_id: int
-
-
-class Retry(Op, frozen=True):
-    """Re-arm outbox row ``outbox_id``: ``attempts`` so far, next try at ``next_at``."""
-
-    outbox_id: int
-    attempts: int
-    next_at: float
-    error: str
-
-
 class PruneTasks(Op, frozen=True):
     """Delete tasks closed before ``closed_before`` (keeps "recent task history" recent)."""
 
@@ -201,7 +169,7 @@ class PutAssignment(Op, frozen=True):
 
 
 AnyOp = Union[PutTask, PutFavorite, DeleteFavorite, PutState, DeleteState, DeleteStateScope,
-              PutSession, DeleteSession, Enqueue, Ack, Retry, PruneTasks, PutMeta, PutDecision,
+              PutSession, DeleteSession, PruneTasks, PutMeta, PutDecision,
               PruneDecisions, PutSender, AddSenderHistory, PutGroup, DeleteGroup, DeleteAssignments,
               PutAssignment]
 
@@ -230,15 +198,6 @@ _PUT_SESSION = (
     " logged_in_at=excluded.logged_in_at"
 )
 _DELETE_SESSION = "DELETE FROM sessions WHERE tu=?"
-# NOT EXISTS rather than ON CONFLICT DO NOTHING: a refused insert would still burn an
-# AUTOINCREMENT id; the UNIQUE constraint stays as the guard.
-_ENQUEUE = (
-    "INSERT INTO outbox (pair, idem_key, method, path, body, kind, created_at, attempts, next_at,"
-    " tu, ru, marker)"
-    " SELECT ?,?,?,?,?,?,?,0,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE idem_key = ?)"
-)
-_ACK = "DELETE FROM outbox WHERE id=?"
-_RETRY = "UPDATE outbox SET attempts=?, next_at=?, last_error=? WHERE id=?"
 _PRUNE = "DELETE FROM tasks WHERE closed_at IS NOT NULL AND closed_at < ?"
 _PUT_DECISION = (
     "INSERT INTO decisions (tu, ru, at, type, source, outcome, task_id, detail)"
@@ -283,10 +242,6 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
     DeleteStateScope: (_DELETE_STATE_SCOPE, lambda o: (o.tu, o.scope)),
     PutSession: (_PUT_SESSION, lambda o: (o.tu, o.project, o.operator, o.at)),
     DeleteSession: (_DELETE_SESSION, lambda o: (o.tu,)),
-    Enqueue: (_ENQUEUE, lambda o: (o.pair, o.idem_key, o.method, o.path, bytes(o.body), o.kind,
-                                   o.at, o.at, o.tu, o.ru, o.marker, o.idem_key)),
-    Ack: (_ACK, lambda o: (o.outbox_id,)),
-    Retry: (_RETRY, lambda o: (o.attempts, o.next_at, o.error, o.outbox_id)),
     PruneTasks: (_PRUNE, lambda o: (o.closed_before,)),
     PutMeta: (_PUT_META, lambda o: (o.key, o.value)),
     PutDecision: (_PUT_DECISION, lambda o: (o.tu, o.ru, o.at, o.task_type, o.source, o.outcome,

@@ -25,8 +25,11 @@ class Overran(AssertionError):
 
 class SidecarProcess:
     def __init__(self, data_dir: Path, *, clock: str = "virtual", binary: str | None = None,
-                 extra: tuple[str, ...] = (), deadline_s: float = EXIT_DEADLINE_S) -> None:
+                 extra: tuple[str, ...] = (), deadline_s: float = EXIT_DEADLINE_S,
+                 prelude: str | None = None) -> None:
         self.data_dir = data_dir
+        # Python run in the child before ``sidecar.cli.main()`` (it patches a fault in; a test's own)
+        self.prelude = prelude
         self.clock = clock
         self.binary = binary
         self.extra = extra
@@ -38,7 +41,13 @@ class SidecarProcess:
         self._stderr_seen = b""  # stderr read by wait_for_stderr (stderr_text returns it too)
 
     async def __aenter__(self) -> "SidecarProcess":
-        cmd = ([self.binary] if self.binary else [sys.executable, "-m", "sidecar"]) + [
+        if self.binary:
+            launch = [self.binary]
+        elif self.prelude is not None:
+            launch = [sys.executable, "-c", f"{self.prelude}\nimport sys\nfrom sidecar.cli import main\nsys.exit(main())\n"]
+        else:
+            launch = [sys.executable, "-m", "sidecar"]
+        cmd = launch + [
             "serve", "--port", "0", "--data-dir", str(self.data_dir), "--clock", self.clock, *self.extra]
         self.proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -46,6 +46,11 @@ async def test_exit_within_2_s_while_stack_writes_hang(tmp_path, how):
                     await asyncio.sleep(0.01)
             assert await sc.stop(how) == 0
             await c.close()
+            err = await sc.stderr_text()
+        # the write Stack sits on was left behind, and the exit log says so (not "cleanly")
+        last = err.strip().splitlines()[-1]
+        assert "shut down, abandoned:" in last and "delivery flush at exit" in last, err
+        assert "shut down cleanly" not in err and "Traceback" not in err, err
     finally:
         stack.stop()
 

@@ -8,7 +8,7 @@ import pytest
 from sidecar.router.route import matching, payload_matches, rule_matches
 from sidecar.router.model import (Event, RouterInputError, StackWrite, parse_event, parse_rule)
 from sidecar.router.render import TemplateFailure, render
-from sidecar.router.route import RouterState, route
+from sidecar.router.route import Ahead, RouterState, route
 
 T0 = 1_764_489_600.0  # 2025-11-30T08:00:00Z
 TARGETS = {"stack": "stack", "audit": "journal", "ops-telegram": "telegram", "crm-hook": "webhook"}
@@ -249,3 +249,60 @@ def test_prefixes_are_keyed_and_an_empty_step_writes_nothing():
     assert a == make_prefix(KeyedRandom(7), T0) and a.startswith("ev-") and len(a) == 12
     assert a != make_prefix(KeyedRandom(7), T0 + 1) and a != make_prefix(KeyedRandom(8), T0)
     assert route(state(), [], T0, TARGETS).ops() == []
+
+
+def test_a_missing_rule_name_or_change_is_named_not_printed_as_none():
+    """A breaker's find: ``rules.patch {changes}`` without ``name`` answered "no rule named None"."""
+    from sidecar.router.core import Router
+
+    r = Router.in_memory(targets=TARGETS)
+    for call in (lambda: r.patch_rule(None, {"weight": 1}, T0), lambda: r.delete_rule(None)):
+        with pytest.raises(RouterInputError) as ei:
+            call()
+        assert ei.value.field == "name" and "None" not in str(ei.value) and "required" in str(ei.value)
+    with pytest.raises(RouterInputError) as ei:
+        r.delete_rule(7)
+    assert ei.value.field == "name" and "a string" in str(ei.value)
+    r.apply_rule(r.create_rule({"name": "x", "actions": [{"target": "audit"}]}, T0)[1])
+    with pytest.raises(RouterInputError) as ei:
+        r.patch_rule("x", None, T0)
+    assert ei.value.field == "changes" and "None" not in str(ei.value)
+    for data, field in (({"source": "electron", "subject": "s", "action": "a", "priority": None}, "priority"),
+                        ({"name": "y", "actions": [{"template": "t"}]}, "actions[0].target")):
+        with pytest.raises(RouterInputError) as ei:
+            (parse_event if "source" in data else lambda d: parse_rule(d, TARGETS))(data)
+        assert ei.value.field == field and "None" not in str(ei.value)
+
+
+# ---- ahead of the state (group commit) ----------------------------------------------------------
+
+class _NoRereads(Ahead):
+    """An :class:`Ahead` that fails if ``route`` walks the routings it already merged."""
+
+    def __iter__(self):
+        raise AssertionError("route re-read the group's earlier routings")
+
+    def __getitem__(self, i):
+        raise AssertionError("route re-read the group's earlier routings")
+
+
+def test_a_group_routed_over_ahead_equals_one_over_the_list_and_reads_each_routing_once():
+    """Every step of a group routes on the merged view of the ones before it: dedup keys,
+    throttle windows and event numbers as if applied — the same rows as the per-call merge over
+    a plain list, which cost the k-th step O(k) (issue 11: a wall-clock group of hundreds)."""
+    throttled = rule("t", {"source": "electron"}, [{"target": "ops-telegram"}], throttle_seconds=60)
+    events = [[ev(dedup_key="k")], [ev()], [ev(dedup_key="k"), ev(dedup_key="j")], [ev(priority="critical")],
+              [ev(dedup_key="j")], [ev()]]
+    plain_st, fast_st = state(throttled), state(throttled)
+    plain: list = []
+    fast = _NoRereads()
+    for i, evs in enumerate(events):
+        a = route(plain_st, evs, T0 + i, TARGETS, plain)
+        b = route(fast_st, evs, T0 + i, TARGETS, fast)
+        assert a == b
+        plain.append(a)
+        fast.append(b)
+    assert [statuses(r) for r in plain] == [["pending"], ["skipped"], ["duplicate", "skipped"],
+                                            ["pending"], ["duplicate"], ["skipped"]]
+    assert fast.next_seq == 8 and fast.dedup == {("electron", "k"): T0, ("electron", "j"): T0 + 2}
+    assert len(fast) == 6 and plain_st.seq == fast_st.seq == 1  # nothing applied

@@ -13,23 +13,26 @@ def _json(capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_create_assign_list_history_recover(tmp_path, capsys):
+def test_create_assign_list_history_recover(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", '{"audit": {"channel": "journal"}}')
     d = ["--data-dir", str(tmp_path)]
     assert main(["groups", "create", "--name", "night", "--priority", "5", "--failed-in-row", "1",
                  "--cooldown-delay-from", "10", "--cooldown-delay-to", "20",
                  "--from-time", "22:00", "--to-time", "06:00", "--json", *d]) == 0
     (g,) = _json(capsys)
     assert (g["name"], g["priority"], g["failed_in_row"], g["from_time"], g["to_time"]) == ("night", 5, 1, "22:00", "06:00")
-    assert main(["groups", "assign", "stack", g["id"], *d]) == 0
-    assert "builtin-stack" in capsys.readouterr().out
+    assert main(["groups", "assign", "audit", g["id"], *d]) == 0
+    assert g["id"] in capsys.readouterr().out
     assert main(["groups", "list", *d]) == 0
     out = capsys.readouterr().out
-    assert "22:00 → 06:00" in out and "10–20" in out and "stack" in out
+    assert "22:00 → 06:00" in out and "10–20" in out and "audit" in out
+    # the stack sender keeps its built-in group; an active sender has nothing to recover
+    assert main(["groups", "assign", "stack", g["id"], *d]) == 2
+    assert "built-in Stack group" in capsys.readouterr().err
     assert main(["senders", "recover", "stack", "--by", "lead", *d]) == 0
-    capsys.readouterr()
+    assert "stack is active: nothing to recover" in capsys.readouterr().out
     assert main(["senders", "history", "stack", "--json", *d]) == 0
-    (row,) = _json(capsys)
-    assert (row["code"], row["note"]) == (106, "from active by lead")
+    assert _json(capsys) == []  # no 106 was written
     assert main(["groups", "delete", g["id"], *d]) == 0
     capsys.readouterr()
     assert main(["groups", "list", "--json", *d]) == 0 and _json(capsys) == []

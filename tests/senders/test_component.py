@@ -86,6 +86,13 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
      "cooldown_delay_from"),
     ("groups.create", {"name": "bogus", "priority": 8, "bogus": 1}, "bogus"),
     ("groups.patch", {"id": "G", "bogus": 1}, "bogus"),
+    # issue 9's breaker: a sender twice in one call counted twice; stack joined a user group;
+    # an empty window meant "always"
+    ("groups.assignments.set", {"items": [{"sender": "hook-b", "groups": ["G"]},
+                                          {"sender": "hook-b", "groups": []}]}, "items[1].sender"),
+    ("groups.assignments.add", {"items": [{"sender": "stack", "groups": ["G"]}]}, "items[0].sender"),
+    ("groups.senders.add", {"id": "G", "senders": ["stack"]}, "senders[0]"),
+    ("groups.create", {"name": "empty window", "priority": 7, "from_time": "06:00", "to_time": "06:00"}, "from_time"),
 ])
 async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, method, params, field):
     app = await make_app(tmp_path, store)
@@ -93,6 +100,11 @@ async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, me
     await call(app, "groups.senders.set", {"id": gid, "senders": ["crm-hook"]})
     if params.get("id") == "G":
         params = {**params, "id": gid}
+    for item in params.get("items", [])[:2]:  # the group placeholder inside assignment items
+        if isinstance(item, dict) and item.get("groups") == ["G"]:
+            params = {**params, "items": [{**i, "groups": [gid if g == "G" else g for g in i["groups"]]}
+                                          for i in params["items"]]}
+            break
     before = (await call(app, "groups.list", {}), await call(app, "senders.list", {}))
     with pytest.raises(InvalidParams) as err:
         await app.handle(method, params)
@@ -148,3 +160,18 @@ async def test_reload_takes_the_stored_states_back_after_a_lost_commit(tmp_path,
     s = gate.state("crm-hook")
     assert (s.state, s.failed_in_row, s.cooldown_times) == ("active", 0, 0)
     assert gate.notes == [] and app.engine.scheduler.due_of(timer_key("crm-hook")) is None
+
+
+async def test_recover_of_an_active_sender_changes_and_writes_nothing(tmp_path, store):
+    """Issue 9's breaker: it wrote a 106 and reset the counters; now a no-op that says so."""
+    app = await make_app(tmp_path, store)
+    gate = app.senders.gate
+    gate.may_send("crm-hook", "webhook", T0)
+    await store.commit(list(gate.report("crm-hook", "webhook", retryable("ConnectError"), T0, final=False).ops))
+    gate.take_notes()
+    before = await call(app, "senders.get", {"sender": "crm-hook"})
+    res = await call(app, "senders.recover", {"sender": "crm-hook", "by": "lead"})
+    assert res == {**before, "recovered": False} and before["sender"]["failed_in_row"] == 1
+    rows = (await call(app, "senders.history", {"sender": "crm-hook"}))["rows"]
+    assert 106 not in [r["code"] for r in rows]
+    assert gate.take_notes() == []

@@ -241,3 +241,36 @@ def test_a_refusal_in_cooldown_reads_as_utc_for_the_shift_lead():
     assert not adm.allowed
     assert adm.reason == f"cooldown #1 until {h.utc_text(s.cooldown_end)}"
     assert adm.reason.endswith(" UTC") and str(int(s.cooldown_end)) not in adm.reason
+
+
+def test_a_failing_update_leaves_the_sender_as_it_was():
+    """Sender health computes a change whole before it changes memory: if a part raises (here
+    the scheduler, arming the cooldown's timer), the sender's state, its notes and its probes
+    are as before — the pump then records the delivery's outcome without health's part
+    (tests/router/test_router_pump_health_errors.py)."""
+
+    class Refusing(Scheduler):
+        refuse = False
+
+        def schedule(self, key, due, payload=None):
+            if self.refuse:
+                raise RuntimeError("scheduler full")
+            super().schedule(key, due, payload)
+
+    sched = Refusing()
+    gate = HealthGate(h.HealthMachine(KeyedRandom(1)), sched)
+    gate.load(Registry(), ["crm-hook"])
+    gate.may_send("crm-hook", "webhook", T0)
+    gate.report("crm-hook", "webhook", retryable("down"), T0, final=False)
+    gate.take_notes()
+    once = gate.state("crm-hook")
+    assert (once.state, once.failed_in_row) == (h.ACTIVE, 1)
+    sched.refuse = True
+    gate.may_send("crm-hook", "webhook", T0 + 60)
+    paced = gate.state("crm-hook")
+    with pytest.raises(RuntimeError):  # the second failure starts a cooldown: it needs a timer
+        gate.report("crm-hook", "webhook", retryable("down"), T0 + 60, final=False)
+    assert gate.state("crm-hook") == paced and gate.take_notes() == [] and gate.probes == {}
+    sched.refuse = False
+    gate.report("crm-hook", "webhook", retryable("down"), T0 + 60, final=False)
+    assert gate.state("crm-hook").state == h.COOLDOWN and 101 in [n.code for n in gate.take_notes()]

@@ -70,6 +70,9 @@ def test_highest_priority_covering_group_wins():
     ({"name": "x", "priority": 2, "failed_in_row": float("nan")}, "failed_in_row"),
     ({"name": "a\u0000b\n\u001b[31m", "priority": 2}, "name"),
     ({"name": "n" * 201, "priority": 2}, "name"),
+    # a breaker's find: an empty window (start == end) meant "always" silently; omit the window
+    ({"name": "x", "priority": 2, "from_time": "08:00", "to_time": "08:00"}, "from_time"),
+    ({"name": "x", "priority": 2, "from_time": "08:00", "to_time": "08:00:00"}, "from_time"),
 ])
 def test_validation_names_the_field(body, field):
     other = Group(id="o", name="o", priority=7)
@@ -94,6 +97,16 @@ def test_manage_errors_change_nothing():
         (lambda: m.assignments(r, "add", [{"sender": "hook", "groups": ["g1", "zz"]}]), "items[0].groups[1]"),
         (lambda: m.group_senders(r, "g1", "add", ["hook", "ghost"]), "senders[1]"),
         (lambda: m.groups_get(r, "zz"), "id"),
+        # a breaker's finds: a sender twice in one call counted twice (and the last item won);
+        # the stack sender has its own built-in group; a missing sender read "unknown sender None"
+        (lambda: m.assignments(r, "set", [{"sender": "hook", "groups": ["g1"]},
+                                          {"sender": "hook", "groups": ["g2"]}]), "items[1].sender"),
+        (lambda: m.assignments(r, "add", [{"sender": "stack", "groups": ["g1"]}]), "items[0].sender"),
+        (lambda: m.assignments(r, "set", [{"sender": "stack", "groups": ["g1"]}]), "items[0].sender"),
+        (lambda: m.group_senders(r, "g1", "add", ["hook", "stack"]), "senders[1]"),
+        (lambda: m.group_senders(r, "g1", "set", ["stack"]), "senders[0]"),
+        (lambda: m.assignments(r, "add", [{"groups": ["g1"]}]), "items[0].sender"),
+        (lambda: m.groups_patch(r, "g2", {"from_time": "06:00"}), "from_time"),  # = its to_time
     ]
     for call, field in cases:
         with pytest.raises(m.ManageError) as e:
@@ -143,13 +156,39 @@ def test_recover_writes_106():
         m.senders_recover(r, machine, "ghost", 0)
 
 
-def test_stack_never_parks_even_in_a_user_group():
+def test_stack_keeps_its_own_group():
+    """The ``stack`` sender is in the built-in Stack group only (DESIGN §10): it cannot join a
+    user group, an assignment stored by an older sidecar is ignored, and removing it from a group
+    (a no-op) is fine."""
     r = m.groups_create(reg(), "g9", {"name": "top", "priority": 2_000_000, "failed_in_row": 1})
-    r = m.assignments(r, "add", [{"sender": "stack", "groups": ["g9"]}])
-    g = r.active_group("stack", at("12:00:00"))
-    assert g.id == "g9" and g.failed_in_row == 1 and g.never_need_check
-    assert r.active_group("hook", at("12:00:00")) is None
-    assert r.active_group("stack", at("23:00:00")).id == "g9"
+    with pytest.raises(m.ManageError) as e:
+        m.assignments(r, "add", [{"sender": "stack", "groups": ["g9"]}])
+    assert e.value.field == "items[0].sender" and "built-in" in e.value.message
+    old = m.Registry(r.groups, {**r.assignments, "stack": ("g9",)}, r.senders)  # an older file
+    assert old.groups_of("stack") == [STACK_GROUP]
+    assert old.active_group("stack", at("12:00:00")) is STACK_GROUP
+    assert m.assignments(r, "remove", [{"sender": "stack", "groups": ["g9"]}]) == r
+    assert m.group_senders(r, "g9", "remove", ["stack"]) == r
+    assert m.assignments(r, "set", [{"sender": "stack", "groups": []}]) == r
+
+
+def test_names_are_deduplicated_where_they_are_a_set():
+    r = m.group_senders(reg(), "g1", "set", ["hook", "hook", "tg"])
+    assert m.groups_get(r, "g1")["senders"] == ["hook", "tg"]
+
+
+def test_recover_of_an_active_sender_is_a_no_op():
+    """Recovery is for a sender in cooldown or Need Check; on an active one it used to write a
+    106 and reset its counters — a recovery that never happened.  Now nothing changes."""
+    machine = h.HealthMachine(KeyedRandom(1))
+    r = reg()
+    once = h.SenderState(sender="hook", failed_in_row=1)  # active, one failure counted
+    r = m.Registry(r.groups, r.assignments, {**r.senders, "hook": once})
+    assert m.senders_recover(r, machine, "hook", at("10:00:00")) == (r, [])
+    assert not m.needs_recovery(r, "hook")
+    with pytest.raises(m.ManageError) as e:
+        m.senders_recover(r, machine, None, at("10:00:00"))  # type: ignore[arg-type]
+    assert e.value.field == "sender" and "None" not in str(e.value)
 
 
 def test_the_largest_allowed_values_make_valid_instants():

@@ -246,3 +246,27 @@ def test_a_candidate_overrides_its_types_online_rule_and_the_task_keeps_it():
     assert w.open_task("follow_up_mail", RU) is not None
     w.at(900)
     assert [(c.type, c.reason) for c in w.d.closed()] == [("follow_up_mail", "expired")]
+
+
+def test_a_deadline_never_lists_every_open_task_and_the_overdue_count_stays_exact(monkeypatch):
+    """issue 11 item 5: a deadline timer counted the TU's overdue tasks by listing and sorting
+    every open task (``open_of_tu``) — O(open tasks) per deadline, so 12 000 open tasks made the
+    engine bench take minutes.  The factory keeps the open overdue tasks per TU instead; the
+    operator alert (≥ 5 overdue at once) still fires at the fifth, and closes count down."""
+    from sidecar.runtime.factory import OVERDUE_ALERT_COUNT, TaskFactory
+
+    w = World()
+    w.login([fav(f"ru-{i}") for i in range(8)])
+    w.at(10)
+    for i in range(8):
+        w.ru_writes(f"ru-{i}")
+    factory = w.d.engine.factory
+    monkeypatch.setattr(TaskFactory, "open_of_tu", lambda self, tu: pytest.fail("listed every open task"))
+    w.at_abs(T0 + 10 + SPECS[TaskType.UNANSWERED_MESSAGE].ttl_s)  # all eight become overdue
+    monkeypatch.undo()
+    overdue = [t for t in factory.open_of_tu(TU) if t.overdue]
+    assert len(overdue) == 8 == factory.overdue_count(TU) >= OVERDUE_ALERT_COUNT
+    operator = [e for e in w.d.router.state.dedup if e[1].startswith("operator-overdue:")]
+    assert operator, "five overdue tasks at once alert the operator"
+    w.tu_writes("ru-0")  # answered: one overdue task fewer
+    assert factory.overdue_count(TU) == 7

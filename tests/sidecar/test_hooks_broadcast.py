@@ -86,3 +86,30 @@ def test_every_hook_reaches_every_service_in_dispatch_order():
     assert log == [("a", "on_login"), ("b", "on_login"), ("a", "on_event"), ("b", "on_event"),
                    ("a", "on_online"), ("b", "on_online"), ("a", "on_logout"), ("b", "on_logout")]
     assert services.named("b") is not None and services.named("c") is None
+
+
+def test_a_hook_left_as_the_base_no_op_is_skipped_and_the_order_kept():
+    """issue 11 item 5: the broadcaster calls a hook only on the services whose class implements
+    it (the base class's no-ops are marked); the others still hear it in dispatch order, and a
+    service that implements a hook hears it even when it is replaced on the instance."""
+    from sidecar.services.base import Service
+
+    log: list = []
+
+    class Talks(Service):
+        def on_event(self, step, event):
+            log.append((self.name, "on_event"))
+
+    class Quiet(Service):
+        pass
+
+    a, q, b = Talks(None), Quiet(None), Talks(None)  # type: ignore[arg-type]
+    a.name, q.name, b.name = "a", "q", "b"
+    q.on_event = lambda *args: log.append(("q", "on_event"))  # type: ignore[method-assign]
+    b.on_event = lambda *args: log.append(("b", "patched"))  # type: ignore[method-assign]
+    services = Services([a, q, b])
+    services.event(Step(now=0.0), ev.ChatIn(tu="t", ru="r", at=0.0, msg_id="m"))
+    assert log == [("a", "on_event"), ("b", "patched")]  # q's class leaves on_event a no-op
+    for hook in BROADCAST_HOOKS:  # every broadcast hook's default is marked, an override is not
+        assert getattr(getattr(Service, hook), "noop_hook", False), hook
+    assert not hasattr(Talks.on_event, "noop_hook")

@@ -47,3 +47,34 @@ def test_a_data_dir_without_a_database_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["deliveries", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sidecar deliveries: no sidecar database") and err.count("\n") == 1
+
+
+def test_deliveries_page_with_after_and_newest_by_default(tmp_path, capsys):
+    async def go():
+        async with await Store.open(tmp_path / "sidecar.db") as s:
+            rule = parse_rule({"name": "all", "actions": [{"target": "audit"}]})
+            st = RouterState(prefix="ev-", rules={rule.name: rule})
+            ops = []
+            for i in range(7):
+                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
+                          {"stack": "stack", "audit": "journal"})
+                st.apply(r)
+                ops += r.ops()
+            await RouterStore(s).commit(ops)
+    asyncio.run(go())
+    d = str(tmp_path)
+    assert main(["deliveries", "--data-dir", d, "--limit", "3", "--json"]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(x)["seq"] for x in out.out.splitlines()] == [5, 6, 7]  # the newest
+    assert "more rows" not in out.err
+    seen, after = [], 0
+    while True:
+        assert main(["deliveries", "--data-dir", d, "--limit", "3", "--after", str(after), "--json"]) == 0
+        out = capsys.readouterr()
+        seen += [json.loads(x)["seq"] for x in out.out.splitlines()]
+        if "more rows" not in out.err:
+            break
+        after = int(out.err.rsplit("--after ", 1)[1])
+    assert seen == [1, 2, 3, 4, 5, 6, 7]
+    assert main(["deliveries", "--data-dir", d, "--limit", "2", "--after", "0"]) == 0
+    assert "More rows: sidecar deliveries --after 2" in capsys.readouterr().out

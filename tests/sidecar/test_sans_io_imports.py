@@ -142,7 +142,7 @@ def test_the_runtime_imports_no_service_and_no_driver():
     service, the app, the bridge or the wire structs of ``sidecar.protocol``'s callers."""
     graph = import_graph()
     drivers = {"sidecar.app", "sidecar.cli", "sidecar.config", "sidecar.logs", "sidecar.aio",
-               "sidecar.store.db", "sidecar.stack.client", "sidecar.stack.outbox"}
+               "sidecar.store.db", "sidecar.stack.client"}
     for mod, deps in graph.items():
         if mod.startswith("sidecar.runtime"):
             assert not {d for d in deps if d.startswith("sidecar.services")}, mod

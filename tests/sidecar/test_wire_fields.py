@@ -60,3 +60,20 @@ def test_a_field_added_to_one_side_only_is_caught():
         extra: int = 0
 
     assert _note_fields(Wider) != _wire_fields(p.TaskView)
+
+
+def test_task_snapshot_of_is_the_constructors_value_and_stays_frozen():
+    """``TaskSnapshot.of`` fills the slots directly (issue 11 item 5): the same value as its
+    constructor for every field, its own copy of ``meta``, still frozen."""
+    from sidecar.domain.tasks import Task, TaskType
+
+    for kw in ({}, {"vip": "green", "meta": {"answer_by": "mail"}, "overdue": True}):
+        t = Task(task_id="t-1", type=TaskType.LIKE, project="prime", tu="p-tu", ru="p-ru",
+                 source="socket", created_at=1.5, deadline=301.5, **kw)
+        snap = notes.TaskSnapshot.of(t)
+        assert snap == notes.TaskSnapshot(
+            task_id="t-1", type="like", project="prime", tu="p-tu", ru="p-ru", source="socket",
+            created_at=1.5, deadline=301.5, vip=t.vip, meta=dict(t.meta), overdue=t.overdue)
+        assert snap.meta is not t.meta
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            snap.tu = "other"  # type: ignore[misc]

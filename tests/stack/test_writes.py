@@ -7,7 +7,6 @@ import pytest
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.stack.writes import (StackWrite, candidate, followup_chat_key, followup_mail_key,
                                   marker_key, marker_write, task_event)
-from sidecar.store.ops import Enqueue
 
 T0 = 1_796_025_600.0  # 2026-11-30T08:00:00Z
 
@@ -25,9 +24,6 @@ def test_marker_write_set_and_clear():
                          followup_chat_key("g-tu-1", "g-ru-1", "t-1", 0, "clear"))
     assert clear.body == b'{"value":null}'
     assert clear.idem_key == "followUpChat:g-tu-1:g-ru-1:t-1:0:clear" != w.idem_key
-    assert w.enqueue(T0) == Enqueue("g-tu-1/g-ru-1", w.idem_key, "PUT", w.path, w.body,
-                                    "marker", T0, tu="g-tu-1", ru="g-ru-1",
-                                    marker="followUpChat")
 
 
 def test_keys():
@@ -82,3 +78,40 @@ def test_candidate():
         "at": T0, "outcome": "created", "task_id": "t-2", "detail": {}}
     d = candidate("c-tu", "c-ru", "like", "socket", T0 + 0.5, outcome="refused:no_limit")
     assert d.idem_key == "candidate:c-tu:c-ru:like:socket@1796025600.500:refused:no_limit"
+
+
+def test_routing_events_carry_exactly_the_writes_builders_make():
+    """task_routed / candidate_event / marker_event build their routing event straight from the
+    write's fields (issue 11 item 5): each equals the write of task_event / candidate /
+    marker_write turned into its event, field for field — same path, key, body, source, priority."""
+    from sidecar.stack.writes import candidate_event, marker_event, task_routed
+    for task, event in ((_task(), "created"), (_task(meta={"answer_by": "mail"}), "created"),
+                        (_task(closed_at=T0 + 30.25, reason=CloseReason.ANSWERED), "closed")):
+        assert task_routed(task, event) == task_event(task, event).event("task", event, {
+            "tu": task.tu, "ru": task.ru, "project": task.project, "task_id": task.task_id,
+            "type": task.type.value, "source": task.source,
+            "reason": None if task.reason is None else task.reason.value, "vip": task.vip})
+    with pytest.raises(ValueError):
+        task_routed(_task(), "closed")
+    for type_, outcome, task_id, detail in (
+            (TaskType.UNANSWERED_MESSAGE, "created", "t-1", None),
+            ("like", "refused:stronger_task_open", None, {"open_type": "unanswered_message"}),
+            (TaskType.FOLLOW_UP_MESSAGE, "miss", "t-3", {"step": 1, "chance": 0.5})):
+        ev = candidate_event("c-tu", "c-ru", type_, "socket", T0 + 0.25, outcome=outcome,
+                             task_id=task_id, detail=detail)
+        value = getattr(type_, "value", type_)
+        assert ev == candidate("c-tu", "c-ru", type_, "socket", T0 + 0.25, outcome=outcome,
+                               task_id=task_id, detail=detail).event(
+            value, outcome.split(":", 1)[0], {"tu": "c-tu", "ru": "c-ru", "type": value,
+                                              "source": "socket", "outcome": outcome,
+                                              "task_id": task_id})
+        assert ev.source == "candidates" and ev.priority == "low"
+    for value in ({"step": 0}, None):
+        key = followup_chat_key("g-tu 1", "g-ru/1", "t-1", 0, "set" if value else "clear")
+        ev = marker_event("g-tu 1", "g-ru/1", "followUpChat", value, key)
+        assert ev == marker_write("g-tu 1", "g-ru/1", "followUpChat", value, key).event(
+            "followUpChat", "set" if value else "clear",
+            {"tu": "g-tu 1", "ru": "g-ru/1", "name": "followUpChat", "value": value})
+        assert (ev.source, ev.priority) == ("markers", "high")
+    with pytest.raises(ValueError):
+        marker_event("tu", "ru", "somethingElse", {}, "k")

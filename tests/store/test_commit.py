@@ -8,9 +8,11 @@ import pytest
 
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.domain.favorites import Favorite
-from sidecar.store import (Ack, AnyOp, DeleteFavorite, DeleteSession, DeleteState,
-                           DeleteStateScope, Enqueue, OutboxRow, PruneTasks, PutFavorite, PutMeta,
-                           PutSession, PutState, PutTask, Retry, SessionRow, Store, StoreError)
+from sidecar.store import (AnyOp, DeleteFavorite, DeleteSession, DeleteState, DeleteStateScope,
+                           PruneTasks, PutFavorite, PutMeta, PutSession, PutState, PutTask,
+                           SessionRow, Store, StoreError)
+
+from storehelp import STACK_KEYS, stack_row
 
 T0 = 1_796_025_600.0
 
@@ -29,13 +31,17 @@ def task(n: int, *, tu="tu1", ru="ru1", type=TaskType.UNANSWERED_MESSAGE, create
                 closed_at=closed, reason=reason, **kw)
 
 
-def enq(key: str, pair="tu1/ru1", at=T0, body=b"{}") -> Enqueue:
-    return Enqueue(pair, key, "PUT", f"/x/{key}", body, "marker", at)
+def enq(key: str, pair="tu1/ru1", at=T0, body=b"{}"):
+    return stack_row(key, pair, at, body)
+
+
+async def stack_keys(store: Store) -> list[str]:
+    return await store.read(lambda c: [r[0] for r in c.execute(STACK_KEYS)])
 
 
 async def snapshot(store: Store) -> dict:
     return {"open": await store.open_tasks(), "fav": await store.favorites("tu1"),
-            "state": await store.states("tu1", "chains"), "out": await store.outbox_rows(),
+            "state": await store.states("tu1", "chains"), "out": await stack_keys(store),
             "sessions": await store.sessions()}
 
 
@@ -50,7 +56,7 @@ async def test_failing_op_in_the_middle_writes_nothing(store):
     assert isinstance(ei.value.__cause__, sqlite3.IntegrityError)
     assert await snapshot(store) == before
     await store.commit([enq("k1")])  # the store is still usable afterwards
-    assert await store.outbox_size() == 1
+    assert await stack_keys(store) == ["k1"]
 
 
 async def test_unencodable_value_writes_nothing(store):
@@ -58,7 +64,7 @@ async def test_unencodable_value_writes_nothing(store):
         await store.commit([enq("k1"), PutState("tu1", "chains", "ru1", object())])
     with pytest.raises(StoreError):
         await store.commit([enq("k1"), "not an op"])  # type: ignore[list-item]
-    assert await store.outbox_size() == 0
+    assert await stack_keys(store) == []
 
 
 async def test_tasks_upsert_and_readers(store):
@@ -140,44 +146,9 @@ async def test_all_states_returns_every_scope_of_the_tu(store):
     assert await store.all_states("tu3") == {}
 
 
-async def test_outbox_enqueue_is_idempotent(store):
-    await store.commit([enq("k1", body=b"first"), enq("k1", body=b"second"), enq("k2")])
-    await store.commit([enq("k1", body=b"third")])
-    rows = await store.outbox_rows()
-    assert [(r.id, r.idem_key, r.body) for r in rows] == [(1, "k1", b"first"), (2, "k2", b"{}")]
-    assert rows[0] == OutboxRow(id=1, pair="tu1/ru1", idem_key="k1", method="PUT", path="/x/k1",
-                                body=b"first", kind="marker", created_at=T0, attempts=0,
-                                next_at=T0, last_error=None)
-    assert await store.outbox_size() == 2
-
-
-async def test_outbox_due_heads_next_due_ack_retry(store):
-    await store.commit([enq("a1", "A"), enq("b1", "B", at=T0 + 10), enq("a2", "A"),
-                        enq("c1", "C", at=T0 + 3), enq("a3", "A")])
-    assert [r.idem_key for r in await store.outbox_due(T0)] == ["a1", "a2", "a3"]
-    assert [r.idem_key for r in await store.outbox_due(T0, 2)] == ["a1", "a2"]
-    assert [r.idem_key for r in await store.outbox_due(T0 + 10, heads_only=True)] == \
-        ["a1", "b1", "c1"]
-    assert await store.outbox_next_due() == T0
-    await store.commit([Retry(1, 1, T0 + 5, "boom")])
-    # a1 waits: a2/a3 are due but blocked behind it
-    assert [r.idem_key for r in await store.outbox_due(T0 + 4, heads_only=True)] == ["c1"]
-    assert await store.outbox_next_due() == T0 + 3
-    assert await store.outbox_next_due(heads_only=False) == T0
-    a1 = (await store.outbox_rows(pair="A", kind="marker"))[0]
-    assert (a1.attempts, a1.next_at, a1.last_error) == (1, T0 + 5, "boom")
-    await store.commit([Ack(1), Ack(4), Ack(99)])
-    assert [r.idem_key for r in await store.outbox_due(T0 + 4, heads_only=True)] == ["a2"]
-    assert await store.outbox_size() == 3
-    await store.commit([Ack(3), Ack(5), Ack(2)])
-    assert (await store.outbox_size(), await store.outbox_next_due()) == (0, None)
-    await store.commit([enq("x1", "X")])
-    assert (await store.outbox_rows())[0].id == 6  # AUTOINCREMENT: ids are never reused
-
-
 async def test_ops_are_a_tagged_union():
-    ops = [PutTask(task(1)), PutState("tu", "s", "k", {"a": [1]}), enq("k"), Ack(3),
-           Retry(3, 2, T0, "e"), DeleteStateScope("tu", "s")]
+    ops = [PutTask(task(1)), PutState("tu", "s", "k", {"a": [1]}), PruneTasks(T0),
+           DeleteStateScope("tu", "s")]
     raw = msgspec.json.encode(ops)
     assert msgspec.json.decode(raw, type=list[AnyOp]) == ops
     assert b'"type":"PutTask"' in raw
@@ -190,7 +161,7 @@ async def test_closed_store(tmp_path):
     with pytest.raises(StoreError):
         await s.commit([PutMeta("a", "b")])
     with pytest.raises(StoreError):
-        await s.outbox_size()
+        await s.meta("a")
     await s.commit([])  # an empty step never touches the database
 
 

@@ -1,7 +1,7 @@
 """Crash safety: a sidecar SIGKILLed mid-run leaves only whole steps (DESIGN §3, §9).
 
-A child process commits steps as fast as it can — each step a task, ten state entries, an outbox
-row and a ``last`` meta, like a runtime step — and prints each step number once ``commit``
+A child process commits steps as fast as it can — each step a task, ten state entries, a pending
+Stack delivery and a ``last`` meta, like a runtime step — and prints each step number once ``commit``
 returned.  The parent kills it with SIGKILL at an arbitrary moment (it keeps committing between
 the print and the kill), reopens the store and checks: every step up to ``last`` is entirely
 there, nothing of a later step is, and every step the child reported as committed survived.
@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import asyncio, sys
 from sidecar.domain.tasks import Task, TaskType
-from sidecar.store import Enqueue, PutMeta, PutState, PutTask, Store
+from sidecar.router.model import Delivery
+from sidecar.router.storage import PutDelivery
+from sidecar.store import PutMeta, PutState, PutTask, Store
 
 async def main(path):
     s = await Store.open(path)
@@ -36,8 +38,12 @@ async def main(path):
                  ru=f"ru{i % 7}", source="socket", created_at=float(i), deadline=i + 120.0)
         ops = [PutTask(t)]
         ops += [PutState("tu", "steps", f"{i}:{j}", {"i": i, "pad": "x" * 100}) for j in range(10)]
-        ops += [Enqueue(f"tu/ru{i % 7}", f"task:t-{i}:created", "POST", "/v1/tus/tu/tasks",
-                        b'{"event":"created"}', "task", float(i)),
+        ops += [PutDelivery(Delivery(
+                    id=f"ev-{i}.0", event_id=f"ev-{i}", event_at=float(i), source="tasks",
+                    subject="task", action="created", priority="normal", rule=None, channel="stack",
+                    target="stack", status="pending", message=b'{"event":"created"}',
+                    next_attempt_at=float(i), pair=f"tu/ru{i % 7}", idem_key=f"task:t-{i}:created",
+                    method="POST", path="/v1/tus/tu/tasks")),
                 PutMeta("last", str(i))]
         await s.commit(ops)
         print(i, flush=True)
@@ -56,7 +62,7 @@ def check_whole_steps(path: Path) -> int:
         assert {r[0] for r in c.execute("SELECT task_id FROM tasks")} == {f"t-{i}" for i in steps}
         assert {r[0] for r in c.execute("SELECT key FROM service_state")} == \
             {f"{i}:{j}" for i in steps for j in range(10)}
-        assert [r[0] for r in c.execute("SELECT idem_key FROM outbox ORDER BY id")] == \
+        assert [r[0] for r in c.execute("SELECT idem_key FROM deliveries ORDER BY seq")] == \
             [f"task:t-{i}:created" for i in steps]
     return last
 
@@ -84,4 +90,4 @@ async def test_sigkill_mid_run_leaves_only_whole_steps(tmp_path):
         assert last >= reported  # every reported commit survived the kill
         reported = last
         async with await Store.open(path) as s:  # the killed child's lock is gone
-            assert await s.outbox_size() == last + 1
+            assert await s.read(lambda c: c.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]) == last + 1

@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.domain.tasks import Task, TaskType
-from sidecar.store import (DeleteState, DeleteStateScope, Enqueue, PutState, PutTask, Store,
-                           StoreError)
+from sidecar.router.storage import RouterStore
+from sidecar.store import DeleteState, DeleteStateScope, PutState, PutTask, Store, StoreError
+
+from storehelp import stack_row
 
 KEYS = st.sampled_from(["a", "b", "c"])
 SCOPES = st.sampled_from(["chains", "timers"])
@@ -22,8 +24,7 @@ OPS = st.one_of(
     st.builds(PutState, st.just("tu"), SCOPES, KEYS, VALUES),
     st.builds(DeleteState, st.just("tu"), SCOPES, KEYS),
     st.builds(DeleteStateScope, st.just("tu"), SCOPES),
-    st.builds(lambda k: Enqueue("tu/ru", f"k{k}", "PUT", "/p", b"{}", "marker", 0.0),
-              st.integers(0, 4)),
+    st.builds(lambda k: stack_row(f"k{k}", "tu/ru"), st.integers(0, 4)),
 )
 # a batch: its ops, and whether a poisoned op (NOT NULL violation) sits in its middle
 STEPS = st.lists(st.tuples(st.lists(OPS, min_size=1, max_size=6), st.booleans()), max_size=8)
@@ -40,8 +41,8 @@ def apply(model: dict, ops: list) -> None:
         elif isinstance(op, DeleteStateScope):
             for k in [k for k in model["state"] if k[0] == op.scope]:
                 del model["state"][k]
-        elif op.idem_key not in model["out"]:
-            model["out"].append(op.idem_key)
+        elif op.delivery.idem_key not in model["out"]:  # one pending Stack write per key
+            model["out"].append(op.delivery.idem_key)
 
 
 async def run(steps) -> None:
@@ -63,7 +64,7 @@ async def run(steps) -> None:
             got = {(sc, k): v for sc in ("chains", "timers")
                    for k, v in (await s.states("tu", sc)).items()}
             assert got == model["state"]
-            assert [r.idem_key for r in await s.outbox_rows()] == model["out"]
+            assert [r.idem_key for r in await RouterStore(s).deliveries()] == model["out"]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -233,12 +233,14 @@ class FollowUpMailService(Service):
         self.six_h_hold.difference_update(came_online)
         if not rt.inbox_synced:
             return
-        for ru in sorted(self.awaiting_sync):
-            self._post_chat_due(step, ru)
-        for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
-            for trigger in triggers:
-                self.locks.offer(ru, trigger)
-        self.restored.clear()
+        if self.awaiting_sync:  # (mostly empty: no sort on every RU that comes online)
+            for ru in sorted(self.awaiting_sync):
+                self._post_chat_due(step, ru)
+        if self.restored:
+            for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
+                for trigger in triggers:
+                    self.locks.offer(ru, trigger)
+            self.restored.clear()
         if full_pass:
             for ru in sorted(online):
                 self._six_hours(step, ru)

@@ -1,4 +1,4 @@
-"""Outbox rows carry structured columns (schema v5, issue 12): a login reads its unacknowledged
+"""Stack writes carry structured columns (schema v5, issue 12): a login reads its unacknowledged
 marker writes by (tu, ru, marker), never by splitting an HTTP path; rows queued by an older
 sidecar are filled by the migration (or, when their ids were quoted, read from their path), and
 schema v6 carries them onto the router's ``stack`` channel (issue 9) with those columns."""
@@ -8,6 +8,7 @@ import sqlite3
 
 import msgspec
 
+from sidecar.router.route import RouterState, route
 from sidecar.router.storage import RouterStore
 from sidecar.stack import writes
 from sidecar.store.db import Store
@@ -19,15 +20,17 @@ T = 1796025600.0
 async def test_a_marker_write_is_read_back_by_its_columns(tmp_path):
     async with await Store.open(tmp_path / "sidecar.db") as s:
         ru = "ru/with slash"  # quoted in the path; the columns keep it as is
-        await s.commit([
-            writes.marker_write("tu-1", ru, "followUpChat", "2026-11-30T08:00:00Z", "k1").enqueue(T),
-            writes.marker_write("tu-1", ru, "followUpChat", None, "k2").enqueue(T + 1),
-            writes.marker_write("tu-2", "ru-9", "followUpMail", "x", "k3").enqueue(T),
-        ])
+        st = RouterState(prefix="ev-")
+        events = [
+            writes.marker_write("tu-1", ru, "followUpChat", "2026-11-30T08:00:00Z", "k1").event("followUpChat", "set", {}),
+            writes.marker_write("tu-1", ru, "followUpChat", None, "k2").event("followUpChat", "clear", {}),
+            writes.marker_write("tu-2", "ru-9", "followUpMail", "x", "k3").event("followUpMail", "set", {}),
+        ]
+        await s.commit(route(st, events, T, {"stack": "stack"}).ops())
         assert await s.pending_markers("tu-1") == {(ru, "followUpChat"): None}
         assert await s.pending_markers("tu-2") == {("ru-9", "followUpMail"): "x"}
-        rows = await s.outbox_rows()
-        assert [(r.tu, r.ru, r.marker) for r in rows][:1] == [("tu-1", ru, "followUpChat")]
+        rows = await RouterStore(s).deliveries()
+        assert [(r.tu, r.ru, r.subject) for r in rows][:1] == [("tu-1", ru, "followUpChat")]
 
 
 async def test_the_migration_fills_the_columns_of_rows_queued_before_it(tmp_path):
@@ -42,7 +45,7 @@ async def test_the_migration_fills_the_columns_of_rows_queued_before_it(tmp_path
     conn.close()
     async with await Store.open(path) as s:
         # schema v6 carried both rows onto the router's stack channel, in order, columns kept
-        assert await s.outbox_rows() == []
+        assert await s.read(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]) == 0
         rows = await RouterStore(s).deliveries()
         assert [(r.tu, r.ru, r.subject, r.idem_key, r.status, r.channel) for r in rows] == [
             ("tu-1", "ru-1", "followUpChat", "a", "pending", "stack"),
