@@ -392,6 +392,8 @@ class SidecarApp:
                         if virtual:
                             assert isinstance(clock, VirtualClock)
                             at = ev.received_at
+                            if a.stop_at_due and i > 0 and self._acts_before(clock, at):
+                                break  # the caller sends the rest once it saw that
                             if at is not None and (not clock.is_set or at > clock.now()):
                                 if not math.isfinite(at):
                                     raise InvalidParams("platform.events: received_at must be finite")
@@ -412,6 +414,16 @@ class SidecarApp:
             for res, mark in zip(results, marks):
                 res["seq"] = step_seqs.get(mark, seq0)
         return {"taken": len(results), "results": results, "now": self._now_or_none()}
+
+    def _acts_before(self, clock: VirtualClock, at: float | None) -> bool:
+        """``platform.events`` with ``stop_at_due``: would a timer or a delivery pass of the
+        sidecar's own run before an event received at ``at`` (None: now)?  An outbox attempt
+        due now counts too (``next_due`` leaves it out: the next input makes it)."""
+        if self._pump_kick.is_set() or self._others_due or self.executor.outbox_due_pending():
+            return True
+        due = self.engine.next_due(None)  # every timer, an outbox attempt due by now included
+        limit = clock.now() if at is None or at <= clock.now() else at
+        return due is not None and due <= limit
 
     async def _batch_event(self, ev: p.PlatformEvent) -> dict:
         """One event of a batch as one step of the open group; a refusal is its error result."""
