@@ -419,7 +419,7 @@ class SidecarApp:
         """``platform.events`` with ``stop_at_due``: would a timer or a delivery pass of the
         sidecar's own run before an event received at ``at`` (None: now)?  An outbox attempt
         due now counts too (``next_due`` leaves it out: the next input makes it)."""
-        if self._pump_kick.is_set() or self._others_due or self.executor.outbox_due_pending():
+        if self._pump_kick.is_set() or self.deliveries.others_due or self.executor.outbox_due_pending():
             return True
         due = self.engine.next_due(None)  # every timer, an outbox attempt due by now included
         limit = clock.now() if at is None or at <= clock.now() else at
