@@ -74,7 +74,7 @@ from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.methods import Methods
-from sidecar.paging import budget, page
+from sidecar.paging import MAX_LIMIT, budget, page
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
@@ -292,11 +292,12 @@ class SidecarApp:
         Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
         "task_id", "detail", "text"}], "next"}`` (``at`` unix seconds; one page under the frame
         cap, :mod:`sidecar.paging`); rows past the retention are gone."""
+        limit = a.limit or MAX_LIMIT
         found = await self.store.decisions(a.tu, a.ru, since=a.since, after_id=a.after_id,
-                                           limit=a.limit + 1)
+                                           limit=limit + 1)
         for row in found:
             row["text"] = explain(row)
-        rows, nxt = page(found, a.limit, budget(self.settings.max_frame), lambda r: r["id"])
+        rows, nxt = page(found, limit, budget(self.settings.max_frame), lambda r: r["id"])
         return {"tu": a.tu, "ru": a.ru, "since": a.since, "decisions": rows, "next": nxt}
 
     async def _status(self, a: p.Status) -> dict:

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sidecar.paging import Cursor, Limit, Weight
+
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
 Project = Literal["golden", "chathouse", "prime"]
@@ -153,8 +155,8 @@ class Why(Params, kw_only=True):
     tu: Id
     ru: Id
     since: float | None = None
-    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
+    after_id: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 # ---- sender health: the manage API (seed 000 §6; DESIGN §10 "Management") ------------------
@@ -244,8 +246,8 @@ class SenderHistory(Params, kw_only=True):
 
     sender: SenderName
     since: float | None = None
-    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 500
+    after_id: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 500
 # ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
 # Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
@@ -257,8 +259,8 @@ class RulesList(Params, kw_only=True):
     Answer ``{"rules": [rule…], "match_mode", "next": [weight, name] | null}``, never past the
     frame cap."""
 
-    after: tuple[int, str] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
+    after: tuple[Weight, str] | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
@@ -294,8 +296,8 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None  # ≤ 0 meant "every row"
+    after_seq: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):
