@@ -235,7 +235,8 @@ class SenderRef(Params, kw_only=True):
     no-op).  Answer ``{"sender": SenderView}`` (recover: and ``"recovered": bool``)."""
 
     sender: SenderName
-    by: str = "manual"
+    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\A[^\x00-\x1f\x7f]+\Z")] = "manual"
+    # ``by`` goes into a history row's note and the log: bounded, no control characters
 
 
 class SenderHistory(Params, kw_only=True):
