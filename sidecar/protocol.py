@@ -69,9 +69,15 @@ class PlatformEvents(Params, kw_only=True):
     an instant at which the Stack outbox is due, the sidecar stops before it and answers with
     ``taken`` < len(events): send the rest again (the driver plays Stack on its own clock and
     must be at that instant).  On the wall clock ``received_at`` is informational, as in
-    ``platform.event``, and every event is taken."""
+    ``platform.event``, and every event is taken.
+
+    ``stop_at_due`` (virtual clock; a replayer that must see what the sidecar does by itself
+    before it sends later events): stop before any event but the first when a timer or a
+    delivery pass of the sidecar's own is due at or before its ``received_at`` — so between
+    the events of one call only the events run — and answer ``taken`` < len(events)."""
 
     events: list[PlatformEvent]
+    stop_at_due: bool = False
 
 
 class PlatformReconnected(Params, kw_only=True):
