@@ -110,7 +110,7 @@ def _binop(op: str, left: Any, right: Any) -> None:
     """Refuse ``left op right`` before it runs when its result would be too big."""
     if op == "*":
         for seq, n in ((left, right), (right, left)):
-            if _size(seq) and isinstance(n, int):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int):
                 _need(_size(seq) * max(n, 0), "'*' repetition")
         if isinstance(left, int) and isinstance(right, int) and \
                 left.bit_length() + right.bit_length() > MAX_BITS:
@@ -145,6 +145,17 @@ def _check_method(obj: Any, args: tuple, kwargs: dict) -> None:
         _need(_replace_size(owner, args[0], args[1]), "str.replace")
     elif name == "join" and args:
         _need(_join_size(owner, args[0]), "str.join")
+
+
+def _int_units(op: str, left: Any, right: Any) -> int:
+    """Big-integer ``*`` ``//`` ``%`` ``**`` cost about the product of the operands' sizes in
+    words (schoolbook division: 64 000-bit ``//`` 32 000-bit took 1.3 ms; it was uncharged)."""
+    if not (isinstance(left, int) and isinstance(right, int)) or op not in ("*", "//", "%", "**"):
+        return 0
+    wl, wr = left.bit_length() >> 6, right.bit_length() >> 6
+    if op == "**":
+        wl = wr = (left.bit_length() * max(right, 0)) >> 6  # the result's words, squared
+    return (wl + 1) * (wr + 1) // 16
 
 
 def _replace_size(s: str, old: str, new: str) -> int:
@@ -249,6 +260,16 @@ def _body_weight(body: list[nodes.Node]) -> int:
     return sum(1 + sum(1 for _ in n.find_all(nodes.Node)) for n in body)
 
 
+@jinja2.pass_context
+def _charge_size(ctx: Any, value: Any, what: str) -> Any:
+    _steps().charge(1 + _size(value), what)
+    return value
+
+
+def _sized(expr: nodes.Expr, what: str = "a comparison") -> nodes.Expr:
+    return nodes.Filter(expr, "_sized", [nodes.Const(what)], [], None, None, lineno=expr.lineno)
+
+
 class _CountLoops(NodeTransformer):
     """Route every loop's iterable through ``_steps``, every ``~`` through ``_concat``."""
 
@@ -272,6 +293,20 @@ class _CountLoops(NodeTransformer):
         node.body.insert(0, nodes.ExprStmt(charge, lineno=node.lineno))
         return node
 
+    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
+        # a comparison scans its operands (``l == m`` of two 200 K lists, ``'b' in s``): each
+        # operand goes through ``_sized``, which charges its size and returns it unchanged
+        self.generic_visit(node)
+        node.expr = _sized(node.expr)
+        for op in node.ops:
+            op.expr = _sized(op.expr)
+        return node
+
+    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
+        # Jinja compiles a slice to plain Python slicing (no ``getitem`` hook): a copy, charged
+        self.generic_visit(node)
+        return _sized(node, "a slice") if isinstance(node.arg, nodes.Slice) else node
+
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
         return nodes.Filter(nodes.Tuple(list(node.nodes), "load", lineno=node.lineno), "_concat",
@@ -285,7 +320,7 @@ _FRAME_KWARGS = frozenset({"caller", "_loop_vars", "_block_vars"})
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """See the module rules."""
 
-    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    intercepted_binops = frozenset({"*", "**", "%", "+", "//", "/", "-"})
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -311,6 +346,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             self.tests[name] = cost.charging(name, cast(Callable[..., Any], test), "test")
         self.filters["_steps"] = _count_steps  # charges per step itself
         self.filters["_charge_body"] = _charge_body
+        self.filters["_sized"] = _charge_size
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         # Jinja's one parse hook (``parse`` and ``compile`` both call it; jinja2 >= 3.1): the
@@ -320,13 +356,15 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _binop(operator, left, right)
+        _steps().charge(_int_units(operator, left, right), f"'{operator}'")
         result = super().call_binop(context, operator, left, right)
         _steps().charge(1 + cost.check_size(result, f"'{operator}'"), f"'{operator}'")
         return result
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         steps = _steps()
-        units = CALL_COST + sum(_size(a) for a in args)
+        # a method works on its receiver too: ``s.count('a')`` scans all of ``s``
+        units = CALL_COST + _size(getattr(__obj, "__self__", None)) + sum(_size(a) for a in args)
         units += sum(_size(v) for k, v in kwargs.items() if k not in _FRAME_KWARGS)
         steps.charge(units, "a call")
         _check_method(__obj, args, kwargs)

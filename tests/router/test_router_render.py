@@ -128,6 +128,15 @@ COSTLY = {  # the breaker's t5/t6 templates that ran for seconds (or made values
     "wordwrap_one": "{{ ('ab '*80000)|wordwrap(3)|length }}",
     "str_add_loop": "{% set l = 'x'*250000 %}{% for i in range(9000) %}{% set m = l + 'y' %}{% endfor %}x",
     "map_calls": "{% for i in range(9000) %}{% set x = range(1000)|map('string')|list %}{% endfor %}x",
+    # found while measuring the budget: work that no call, filter or binop hook saw
+    "compare_lists": "{% set l = [1]*200000 %}{% set m = [1]*200000 %}{% for i in range(10000) %}"
+                     "{% if l == m %}{% endif %}{% endfor %}",
+    "method_receiver": "{% set s = 'a'*250000 %}{% for i in range(10000) %}{% set x = s.count('a') %}{% endfor %}",
+    "list_method": "{% set l = [1]*200000 %}{% for i in range(10000) %}{% set x = l.count(2) %}{% endfor %}",
+    "slice_copy": "{% set l = [1]*200000 %}{% for i in range(10000) %}{% set x = l[1:] %}{% endfor %}",
+    "bigint_division": "{% set a = 2**32000 %}{% set b = a * a %}{% set c = a + 1 %}"
+                       "{% for i in range(9000) %}{% set d = b // c %}{% endfor %}x",
+    "bigint_mul": "{% set a = 2**32000 - 1 %}{% for i in range(9000) %}{% set c = a * a %}{% endfor %}x",
     "macro_body": "{% macro m() %}" + "{% set a = 1 %}" * 200 + "{% endmacro %}"
                   "{% for i in range(9000) %}{{ m() }}{% endfor %}",
 }
