@@ -147,17 +147,6 @@ def _check_method(obj: Any, args: tuple, kwargs: dict) -> None:
         _need(_join_size(owner, args[0]), "str.join")
 
 
-def _int_units(op: str, left: Any, right: Any) -> int:
-    """Big-integer ``*`` ``//`` ``%`` ``**`` cost about the product of the operands' sizes in
-    words (schoolbook division: 64 000-bit ``//`` 32 000-bit took 1.3 ms; it was uncharged)."""
-    if not (isinstance(left, int) and isinstance(right, int)) or op not in ("*", "//", "%", "**"):
-        return 0
-    wl, wr = left.bit_length() >> 6, right.bit_length() >> 6
-    if op == "**":
-        wl = wr = (left.bit_length() * max(right, 0)) >> 6  # the result's words, squared
-    return (wl + 1) * (wr + 1) // 16
-
-
 def _replace_size(s: str, old: str, new: str) -> int:
     hits = len(s) + 1 if old == "" else s.count(old)
     return len(s) + hits * max(len(new) - len(old), 0)
@@ -256,8 +245,7 @@ def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0)
     return total
 
 
-def _body_weight(body: list[nodes.Node]) -> int:
-    return sum(1 + sum(1 for _ in n.find_all(nodes.Node)) for n in body)
+
 
 
 @jinja2.pass_context
@@ -274,7 +262,7 @@ class _CountLoops(NodeTransformer):
     """Route every loop's iterable through ``_steps``, every ``~`` through ``_concat``."""
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
-        weight = _body_weight(node.body) + _body_weight(node.else_)
+        weight = cost.body_weight(node.body) + cost.body_weight(node.else_)
         self.generic_visit(node)
         node.iter = nodes.Filter(node.iter, "_steps", [nodes.Const(weight)], [], None, None,
                                  lineno=node.lineno)
@@ -287,7 +275,7 @@ class _CountLoops(NodeTransformer):
         return self._charge_body(node)
 
     def _charge_body(self, node: Any) -> nodes.Node:
-        weight = _body_weight(node.body)
+        weight = cost.body_weight(node.body)
         self.generic_visit(node)
         charge = nodes.Filter(nodes.Const(weight), "_charge_body", [], [], None, None, lineno=node.lineno)
         node.body.insert(0, nodes.ExprStmt(charge, lineno=node.lineno))
@@ -356,7 +344,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _binop(operator, left, right)
-        _steps().charge(_int_units(operator, left, right), f"'{operator}'")
+        _steps().charge(cost.int_units(operator, left, right), f"'{operator}'")
         result = super().call_binop(context, operator, left, right)
         _steps().charge(1 + cost.check_size(result, f"'{operator}'"), f"'{operator}'")
         return result
