@@ -37,6 +37,7 @@ from markupsafe import Markup
 
 MAX_STEPS = 10_000  # loop iterations + range() items per render
 MAX_WORK = 1_000_000  # work units per render (see module rules)
+EVENT_WORK = 4 * MAX_WORK  # work units of every render of one event together (its fan-out)
 MAX_SIZE = 256 * 1024  # characters / items of any value a template produces
 CALL_COST = 200  # a call: a macro invocation ~4 µs, a method ~9 µs, a recursive loop() ~10 µs
 FILTER_COST = 20  # a filter or test call, apart from its input
@@ -52,6 +53,20 @@ WEIGHTS: dict[str, int] = {
 LOG_WEIGHTS: dict[str, int] = {"sort": 2, "dictsort": 2, "groupby": 2}
 
 
+class EventWork:
+    """The work units left to the renders of one event (:data:`EVENT_WORK`): an event fanned out
+    to many rules × 50 actions, each at its own budget, cost that many times the budget."""
+
+    def __init__(self, units: int = EVENT_WORK) -> None:
+        self.left = units
+
+    def steps(self) -> Steps:
+        if self.left >= MAX_WORK:
+            return Steps()
+        return Steps(work_limit=self.left, budget=f"the event's remaining budget ({EVENT_WORK} units "
+                                                  "for all its templates)")
+
+
 class TemplateTooCostly(SecurityError):
     """A render went past one of the bounds (see module rules)."""
 
@@ -59,9 +74,11 @@ class TemplateTooCostly(SecurityError):
 class Steps:
     """The loop steps and work units a render has taken (tests read ``taken`` / ``work``)."""
 
-    def __init__(self, limit: int = MAX_STEPS, work_limit: int = MAX_WORK) -> None:
+    def __init__(self, limit: int = MAX_STEPS, work_limit: int = MAX_WORK,
+                 budget: str = "the work budget") -> None:
         self.limit = limit
         self.work_limit = work_limit
+        self.budget = budget
         self.taken = 0
         self.work = 0
 
@@ -73,7 +90,7 @@ class Steps:
     def charge(self, units: int, what: str) -> None:
         if self.work + units > self.work_limit:
             raise TemplateTooCostly(
-                f"template too costly: {what} would pass the work budget "
+                f"template too costly: {what} would pass {self.budget} "
                 f"({self.work + units} of {self.work_limit} units)")
         self.work += units
 

@@ -11,7 +11,7 @@ from sidecar.router.model import Event
 from sidecar.router.render import MAX_TEXT, TemplateFailure, compile_template, render
 from sidecar.router.route import route
 from sidecar.router.sandbox import MAX_STEPS, MAX_WORK, Steps
-from sidecar.router.cost import CALL_COST, FILTER_COST
+from sidecar.router.cost import CALL_COST, EVENT_WORK, FILTER_COST
 
 from routerhelp import T0, TARGETS, make_state
 
@@ -210,3 +210,20 @@ def test_a_recursive_macro_fails_its_delivery_terminally():
     (d,) = route(st, [EV], T0, TARGETS).deliveries
     assert d.status == "failed"
     assert d.last_error.startswith("terminal: template too costly")
+
+
+def test_the_renders_of_one_event_share_a_budget():
+    """An event fanned out to 50 actions (and any number of rules), each template just under its
+    own budget, would cost 50 budgets: the event's renders share EVENT_WORK."""
+    heavy = "{% for i in range(9000) %}" + "{% set a = i %}" * 20 + "{% endfor %}ok"
+    steps = Steps()
+    assert render(heavy, EV, steps) == "ok" and MAX_WORK // 2 < steps.work <= MAX_WORK
+    st = make_state({"name": "r", "actions": [{"target": "ops-telegram", "template": heavy}] * 50})
+    rows = route(st, [EV], T0, TARGETS).deliveries
+    ok = [d for d in rows if d.status == "pending"]
+    failed = [d for d in rows if d.status == "failed"]
+    assert len(ok) == EVENT_WORK // steps.work and len(ok) + len(failed) == 50
+    assert all(d.last_error.startswith("terminal: template too costly") and "event's remaining budget"
+               in d.last_error for d in failed)
+    # the next event has its own budget
+    assert [d.status for d in route(st, [EV], T0 + 1, TARGETS).deliveries].count("pending") == len(ok)
