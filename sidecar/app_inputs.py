@@ -33,7 +33,7 @@ from platform_clients import client_for
 from sidecar import protocol as p
 from sidecar.app_deliveries import StepFn
 from sidecar.config import Settings
-from sidecar.paging import budget, page
+from sidecar.paging import MAX_LIMIT, budget, page
 from sidecar.core.clock import Clock
 from sidecar.routing import RouterComponent
 from sidecar.runtime.decisions import explain
@@ -161,10 +161,11 @@ class Inputs:
 
         Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
         "task_id", "detail", "text"}], "next"}`` (``at`` unix seconds; one page under the frame
-        cap, :mod:`sidecar.paging`); rows past the retention are gone."""
+        cap, :mod:`sidecar.paging`); rows past the retention are gone.  ``limit`` null: 1000."""
+        limit = a.limit or MAX_LIMIT
         found = await self.store.decisions(a.tu, a.ru, since=a.since, after_id=a.after_id,
-                                           limit=a.limit + 1)
+                                           limit=limit + 1)
         for row in found:
             row["text"] = explain(row)
-        rows, nxt = page(found, a.limit, budget(self.settings.max_frame), lambda r: r["id"])
+        rows, nxt = page(found, limit, budget(self.settings.max_frame), lambda r: r["id"])
         return {"tu": a.tu, "ru": a.ru, "since": a.since, "decisions": rows, "next": nxt}
