@@ -8,8 +8,8 @@ Rules / theory of operation
   a router target; ``stack`` is one too and always exists.
 * **May this sender send now?** (:meth:`may_send`): ``active`` and past its pacing / rest →
   yes, and the attempt starts now (the machine's ``Sent``: the active group's send interval
-  paces the next one).  In cooldown → no, ask again at the planned exit plus the 10 min rest
-  (``not_before``); in Need Check → no, ``not_before`` None: the router parks the row until
+  paces the next one).  In cooldown → no, ask again at the planned exit plus the rest (10 min; 0 for
+  the built-in Stack group) (``not_before``); in Need Check → no, ``not_before`` None: the router parks the row until
   :meth:`recover` releases the sender (:class:`~sidecar.router.attempt.ReleaseTarget`).  A
   refused row is not an attempt and keeps its place (the router's ``DeferDelivery``).
 * **Outcomes** (:meth:`report`) — one per ATTEMPT, i.e. per HTTP request (seed 000 §1 "+1 per
