@@ -14,15 +14,25 @@ Rules / theory of operation
   text fields of a row are cut to :data:`MAX_FIELD` characters in list views (:func:`cut_text`;
   the row says so), and stored values that a list echoes whole (rules) are bounded when they
   are written.
+* Every integer a list takes is bounded where it is decoded (:data:`Cursor`, :data:`Limit`,
+  :data:`Weight`), so a cursor past SQLite's int64 (or past the integers a JavaScript client
+  holds exactly) is refused with -32602 naming the field, never an OverflowError.
+  ``limit: null`` means the method's default, as an absent ``limit`` does.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
 MAX_LIMIT = 1000  # rows per page
+INT64_MAX = 2 ** 63 - 1  # SQLite's INTEGER
+JS_SAFE_MAX = 2 ** 53 - 1  # the largest integer a JavaScript number holds exactly
+
+Cursor = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]  # a row id / seq after which to page
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)]  # rows per page; None = the default
+Weight = Annotated[int, msgspec.Meta(ge=-JS_SAFE_MAX, le=JS_SAFE_MAX)]  # a rule's weight
 SLACK = 8192  # bytes kept for the JSON-RPC envelope (id, jsonrpc) and the answer's other fields
 MAX_FIELD = 16 * 1024  # characters of one text field of a row in a list view
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sidecar.paging import Cursor, Limit, Weight
+
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
 Project = Literal["golden", "chathouse", "prime"]
@@ -67,9 +69,15 @@ class PlatformEvents(Params, kw_only=True):
     an instant at which the Stack outbox is due, the sidecar stops before it and answers with
     ``taken`` < len(events): send the rest again (the driver plays Stack on its own clock and
     must be at that instant).  On the wall clock ``received_at`` is informational, as in
-    ``platform.event``, and every event is taken."""
+    ``platform.event``, and every event is taken.
+
+    ``stop_at_due`` (virtual clock; a replayer that must see what the sidecar does by itself
+    before it sends later events): stop before any event but the first when a timer or a
+    delivery pass of the sidecar's own is due at or before its ``received_at`` — so between
+    the events of one call only the events run — and answer ``taken`` < len(events)."""
 
     events: list[PlatformEvent]
+    stop_at_due: bool = False
 
 
 class PlatformReconnected(Params, kw_only=True):
@@ -157,8 +165,8 @@ class Why(Params, kw_only=True):
     tu: Id
     ru: Id
     since: float | None = None
-    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
+    after_id: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 # ---- sender health: the manage API (seed 000 §6; DESIGN §10 "Management") ------------------
@@ -237,7 +245,8 @@ class SenderRef(Params, kw_only=True):
     no-op).  Answer ``{"sender": SenderView}`` (recover: and ``"recovered": bool``)."""
 
     sender: SenderName
-    by: str = "manual"
+    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\A[^\x00-\x1f\x7f]+\Z")] = "manual"
+    # ``by`` goes into a history row's note and the log: bounded, no control characters
 
 
 class SenderHistory(Params, kw_only=True):
@@ -248,8 +257,8 @@ class SenderHistory(Params, kw_only=True):
 
     sender: SenderName
     since: float | None = None
-    after_id: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 500
+    after_id: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 500
 # ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
 # Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
@@ -261,8 +270,8 @@ class RulesList(Params, kw_only=True):
     Answer ``{"rules": [rule…], "match_mode", "next": [weight, name] | null}``, never past the
     frame cap."""
 
-    after: tuple[int, str] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1000
+    after: tuple[Weight, str] | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
@@ -298,8 +307,8 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     status: str | None = None
     target: str | None = None
     since: float | None = None
-    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None  # ≤ 0 meant "every row"
+    after_seq: Cursor | None = None
+    limit: Limit | None = None  # null / absent: 1000
 
 
 class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):

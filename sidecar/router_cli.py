@@ -21,9 +21,11 @@ import sqlite3
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from sidecar.core.clock import WallClock
+from sidecar.paging import INT64_MAX
 
 STATUSES = ("pending", "delivered", "failed", "skipped", "duplicate")
 _COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "rule", "target",
@@ -32,6 +34,23 @@ _COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "ru
 
 class Unavailable(Exception):
     """The data dir has no readable router tables; the message says why."""
+
+
+MAX_ROWS = 100_000  # --limit: rows one command prints
+
+
+def _bounded(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``lo..hi`` (a cursor past SQLite's int64 was an
+    OverflowError traceback; ``--limit 0`` printed a row) — else one line and exit 2."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is not in {lo}..{hi}")
+        return n
+    return parse
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -43,9 +62,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--status", choices=STATUSES, help="only rows with this status")
     d.add_argument("--target", help="only rows to this target (e.g. stack, ops-telegram)")
     d.add_argument("--since", help="events at or after: ISO-8601 instant or a span back from now: 90m, 6h, 2d")
-    d.add_argument("--limit", type=int, default=200,
-                   help="at most this many rows: the newest, or the first after --after (default 200)")
-    d.add_argument("--after", type=int, metavar="SEQ",
+    d.add_argument("--limit", type=_bounded(1, MAX_ROWS), default=200,
+                   help=f"at most this many rows (1..{MAX_ROWS}): the newest, or the first after "
+                        "--after (default 200)")
+    d.add_argument("--after", type=_bounded(0, INT64_MAX), metavar="SEQ",
                    help="page forward: the rows after this seq, oldest first (the 'more rows' hint gives it)")
     d.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 

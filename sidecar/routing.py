@@ -197,7 +197,8 @@ class RouterComponent:
     async def _rules_list(self, a: p.RulesList) -> dict:
         after = None if a.after is None else (a.after[0], a.after[1])
         rules = [r for r in self.router.rules() if after is None or (r["weight"], r["name"]) > after]
-        views, nxt = page(rules[:a.limit + 1], a.limit, self.page_bytes,
+        limit = a.limit or MAX_LIMIT
+        views, nxt = page(rules[:limit + 1], limit, self.page_bytes,
                           lambda r: [r["weight"], r["name"]])
         return {"rules": views, "match_mode": self.router.state.match_mode, "next": nxt}
 

@@ -10,7 +10,9 @@ Rules / theory of operation
   earliest of the next queue item and every machine's ``next_due``, so a task a timer creates is
   seen at its instant and answered at exactly ``created_at + delay``.  A machine that gave no
   ``next_due`` (an older binary) is driven in steps of at most :attr:`Replay.tick` seconds.
-  After each advance the driver acks the notification stream (``stream.ack``).
+  The bridge client acknowledges the notification stream by itself (``stream.ack`` every 64
+  notifications or after 50 ms of quiet); an ack after every advance was a frame more per
+  advance that woke the sidecar for nothing (issue 11 item 3).
 * Machines: ``m1`` is started first (data dir ``<data-dir>/m1``) and is *current*.  ``login``
   without ``fresh`` goes to the current machine; ``"fresh": true`` starts a new machine with an
   empty data dir that becomes current (the shift change to another operator's computer) — except
@@ -37,19 +39,21 @@ Rules / theory of operation
   machine the replay starts, ``manage`` lines of ``groups.*`` / ``senders.*`` are called on the
   current machine (an expected ``error`` must come with that code and change nothing),
   ``sender`` / ``history`` expectations ask the machines (``senders.get``, ``senders.history``).
-* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): a world
-  line whose frames are all platform events, due when no sidecar acts before it, travels as ONE
-  ``platform.events`` frame whose events' ``received_at`` advances the clock — instead of
-  ``clock.advance_to`` then ``platform.event``.  Its world change waits until the sidecar has
-  begun handling it: a ``platform.request`` with ``batch_seen`` 0 (a timer before the event) is
-  answered from the world before the line, one with ``batch_seen`` ≥ 1 after it, so every answer
-  is the world as of the requesting step, as one by one.  Only while one sidecar runs (an
-  advance goes to every running machine).  Routing-world lines never travel batched (they are
-  no platform events).  The sidecar's advance inside the frame sends deliveries (Stack's
-  flushes included) at their instants exactly as ``clock.advance_to`` does (a ``taken`` short of
-  the events sent: the frame's rest is sent again), so the receivers and the reference Stack see
-  the same calls at the same driver instants.  The result — tasks, trace,
-  deliveries, expectations, samples — is the same as without batching; the tests compare both.
+* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): every world
+  line (and an operator's chat/mail answer as a frame's first item) up to the next sync point
+  travels in ONE ``platform.events`` frame whose events' ``received_at`` advance the clock —
+  instead of ``clock.advance_to`` then ``platform.event`` per line.  Sync points: a line that is
+  no platform event, an operator answer, the answer horizon (the operator's shortest delay after
+  the earliest instant a task of the frame can be created), and — told by the sidecar itself
+  (``stop_at_due``: ``taken`` short, the rest goes back to the queue) — any timer or delivery
+  of its own due before a later event.  World changes wait until the sidecar begins their
+  event (``batch_seen`` of ``platform.request``), notifications are handed on after the frame in
+  stream order with each line's sample at its event's ``seq``: module :mod:`electron_stub.batch`.
+  Only while one sidecar runs (an advance goes to every running machine); routing-world lines
+  never travel batched.  Only the first event of a frame may have timers before it, so the
+  reference Stack and the receivers see every call at the driver instant one by one has.  The
+  result — tasks, trace, deliveries, expectations, samples — is the same as without batching;
+  the tests compare both.
 * **Stack flushes**: on the virtual clock a sidecar sends Stack's new writes at most every
   ``stack_flush_interval_s`` (``sidecar.router.cadence``), so wherever the driver reads the
   reference Stack it first calls ``stack.flush`` on every running sidecar: before a ``marker``
@@ -70,9 +74,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from electron_stub import answers, encode, keyed
+from electron_stub import answers, batch, encode, keyed
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
+from electron_stub.batch import Frame, Item
 from electron_stub.machine import Machine
 from electron_stub.progress import ReplayProgress
 from electron_stub.report import RunStats, mail_candidates
@@ -100,7 +105,8 @@ class Replay:
                  batch: bool = True) -> None:
         self.sc, self.binary, self.quiet = scenario, binary, quiet
         self.batch = batch  # world events with their advance in one platform.events frame
-        self._unapplied: Any = None  # the batched line whose world change waits (module rules)
+        self._frame: Frame | None = None  # the platform.events frame in flight (module batch)
+        self.frame_events: Counter = Counter()  # events taken per platform.events frame -> frames
         # the machines' stderr logs outlive the run only in a data dir the caller keeps
         self.logs_kept = bool(data_dir) if logs_kept is None else logs_kept
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="sidecar-stub-")
@@ -125,6 +131,7 @@ class Replay:
         self._order = itertools.count()
         op = scenario.header.operator
         lo = min(op.chat_delay_s[0], op.mail_delay_s[0])
+        self.answer_lo = lo  # no task is answered sooner after its creation (module batch)
         self.tick = max(0.5, lo)
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see _note_due
         self._bar: ReplayProgress | None = None  # progress display, made at the first advance
@@ -133,6 +140,12 @@ class Replay:
     # ---- callbacks from machines -----------------------------------------------------------
 
     def on_notification(self, m: Machine, method: str, params: Any) -> None:
+        if self._frame is not None:  # handed on after the frame, in order (module batch)
+            self._frame.held.append((m, method, params))
+            return
+        self._notification(m, method, params)
+
+    def _notification(self, m: Machine, method: str, params: Any) -> None:
         if not isinstance(params, dict):
             return
         if method == "task.created":
@@ -153,8 +166,10 @@ class Replay:
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
-        if self._unapplied is not None and (params.get("batch_seen") or 0) >= 1:
-            self._apply_world(self._unapplied)  # the batched event is being handled now
+        if self._frame is not None:  # the world as of the event being handled (module batch)
+            at = self._frame.seen(params.get("batch_seen") or 0)
+            if at is not None:
+                self.now = self.start + at
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
@@ -265,7 +280,6 @@ class Replay:
         if not running:
             return
         await asyncio.gather(*(self._send(m, "clock.advance_to", {"t": self.now}) for m in running))
-        await asyncio.gather(*(m.ack() for m in running))
 
     async def _flush_stack(self) -> None:
         """Before the driver (or another machine) reads Stack: every running sidecar sends its
@@ -379,15 +393,17 @@ class Replay:
                     stop = self._next_stop(target, t_rel)
                     if stop >= target and self._world_only(target):
                         # no sidecar acts before ``target`` and the line sends it nothing: the
-                        # world changes without a round trip (the next advance sees it in time)
-                        t_rel = target
-                        self.now = self.start + t_rel
-                        continue
-                    if stop >= target - 1e-9 and (merged := self._batchable()) is not None:
-                        heapq.heappop(self.queue)
-                        t_rel = target
-                        await self._batched_line(merged[0], merged[1], t_rel)
+                        # world changes without a round trip (the next advance sees it in time).
+                        # The sidecars' clocks stay at ``t_rel``: a line at the same instant
+                        # that sends them something is sent after its own advance, never to a
+                        # sidecar whose clock lags behind the line
+                        self.now = self.start + target
+                        await self._apply(heapq.heappop(self.queue)[3])
                         played += 1
+                        continue
+                    if stop >= target - 1e-9 and (taken := self._take_frame(end)) is not None:
+                        t_rel, lines = await self._play_frame(*taken)
+                        played += lines
                         self._progress(wall0, t_rel, end)
                         continue
                     t_rel = stop
@@ -511,54 +527,111 @@ class Replay:
         else:
             await self._world_line(line)
 
-    # ---- batched frames ---------------------------------------------------------------------
+    # ---- batched frames (module electron_stub.batch) ----------------------------------------
 
-    def _batchable(self) -> tuple[Machine, Any] | None:
-        """The queue's next item as ``(machine, line)`` when it may travel as one
-        ``platform.events`` frame with its advance (module rules), else None."""
-        if not self.batch or not self.queue or self.queue[0][1] != TIMELINE:
-            return None
-        line = self.queue[0][3]
-        if type(line) in NOT_WORLD or type(line) in ROUTING_LINES:
+    def _take_frame(self, end: float) -> tuple[Machine, Frame] | None:
+        """Pop the queue items that travel in the next ``platform.events`` frame (module
+        ``batch``: up to the next sync point), or None when the queue's head does not."""
+        if not self.batch or not self.queue:
             return None
         running = [m for m in self.machines if m.running]
-        m = self.tu_machine.get(getattr(line, "tu", None) or "")
-        if len(running) != 1 or m is not running[0]:
+        if len(running) != 1:
+            return None  # an advance goes to every running machine
+        m = running[0]
+        first = self._frame_item(self.queue[0], m, first=True)
+        if first is None or first.event is None:
             return None
-        frames = encode.frames_for(line, self.start + self.queue[0][0], self.world)
-        if not frames or any(method != "platform.event" for method, _ in frames):
-            return None
-        return m, line
+        heapq.heappop(self.queue)
+        items, n = [first], 1
+        if m.name in self.due:  # unknown next_due (an older binary): one item a frame
+            due = self.due[m.name]
+            # no task of this frame is created before ``created`` nor answered sooner than
+            # answer_lo after its creation: items before the horizon precede every such answer
+            created = first.t if due is None else min(first.t, due - self.start)
+            horizon = created + self.answer_lo
+            while self.queue and n < batch.MAX_EVENTS:
+                entry = self.queue[0]
+                if entry[0] >= horizon or entry[0] > end:
+                    break
+                it = self._frame_item(entry, m, first=False)
+                if it is None:
+                    break
+                heapq.heappop(self.queue)
+                items.append(it)
+                n += it.event is not None
+        while items[-1].event is None:  # trailing world-only items need no frame
+            heapq.heappush(self.queue, items.pop().entry)
+        return m, Frame(items)
 
-    async def _batched_line(self, m: Machine, line: Any, t_rel: float) -> None:
-        """Advance every running machine (only ``m``) to ``t_rel`` and deliver ``line``'s events
-        in one ``platform.events`` frame; then the same sample as one by one."""
-        self.now = self.start + t_rel
-        events = [params for _, params in encode.frames_for(line, self.now, self.world)]
-        self._unapplied = line
+    def _frame_item(self, entry: tuple, m: Machine, *, first: bool) -> Item | None:
+        """``entry`` as an item of a frame to ``m`` (module ``batch``), or None: it ends the frame."""
+        t, phase, _, it = entry
+        now = self.start + t
+        if phase == ACTION:
+            _, task_id, channel = it
+            task = self.rec.tasks.get(task_id)
+            if not first or channel == "email" or task is None or not task.is_open \
+                    or self.tu_machine.get(task.tu) is not m or m.name not in self.due:
+                return None
+            due = self.due[m.name]
+            if due is not None and due - self.start <= t:
+                return None  # the sidecar acts first: is the task still open then? one by one
+            item_id = f"op-{task_id}"
+            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
+            if method != "platform.event":
+                return None
+
+            def sent() -> None:
+                self.op_sent[channel] += 1
+                self.rec.operator_sent(now, channel, task.project, task.tu, task.ru, task_id)
+            return Item(entry, params, apply=lambda: self.world.record_send(
+                task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
+        if type(it) in NOT_WORLD or type(it) in ROUTING_LINES:
+            return None
+        frames = encode.frames_for(it, now, self.world)
+        tu = getattr(it, "tu", None)
+        to = self.tu_machine.get(tu) if tu else None
+        apply = lambda: self._apply_world(it, now)  # noqa: E731
+        if to is None or not to.running or not frames:
+            return Item(entry, None, apply=apply)  # no frame for any sidecar: the world alone
+        if to is not m or len(frames) != 1 or frames[0][0] != "platform.event":
+            return None
+        return Item(entry, frames[0][1], apply=apply, after=lambda: self._sample(it, now))
+
+    async def _play_frame(self, m: Machine, frame: Frame) -> tuple[float, int]:
+        """Send ``frame`` as one ``platform.events`` frame (its advance inside); put back what
+        the sidecar did not take; returns the instant reached (seconds from start) and the
+        timeline lines played."""
+        events = frame.events
+        self.now = self.start + frame.items[0].t
+        self._frame = frame
         try:
-            while events:
-                answer = await self._send(m, "platform.events", {"events": events})
-                if not isinstance(answer, dict):
-                    break  # an error answer: reported by _send
-                taken = int(answer.get("taken", len(events)))
-                for ev, res in zip(events, answer.get("results", [])):
-                    if isinstance(res, dict) and not res.get("ok", True):
-                        self.stats.warnings.append(
-                            f"{m.name} answered platform.event ({ev.get('name')}) with an error: "
-                            f"{(res.get('error') or {}).get('message')}")
-                events = events[max(taken, 1):] if taken < len(events) else []
+            answer = await self._send(m, "platform.events", {"events": events, "stop_at_due": True})
         finally:
-            if self._unapplied is line:
-                self._apply_world(line)
-        await m.ack()
-        self._sample(line)
+            self._frame = None
+        taken, results = len(events), []
+        if isinstance(answer, dict):  # an error answer (reported by _send): as if all were taken
+            taken = max(1, min(taken, int(answer.get("taken", taken))))
+            results = answer.get("results") or []
+            for ev, res in zip(events, results):
+                if isinstance(res, dict) and not res.get("ok", True):
+                    self.stats.warnings.append(
+                        f"{m.name} answered platform.event ({ev.get('name')}) with an error: "
+                        f"{(res.get('error') or {}).get('message')}")
+        done, rest = frame.taken_items(taken)
+        frame.seen(taken)
+        for it in rest:
+            heapq.heappush(self.queue, it.entry)
+        self.now = self.start + done[-1].t
+        self.frame_events[taken] += 1
+        frame.hand_on(done, results, self._notification)
+        return done[-1].t, sum(it.entry[1] == TIMELINE for it in done)
 
-    def _apply_world(self, line: Any) -> None:
-        """``line``'s change to the world and to the reference Stack (at :attr:`now`)."""
-        self._unapplied = None
+    def _apply_world(self, line: Any, at: float | None = None) -> None:
+        """``line``'s change to the world and to the reference Stack at ``at`` (unix seconds;
+        None: :attr:`now`)."""
         k = type(line)
-        self.world.apply(line, self.now)
+        self.world.apply(line, self.now if at is None else at)
         if k is sc.Favorite:
             self.stack.update_favorite(line.project, line.tu, line.ru, line.changes())
         elif k is sc.Limits:
@@ -570,13 +643,13 @@ class Replay:
             field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
             self.stack.update_favorite(line.project, line.tu, line.ru, {field: k is sc.Block}, listed_only=True)
 
-    def _sample(self, line: Any) -> None:
+    def _sample(self, line: Any, at: float | None = None) -> None:
         """After an RU chat message was handled: is an ``unanswered_message`` open for the pair?"""
         if type(line) is sc.Message and line.from_ == "ru":
             fav = self.world.favorite(line.project, line.tu, line.ru) or {}
             if not (fav.get("blocked_by_tu") or fav.get("blocked_by_ru")):
                 t = self.rec.open_task(line.tu, line.ru, "unanswered_message")
-                self.samples.append(ex.MessageSample(at=self.now - self.start, tu=line.tu, ru=line.ru,
+                self.samples.append(ex.MessageSample(at=(self.now if at is None else at) - self.start, tu=line.tu, ru=line.ru,
                                                      msg_id=line.id, lineno=line.lineno,
                                                      open_task=t.task_id if t else None))
 

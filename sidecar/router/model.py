@@ -26,6 +26,8 @@ from typing import Any
 
 import msgspec
 
+from sidecar.paging import JS_SAFE_MAX
+
 #: Priorities in order (seed 002 ``PRIORITY_ORDER``).
 PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "critical")
 RANK = {p: i for i, p in enumerate(PRIORITIES)}
@@ -245,6 +247,8 @@ def parse_rule(data: Any, targets: dict[str, str] | None = None) -> Rule:
     weight = data.get("weight", 0)
     if isinstance(weight, bool) or not isinstance(weight, int):
         raise RouterInputError("weight", "must be an integer")
+    if abs(weight) > JS_SAFE_MAX:  # Electron pages rules.list by [weight, name]: exact in JS
+        raise RouterInputError("weight", f"must be within ±{JS_SAFE_MAX} (2^53 - 1)")
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
         raise RouterInputError("enabled", "must be true or false")

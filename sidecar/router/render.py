@@ -35,6 +35,7 @@ import msgspec
 from sidecar.core.clock import to_iso
 
 from .model import Event
+from .cost import EventWork
 from .sandbox import BoundedSandbox, Steps, TemplateTooCostly, bounded_render
 
 MAX_TEXT = 4096
@@ -68,17 +69,24 @@ def context(event: Event) -> dict[str, Any]:
             "action": event.action, "priority": event.priority}
 
 
-def render(template: str, event: Event, steps: Steps | None = None) -> str:
+def render(template: str, event: Event, steps: Steps | None = None,
+           pool: EventWork | None = None) -> str:
     """Render ``template`` for ``event``; missing fields are empty; at most :data:`MAX_TEXT`
     characters (cut with ``…``).  Raises :class:`TemplateFailure`.  ``steps``: the sandbox's
-    step counter (tests read the work a render did)."""
+    step counter (tests read the work a render did).  ``pool``: the work left to the event's
+    renders together (:class:`~.cost.EventWork`), charged with this render's work."""
     tpl = _compile(template)
+    if steps is None:
+        steps = pool.steps() if pool is not None else Steps()
     try:
         text, cut = bounded_render(tpl, context(event), MAX_TEXT, steps)
     except TemplateTooCostly as exc:
         raise TemplateFailure(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any failure of a user's template is the template's
         raise TemplateFailure(f"template failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if pool is not None:
+            pool.left -= steps.work
     return text[:MAX_TEXT - 1] + "…" if cut else text
 
 
@@ -103,13 +111,15 @@ def event_json(event: Event, event_id: str, at: float, message: str | None) -> b
     return _encode(body)
 
 
-def message_for(channel: str, event: Event, event_id: str, at: float, template: str | None) -> bytes:
-    """The bytes a delivery of ``event`` on ``channel`` sends.  Raises :class:`TemplateFailure`."""
+def message_for(channel: str, event: Event, event_id: str, at: float, template: str | None,
+                pool: EventWork | None = None) -> bytes:
+    """The bytes a delivery of ``event`` on ``channel`` sends (``pool``: see :func:`render`).
+    Raises :class:`TemplateFailure`."""
     if channel == "stack":
         if event.write is None:
             raise ValueError("a stack delivery needs the event's Stack write")
         return event.write.body
-    text = None if template is None else render(template, event)
+    text = None if template is None else render(template, event, pool=pool)
     if channel == "telegram":
         return (text if text is not None else default_text(event)).encode()
     return event_json(event, event_id, at, text)

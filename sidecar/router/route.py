@@ -63,6 +63,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
 from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
+from .cost import EventWork
 from .render import TemplateFailure, message_for
 from .storage import PutDedup, PutDelivery, PutThrottle
 
@@ -278,10 +279,11 @@ def route(state: RouterState, events: Sequence[Event], now: float,
                 fan.extend((hit, a.target, a.template) for a in hit.actions)
                 if first:
                     break
+        pool = EventWork()  # the event's renders share it (a fan-out of costly templates)
         for n, (by, target, template) in enumerate(fan):
             channel = "stack" if target == STACK_TARGET else targets.get(target)
             rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
-                             real, last_real))
+                             real, last_real, pool))
     return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
                    last_real=last_real, next_seq=seq)
 
@@ -292,7 +294,8 @@ _SKIPPED, _DUPLICATE = Status.SKIPPED.value, Status.DUPLICATE.value  # enum's va
 
 def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, target: str,
          channel: str | None, template: str | None, duplicate_of: float | None,
-         real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float]) -> Delivery:
+         real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float],
+         pool: EventWork | None = None) -> Delivery:
     """One delivery row, its status decided first and the row built once (issue 11 item 5: a
     base row and a copy per delivery cost ~10 % of an event)."""
     status, message, note, last_error = _PENDING, b"", None, None
@@ -301,7 +304,7 @@ def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, tar
         status, last_error = _FAILED, f"terminal: bad target {target!r} (not configured)"
     else:
         try:
-            message = message_for(channel, event, event_id, now, template)
+            message = message_for(channel, event, event_id, now, template, pool)
             error = None
         except TemplateFailure as exc:
             message, error = b"", f"terminal: {exc}"

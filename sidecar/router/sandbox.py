@@ -5,8 +5,12 @@ issue 9: a rule's template like ``{% for i in range(10**5) %}{% for j in range(1
 Rules / theory of operation
 ---------------------------
 * :class:`BoundedSandbox` is Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`
-  (no attribute tricks, no mutation) plus three bounds, each a deterministic count — never a
+  (no attribute tricks, no mutation) plus four bounds, each a deterministic count — never a
   timer (speed is measured in benchmarks, not asserted):
+  - **work**: one budget of work units per render (:mod:`.cost`): every call and macro
+    invocation, every filter and test (wrapped here once), every loop step and macro body, every
+    operator charges by the size of what it handles, before it runs — a recursive macro or a
+    ``|sort`` of a huge list inside a loop stops at :data:`MAX_WORK` (~50 ms of CPU);
   - **steps**: every item of a ``range()`` (when it is made) and every other ``{% for %}``
     iteration counts one step;
     a render may take :data:`MAX_STEPS`.  Loops are bounded by rewriting each ``For`` node's
@@ -29,62 +33,39 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import contextvars
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 from jinja2 import nodes
 from jinja2.filters import FILTERS
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import pass_environment
 from jinja2.visitor import NodeTransformer
 
-MAX_STEPS = 10_000  # loop iterations + range() items per render
-MAX_SIZE = 256 * 1024  # characters / items of any value a template produces
+from . import cost
+from .cost import CALL_COST, MAX_SIZE, MAX_STEPS, MAX_WORK, Steps, TemplateTooCostly
+
+__all__ = ["MAX_SIZE", "MAX_STEPS", "MAX_WORK", "BoundedSandbox", "Steps", "TemplateTooCostly",
+           "bounded_render"]
+
 MAX_BITS = 64 * 1024  # bits of any integer a template produces
 MAX_WIDTH = 4096  # a field width / precision in a format (the message cap: wider is pointless)
 
 
-class TemplateTooCostly(SecurityError):
-    """A render went past one of the bounds (see module rules)."""
-
-
-class Steps:
-    """The steps a render has taken."""
-
-    def __init__(self, limit: int = MAX_STEPS) -> None:
-        self.limit = limit
-        self.taken = 0
-
-    def take(self, n: int = 1) -> None:
-        if self.taken + n > self.limit:
-            raise TemplateTooCostly(f"template too costly: more than {self.limit} loop steps")
-        self.taken += n
-
-
-_STEPS: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("template_steps", default=None)
-
-
 def _steps() -> Steps:
-    s = _STEPS.get()
-    if s is None:  # rendered outside bounded_render (constant folding at compile time)
-        raise TemplateTooCostly("loops run only while rendering")
-    return s
+    return cost.current()
 
 
-def _size(value: Any) -> int:
-    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
-        return len(value)
-    return 0
+_size = cost.size
 
 
 def _check_value(value: Any, what: str) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_BITS:
         raise TemplateTooCostly(f"template too costly: {what} makes an integer over {MAX_BITS} bits")
-    if _size(value) > MAX_SIZE:
-        raise TemplateTooCostly(f"template too costly: {what} makes a value over {MAX_SIZE} items")
+    cost.check_size(value, what)
     return value
 
 
@@ -129,7 +110,7 @@ def _binop(op: str, left: Any, right: Any) -> None:
     """Refuse ``left op right`` before it runs when its result would be too big."""
     if op == "*":
         for seq, n in ((left, right), (right, left)):
-            if _size(seq) and isinstance(n, int):
+            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int):
                 _need(_size(seq) * max(n, 0), "'*' repetition")
         if isinstance(left, int) and isinstance(right, int) and \
                 left.bit_length() + right.bit_length() > MAX_BITS:
@@ -215,16 +196,24 @@ def _check_join_filter(ctx: Any, value: Any, d: Any = "", attribute: Any = None)
 
 
 @jinja2.pass_context  # never constant-folded at compile time: it counts while rendering
-def _count_steps(ctx: Any, value: Any) -> Iterator[Any]:
-    """The ``_steps`` filter every ``For`` iterates through (a ``range``'s items were counted
-    when it was made)."""
-    if isinstance(value, range):
-        yield from value
-        return
+def _count_steps(ctx: Any, value: Any, weight: int = 1) -> Iterator[Any]:
+    """The ``_steps`` filter every ``For`` iterates through: each step takes one loop step (a
+    ``range``'s items were taken when it was made) and charges ``weight`` units, the node count
+    of the loop's body."""
     steps = _steps()
+    counted = isinstance(value, range)
     for item in value:
-        steps.take()
+        if not counted:
+            steps.take()
+        steps.charge(weight, "a loop step")
         yield item
+
+
+@jinja2.pass_context
+def _charge_body(ctx: Any, weight: int) -> str:
+    """The first statement of every macro and call block: charges its body's node count."""
+    _steps().charge(weight, "a macro body")
+    return ""
 
 
 def _range(*args: int) -> range:
@@ -235,17 +224,76 @@ def _range(*args: int) -> range:
 
 def _concat(items: tuple) -> str:
     parts = [str(x) for x in items]
-    _need(sum(len(p) for p in parts), "'~'")
+    n = sum(len(p) for p in parts)
+    _need(n, "'~'")
+    _steps().charge(1 + n, "'~'")
     return "".join(parts)
+
+
+@pass_environment
+def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    """Jinja's ``sum`` with every addition size-checked and charged (``sum(start=[])`` over
+    copies of a big list made 10 M items)."""
+    if attribute is not None:
+        iterable = map(jinja2.filters.make_attrgetter(environment, attribute), iterable)
+    total = start
+    steps = _steps()
+    for item in iterable:
+        _binop("+", total, item)
+        total = total + item
+        steps.charge(1 + _size(total), "filter sum")
+    return total
+
+
+
+
+
+@jinja2.pass_context
+def _charge_size(ctx: Any, value: Any, what: str) -> Any:
+    _steps().charge(1 + _size(value), what)
+    return value
+
+
+def _sized(expr: nodes.Expr, what: str = "a comparison") -> nodes.Expr:
+    return nodes.Filter(expr, "_sized", [nodes.Const(what)], [], None, None, lineno=expr.lineno)
 
 
 class _CountLoops(NodeTransformer):
     """Route every loop's iterable through ``_steps``, every ``~`` through ``_concat``."""
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
+        weight = cost.body_weight(node.body) + cost.body_weight(node.else_)
         self.generic_visit(node)
-        node.iter = nodes.Filter(node.iter, "_steps", [], [], None, None, lineno=node.lineno)
+        node.iter = nodes.Filter(node.iter, "_steps", [nodes.Const(weight)], [], None, None,
+                                 lineno=node.lineno)
         return node
+
+    def visit_Macro(self, node: nodes.Macro) -> nodes.Node:
+        return self._charge_body(node)
+
+    def visit_CallBlock(self, node: nodes.CallBlock) -> nodes.Node:
+        return self._charge_body(node)
+
+    def _charge_body(self, node: Any) -> nodes.Node:
+        weight = cost.body_weight(node.body)
+        self.generic_visit(node)
+        charge = nodes.Filter(nodes.Const(weight), "_charge_body", [], [], None, None, lineno=node.lineno)
+        node.body.insert(0, nodes.ExprStmt(charge, lineno=node.lineno))
+        return node
+
+    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
+        # a comparison scans its operands (``l == m`` of two 200 K lists, ``'b' in s``): each
+        # operand goes through ``_sized``, which charges its size and returns it unchanged
+        self.generic_visit(node)
+        node.expr = _sized(node.expr)
+        for op in node.ops:
+            op.expr = _sized(op.expr)
+        return node
+
+    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
+        # Jinja compiles a slice to plain Python slicing (no ``getitem`` hook): a copy, charged
+        self.generic_visit(node)
+        return _sized(node, "a slice") if isinstance(node.arg, nodes.Slice) else node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
@@ -253,10 +301,14 @@ class _CountLoops(NodeTransformer):
                             [], [], None, None, lineno=node.lineno)
 
 
+# the keywords Jinja passes to a macro call itself (the caller's frame, not data)
+_FRAME_KWARGS = frozenset({"caller", "_loop_vars", "_block_vars"})
+
+
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """See the module rules."""
 
-    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    intercepted_binops = frozenset({"*", "**", "%", "+", "//", "/", "-"})
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -272,9 +324,17 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             "join": _wrap("join", _check_join_filter),
             "slice": _wrap("slice", _args_after(1)),
             "batch": _wrap("batch", _args_after(1)),
-            "_steps": _count_steps,
+            "sum": _sum,
             "_concat": _concat,
         })
+        # every filter and test charges its work (F2/F3): wrapped once, here
+        for name, func in list(self.filters.items()):
+            self.filters[name] = cost.charging(name, func, "filter")
+        for name, test in list(self.tests.items()):
+            self.tests[name] = cost.charging(name, cast(Callable[..., Any], test), "test")
+        self.filters["_steps"] = _count_steps  # charges per step itself
+        self.filters["_charge_body"] = _charge_body
+        self.filters["_sized"] = _charge_size
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         # Jinja's one parse hook (``parse`` and ``compile`` both call it; jinja2 >= 3.1): the
@@ -284,11 +344,21 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _binop(operator, left, right)
-        return _check_value(super().call_binop(context, operator, left, right), f"'{operator}'")
+        _steps().charge(cost.int_units(operator, left, right), f"'{operator}'")
+        result = super().call_binop(context, operator, left, right)
+        _steps().charge(1 + cost.check_size(result, f"'{operator}'"), f"'{operator}'")
+        return result
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        steps = _steps()
+        # a method works on its receiver too: ``s.count('a')`` scans all of ``s``
+        units = CALL_COST + _size(getattr(__obj, "__self__", None)) + sum(_size(a) for a in args)
+        units += sum(_size(v) for k, v in kwargs.items() if k not in _FRAME_KWARGS)
+        steps.charge(units, "a call")
         _check_method(__obj, args, kwargs)
-        return _check_value(super().call(__context, __obj, *args, **kwargs), "a call")
+        result = super().call(__context, __obj, *args, **kwargs)
+        steps.charge(cost.check_size(result, "a call"), "a call")
+        return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         fmt = super().wrap_str_format(value)
@@ -319,7 +389,7 @@ def bounded_render(tpl: jinja2.Template, ctx: dict[str, Any], max_chars: int,
     """Render ``tpl`` with ``ctx`` under the bounds; stop once ``max_chars`` characters are out.
     Returns ``(text, truncated)``.  Raises whatever the template raises (``TemplateTooCostly``
     for a bound).  ``steps``: the counter to use (tests read ``steps.taken``)."""
-    token = _STEPS.set(steps if steps is not None else Steps())
+    token = cost.start(steps if steps is not None else Steps())
     out: list[str] = []
     n = 0
     truncated = False
@@ -335,6 +405,6 @@ def bounded_render(tpl: jinja2.Template, ctx: dict[str, Any], max_chars: int,
         close = getattr(gen, "close", None)
         if close is not None:
             close()
-        _STEPS.reset(token)
+        cost.stop(token)
     text = "".join(out)
     return (text[:max_chars], truncated) if truncated else (text, False)

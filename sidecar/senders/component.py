@@ -47,6 +47,8 @@ log = logging.getLogger("sidecar.senders")
 
 RunStep = Callable[[Callable[[Step], Any]], Awaitable[Any]]
 
+HISTORY_LIMIT = 500  # senders.history rows per page when ``limit`` is absent or null
+
 
 class SendersComponent:
     """``engine``: the one engine (its scheduler and timer registry); ``store``: the app's
@@ -201,9 +203,10 @@ class SendersComponent:
 
     async def _senders_history(self, a: p.SenderHistory) -> dict:
         self._view("senders.history", lambda r: manage.sender_view(r, a.sender))
-        found = await self.store.read(history_page, a.sender, a.since or 0.0, a.after_id, a.limit + 1)
+        limit = a.limit or HISTORY_LIMIT
+        found = await self.store.read(history_page, a.sender, a.since or 0.0, a.after_id, limit + 1)
         views = [{"id": i, "at": r.at, "code": r.code, "note": cut_text(r.note)[0]} for i, r in found]
-        rows, nxt = page(views, a.limit, self.page_bytes, lambda v: v["id"])
+        rows, nxt = page(views, limit, self.page_bytes, lambda v: v["id"])
         return {"sender": a.sender, "rows": rows, "next": nxt}
 
     async def _senders_recover(self, a: p.SenderRef) -> dict:

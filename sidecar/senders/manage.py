@@ -136,7 +136,12 @@ def assignments(reg: Registry, mode: str, items: object) -> Registry:
     for i, item in enumerate(_items(items)):
         if not isinstance(item, dict):
             raise ManageError(f"items[{i}]", "an object {sender, groups}")
+        for key in item:
+            if key not in ("sender", "groups"):  # a misspelt key was ignored and the call "ok"
+                raise ManageError(f"items[{i}].{key}", "unknown field: an item is {sender, groups}")
         s = _sender(reg, item.get("sender"), f"items[{i}].sender")
+        if s == STACK:  # in no mode: "set []" / "remove" of stack answered ok and changed nothing
+            raise ManageError(f"items[{i}].sender", _STACK_OWN_GROUP)
         if s in seen:  # two items for one sender: which groups win would be a guess
             raise ManageError(f"items[{i}].sender", f"{s!r} is in items[{seen[s]}] already: one item per sender")
         seen[s] = i
@@ -145,10 +150,7 @@ def assignments(reg: Registry, mode: str, items: object) -> Registry:
             raise ManageError(f"items[{i}].groups", "a list of group ids")
         for j, gid in enumerate(gids):
             _group(reg, gid, f"items[{i}].groups[{j}]")
-        if s == STACK and mode != "remove" and gids:
-            raise ManageError(f"items[{i}].sender", _STACK_OWN_GROUP)
-        if s == STACK:
-            continue  # stack is in no user group: removing it (or setting none) changes nothing
+        # a group id twice in one item is one assignment (a set of ids, as ``senders`` names are)
         out[s] = _apply(out.get(s, ()), mode, gids)
     return replace(reg, assignments=_clean(out))
 
@@ -157,9 +159,9 @@ def group_senders(reg: Registry, gid: str, mode: str, senders: object) -> Regist
     """``groups.senders.set|add|remove`` for group ``gid``; ``senders`` = names (≤ 500)."""
     _group(reg, gid)
     names = [_sender(reg, n, f"senders[{i}]") for i, n in enumerate(_items(senders, "senders"))]
-    if mode != "remove" and STACK in names:
+    if STACK in names:  # in no mode, as in ``assignments``
         raise ManageError(f"senders[{names.index(STACK)}]", _STACK_OWN_GROUP)
-    names = [n for n in dict.fromkeys(names) if n != STACK]  # a set of names: duplicates are one
+    names = list(dict.fromkeys(names))  # a set of names: duplicates are one
     out = dict(reg.assignments)
     if mode == "set":
         for s, gs in out.items():

@@ -33,10 +33,10 @@ Rules / theory of operation
   never stopped; a fresh machine learns it again from the passes / chat history.
 * Chathouse ``new_notification`` ONLINE_NOW / RECENT_PURCHASE: the same final check, no chain
   state, and only for a dialog that is not being worked (no open task, no live chain).
-* Final check before the Task Factory: a favorite, active, not white, online, no block, no
-  stronger (or the same) chat task open for the pair (the one strength table,
-  :data:`~sidecar.domain.tasks.STRENGTH`), Chathouse/Prime chat limit — an unknown limit counts
-  as absent (``limit_unknown``) and is re-checked when a dialog row carries it.
+* Final check before the Task Factory (:func:`~sidecar.services.follow_up_checks.final_check`):
+  a favorite, active, not white, online, no block, no stronger (or the same) chat task open for
+  the pair, Chathouse/Prime chat limit — an unknown limit counts as absent (``limit_unknown``)
+  and is re-checked when a dialog row carries it.
 * Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in the
   step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
 """
@@ -44,18 +44,17 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any
 
-from platform_clients.base import list_field
 from sidecar.runtime.decisions import record_outcome
 from sidecar.domain import events as ev
-from sidecar.domain.favorites import Favorite, standing_refusal
-from sidecar.domain.tasks import CloseReason, Task, TaskType, stronger_or_same
+from sidecar.domain.favorites import Favorite
+from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.runtime.factory import Candidate, Refused
 from sidecar.domain.notes import ChainAttempt
 from sidecar.services import chain as ch
 from sidecar.services.base import Request, Service, Step
+from sidecar.services.follow_up_checks import STRONGER, Contact, chain_allowed, final_check, no_chain_reason, parse_history
 from sidecar.stack.writes import followup_chat_key
 
 log = logging.getLogger("sidecar.follow_up_message")
@@ -63,16 +62,6 @@ log = logging.getLogger("sidecar.follow_up_message")
 MARKER = "followUpChat"
 CONTACT = "contact"  # durable service-state scope: ru -> [last_from, last_at, last_tu_at]
 PLAIN_COOLDOWN_S = 3600.0  # DESIGN §7 decision: eligible again 60 min after a Follow-up closed
-STRONGER = stronger_or_same(TaskType.FOLLOW_UP_MESSAGE)  # every chat type, itself included
-
-
-@dataclass(slots=True)
-class Contact:
-    """Who wrote last in the chat and when (unix seconds)."""
-
-    last_from: str | None  # "ru" | "tu" | None
-    last_at: float | None
-    last_tu_at: float | None
 
 
 class FollowUpMessageService(Service):
@@ -94,7 +83,7 @@ class FollowUpMessageService(Service):
             if isinstance(value, list) and len(value) == 3:
                 self.contact[ru] = Contact(*value)
         for ru, fav in rt.favorites.items():
-            if not self._chain_allowed(fav):
+            if not chain_allowed(fav):
                 continue
             if rt.factory.open_for(rt.tu, ru, TaskType.UNANSWERED_MESSAGE) is not None:
                 continue  # a newer Unanswered is open: its close starts the chain
@@ -171,7 +160,7 @@ class FollowUpMessageService(Service):
         if task.type is TaskType.UNANSWERED_MESSAGE:
             if task.reason is CloseReason.ANSWERED:
                 self._contact(step, ru, "tu", closed_at)
-                if self._chain_allowed(rt.favorites.get(ru)):
+                if chain_allowed(rt.favorites.get(ru)):
                     started = ch.start(rt.rng, rt.tu, ru, task.task_id, closed_at)
                     self._write(step, ru, started)
                     self._arm(step, ru, started)
@@ -270,7 +259,7 @@ class FollowUpMessageService(Service):
                            detail={"step": chain.step})
             return
         chance = ch.CHANCES[chain.step]
-        reason = self._final_check(ru)  # first the conditions, then the chance (seed 004)
+        reason = final_check(self.tu, ru)  # first the conditions, then the chance (seed 004)
         if reason is not None:
             self._attempt(step, ru, chain, chance, False, f"refused:{reason}")
             return
@@ -354,36 +343,8 @@ class FollowUpMessageService(Service):
                                                   at=step.now))
 
     # checks -----------------------------------------------------------------------------------
-    @staticmethod
-    def _chain_allowed(fav: Favorite | None) -> bool:
-        return fav is not None and fav.is_active and not fav.is_white and not fav.blocked
-
-    def _final_check(self, ru: str) -> str | None:
-        """DESIGN §7 "Before the Task Factory"; None = pass, else the refusal reason."""
-        rt = self.tu
-        fav = rt.favorites.get(ru)
-        why = standing_refusal(fav)
-        if why is not None:
-            return why
-        assert fav is not None  # refused above
-        if fav.blocked:
-            return "blocked"
-        if ru not in rt.online:
-            return "offline"
-        for type_ in STRONGER:
-            if rt.factory.open_for(rt.tu, ru, type_) is not None:
-                return "stronger_task_open"
-        if rt.client.has_limits:
-            limit = rt.limit(ru, "chat")
-            if limit is None:
-                return "limit_unknown"  # unknown counts as absent (DESIGN §6)
-            if limit <= 0:
-                return "no_chat_limit"
-        return None
-
     def _plain_prefilter(self, ru: str) -> bool:
-        fav = self.tu.favorites.get(ru)
-        return self._chain_allowed(fav)
+        return chain_allowed(self.tu.favorites.get(ru))
 
     def _plain_check(self, step: Step, ru: str) -> None:
         """The "over 60 min" condition (seed 004 "Після 60 хв")."""
@@ -399,7 +360,7 @@ class FollowUpMessageService(Service):
         if last is not None:
             if last.closed_at is None or step.now - last.closed_at < PLAIN_COOLDOWN_S:
                 return
-        if (reason := self._final_check(ru)) is not None:
+        if (reason := final_check(self.tu, ru)) is not None:
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "over_60m", reason)
             return
         rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
@@ -411,7 +372,7 @@ class FollowUpMessageService(Service):
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification",
                            "dialog_in_progress")
             return
-        if (reason := self._final_check(ru)) is not None:
+        if (reason := final_check(self.tu, ru)) is not None:
             record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification", reason)
             return
         rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
@@ -438,35 +399,3 @@ class FollowUpMessageService(Service):
         chain = self.pool.get(ru)
         if chain is not None and c.last_tu_at is not None and c.last_tu_at > chain.last_tu_at:
             self._arm(step, ru, ch.tu_wrote(chain, c.last_tu_at))  # the boundary moves
-
-
-def no_chain_reason(fav: Favorite | None) -> str:
-    """Why an answered Unanswered message starts no chain (DESIGN §6 "favorites only", §13)."""
-    if fav is None:
-        return "not_favorite"
-    if fav.blocked:
-        return "blocked"
-    if fav.is_white:
-        return "white"
-    return "inactive"
-
-
-def parse_history(result: Any, asked: set[str]) -> dict[str, Contact]:
-    """Golden ``chat_history`` answer → last contact per asked RU.  Decoded completely before
-    anything changes; messages without a numeric ``at`` or a ``from`` of ru/tu are skipped;
-    BadAnswer when the answer is unusable as a whole."""
-    out: dict[str, Contact] = {}
-    for dialog in list_field(result, "dialogs", "golden"):
-        if not isinstance(dialog, dict) or dialog.get("ru") not in asked:
-            continue
-        msgs = [m for m in dialog.get("messages") or () if isinstance(m, dict)
-                and isinstance(m.get("at"), (int, float)) and not isinstance(m.get("at"), bool)
-                and m.get("from") in ("ru", "tu")]
-        if msgs:
-            last = max(msgs, key=lambda m: m["at"])
-            tu_ats = [m["at"] for m in msgs if m["from"] == "tu"]
-            out[dialog["ru"]] = Contact(last["from"], float(last["at"]),
-                                        float(max(tu_ats)) if tu_ats else None)
-        else:
-            out[dialog["ru"]] = Contact(None, None, None)
-    return out

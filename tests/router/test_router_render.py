@@ -10,7 +10,8 @@ import pytest
 from sidecar.router.model import Event
 from sidecar.router.render import MAX_TEXT, TemplateFailure, compile_template, render
 from sidecar.router.route import route
-from sidecar.router.sandbox import MAX_STEPS, Steps
+from sidecar.router.sandbox import MAX_STEPS, MAX_WORK, Steps
+from sidecar.router.cost import CALL_COST, EVENT_WORK, FILTER_COST
 
 from routerhelp import T0, TARGETS, make_state
 
@@ -106,3 +107,123 @@ def test_a_costly_template_fails_only_its_delivery_with_a_clear_reason():
     first, second = r.deliveries
     assert (first.status, second.status) == ("failed", "pending")
     assert first.last_error.startswith("terminal: template too costly: more than 10000 loop steps")
+
+
+# ---- one work budget per render (a breaker's F1–F3): every call, macro invocation, filter,
+# test, loop step and operator charges units; over MAX_WORK → "template too costly" -----------
+
+MACRO_2N = "{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(DEPTH) }}"
+
+COSTLY = {  # the breaker's t5/t6 templates that ran for seconds (or made values over the cap)
+    "macro_2^19": MACRO_2N.replace("DEPTH", "19"),
+    "macro_2^25": MACRO_2N.replace("DEPTH", "25"),
+    "unbounded_body": "{% for i in range(9000) %}{% set x = ('ab '*80000)|wordwrap(3) %}{% endfor %}done",
+    "unbounded_sort": "{% for i in range(9000) %}{% set x = ('ab'*100000)|list|sort %}{% endfor %}done",
+    "no_loop_sort": "{% set s = ('ab'*125000)|list %}{{ s|sort|sort|sort|sort|sort|sort|sort|sort|sort|sort|length }}",
+    "urlize": "{% for i in range(2000) %}{% set x = ('a.com '*40000)|urlize %}{% endfor %}done",
+    "tojson_big": "{% for i in range(9000) %}{% set x = ('<'*200000)|tojson|length %}{% endfor %}done",
+    "title": "{% for i in range(9000) %}{% set x = ('a '*120000)|title %}{% endfor %}done",
+    "unique": "{% for i in range(900) %}{% set x = ('ab'*100000)|unique|list %}{% endfor %}done",
+    "strsplit": "{% for i in range(9000) %}{% set x = (' '*250000).split(' ') %}{% endfor %}x",
+    "wordwrap_one": "{{ ('ab '*80000)|wordwrap(3)|length }}",
+    "str_add_loop": "{% set l = 'x'*250000 %}{% for i in range(9000) %}{% set m = l + 'y' %}{% endfor %}x",
+    "map_calls": "{% for i in range(9000) %}{% set x = range(1000)|map('string')|list %}{% endfor %}x",
+    # found while measuring the budget: work that no call, filter or binop hook saw
+    "compare_lists": "{% set l = [1]*200000 %}{% set m = [1]*200000 %}{% for i in range(10000) %}"
+                     "{% if l == m %}{% endif %}{% endfor %}",
+    "method_receiver": "{% set s = 'a'*250000 %}{% for i in range(10000) %}{% set x = s.count('a') %}{% endfor %}",
+    "list_method": "{% set l = [1]*200000 %}{% for i in range(10000) %}{% set x = l.count(2) %}{% endfor %}",
+    "slice_copy": "{% set l = [1]*200000 %}{% for i in range(10000) %}{% set x = l[1:] %}{% endfor %}",
+    "bigint_division": "{% set a = 2**32000 %}{% set b = a * a %}{% set c = a + 1 %}"
+                       "{% for i in range(9000) %}{% set d = b // c %}{% endfor %}x",
+    "bigint_mul": "{% set a = 2**32000 - 1 %}{% for i in range(9000) %}{% set c = a * a %}{% endfor %}x",
+    "macro_body": "{% macro m() %}" + "{% set a = 1 %}" * 200 + "{% endmacro %}"
+                  "{% for i in range(9000) %}{{ m() }}{% endfor %}",
+}
+
+OVER_CAP = {  # outputs that skipped the 256 Ki cap
+    "urlencode": "{{ ('<'*250000)|urlencode|length }}",
+    "urlencode_chain6": "{{ ('<'*250000)|urlencode|urlencode|urlencode|urlencode|urlencode|urlencode|length }}",
+    "escape": "{{ ('<'*250000)|e|length }}",
+    "escape_chain": "{{ ('<'*250000)|e|e|e|length }}",
+    "list_sum_50": "{% set l = [1]*200000 %}{{ ([l]*50)|sum(start=[])|length }}",
+    "list_sum_1000": "{% set l = [1]*200000 %}{{ ([l]*1000)|sum(start=[])|length }}",
+    "list_sum": "{{ [[1]*200000, [2]*200000]|sum(start=[])|length }}",
+    "string_sum": "{{ ['x'*200000, 'y'*200000]|sum(start='') }}",
+    "join_generator": "{{ range(10000)|map('string')|join('x'*10000)|length }}",
+}
+
+
+@pytest.mark.parametrize("template", list(COSTLY.values()), ids=list(COSTLY))
+def test_costly_templates_stop_at_the_work_budget(template):
+    steps = Steps()
+    with pytest.raises(TemplateFailure, match="template too costly"):
+        render(template, EV, steps)
+    assert steps.work <= MAX_WORK and steps.taken <= MAX_STEPS
+
+
+@pytest.mark.parametrize("template", list(OVER_CAP.values()), ids=list(OVER_CAP))
+def test_no_value_passes_the_size_cap(template):
+    steps = Steps()
+    tracemalloc.start()
+    try:
+        with pytest.raises(TemplateFailure, match="template too costly"):
+            render(template, EV, steps)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert steps.work <= MAX_WORK
+    assert peak < 24 * 1024 * 1024  # the 10 M-item list / 3 M-char string was never made
+
+
+def test_every_call_and_filter_charges_work():
+    def work(template: str) -> int:
+        steps = Steps()
+        render(template, EV, steps)
+        return steps.work
+
+    base = work("{% macro f() %}{% endmacro %}")
+    assert work("{% macro f() %}{% endmacro %}{{ f() }}{{ f() }}") - base >= 2 * CALL_COST
+    assert work("{{ payload.s|upper }}") >= FILTER_COST + 1000  # input size charged
+    assert work("{{ payload.s|wordwrap(10) }}") > work("{{ payload.s|upper }}") * 10  # slow per char
+    assert work("{% for i in range(10) %}{% set a = 1 %}{% set b = 2 %}{% endfor %}") > \
+        work("{% for i in range(10) %}{% endfor %}")  # a step charges its body
+    # the recursive macro: 2^n calls, each charged — refused long before 2^19
+    steps = Steps()
+    with pytest.raises(TemplateFailure):
+        render(MACRO_2N.replace("DEPTH", "19"), EV, steps)
+    assert steps.work // CALL_COST < 2 ** 14
+
+
+def test_ordinary_templates_fit_the_budget_easily():
+    steps = Steps()
+    text = render("{% for x in payload['items'] %}{{ x|upper }}{{ loop.index }}{% endfor %} "
+                  "{{ payload.s|truncate(20) }} {{ payload|tojson|length }} "
+                  "{{ payload['items']|sort|join(',') }} {{ [1, 2, 3]|sum }}", EV, steps)
+    assert text.startswith("A1B2C3 yyyy") and text.endswith("a,b,c 6")
+    assert steps.work < MAX_WORK // 50
+
+
+def test_a_recursive_macro_fails_its_delivery_terminally():
+    st = make_state({"name": "r", "actions": [{"target": "ops-telegram",
+                                                "template": MACRO_2N.replace("DEPTH", "19")}]})
+    (d,) = route(st, [EV], T0, TARGETS).deliveries
+    assert d.status == "failed"
+    assert d.last_error.startswith("terminal: template too costly")
+
+
+def test_the_renders_of_one_event_share_a_budget():
+    """An event fanned out to 50 actions (and any number of rules), each template just under its
+    own budget, would cost 50 budgets: the event's renders share EVENT_WORK."""
+    heavy = "{% for i in range(9000) %}" + "{% set a = i %}" * 20 + "{% endfor %}ok"
+    steps = Steps()
+    assert render(heavy, EV, steps) == "ok" and MAX_WORK // 2 < steps.work <= MAX_WORK
+    st = make_state({"name": "r", "actions": [{"target": "ops-telegram", "template": heavy}] * 50})
+    rows = route(st, [EV], T0, TARGETS).deliveries
+    ok = [d for d in rows if d.status == "pending"]
+    failed = [d for d in rows if d.status == "failed"]
+    assert len(ok) == EVENT_WORK // steps.work and len(ok) + len(failed) == 50
+    assert all(d.last_error.startswith("terminal: template too costly") and "event's remaining budget"
+               in d.last_error for d in failed)
+    # the next event has its own budget
+    assert [d.status for d in route(st, [EV], T0 + 1, TARGETS).deliveries].count("pending") == len(ok)

@@ -92,6 +92,15 @@ async def test_groups_and_assignments_round_trip_and_survive_a_restart(tmp_path)
                                           {"sender": "hook-b", "groups": []}]}, "items[1].sender"),
     ("groups.assignments.add", {"items": [{"sender": "stack", "groups": ["G"]}]}, "items[0].sender"),
     ("groups.senders.add", {"id": "G", "senders": ["stack"]}, "senders[0]"),
+    # a breaker's F11/F12: stack in a remove / an empty set answered ok and did nothing; an
+    # unknown key inside an item was ignored; ``by`` had no bound and took control characters
+    ("groups.assignments.remove", {"items": [{"sender": "stack", "groups": ["G"]}]}, "items[0].sender"),
+    ("groups.assignments.set", {"items": [{"sender": "stack", "groups": []}]}, "items[0].sender"),
+    ("groups.senders.remove", {"id": "G", "senders": ["stack"]}, "senders[0]"),
+    ("groups.assignments.add", {"items": [{"sender": "crm-hook", "groups": ["G"], "extra": 1}]}, "items[0].extra"),
+    ("senders.recover", {"sender": "crm-hook", "by": "x" * 201}, "by"),
+    ("senders.recover", {"sender": "crm-hook", "by": "ops\n\u0000"}, "by"),
+    ("senders.recover", {"sender": "crm-hook", "by": ""}, "by"),
     ("groups.create", {"name": "empty window", "priority": 7, "from_time": "06:00", "to_time": "06:00"}, "from_time"),
 ])
 async def test_bad_input_names_the_field_and_changes_nothing(tmp_path, store, method, params, field):

@@ -158,8 +158,9 @@ def test_recover_writes_106():
 
 def test_stack_keeps_its_own_group():
     """The ``stack`` sender is in the built-in Stack group only (DESIGN §10): it cannot join a
-    user group, an assignment stored by an older sidecar is ignored, and removing it from a group
-    (a no-op) is fine."""
+    user group and an assignment stored by an older sidecar is ignored.  Naming it in an assignment
+    is refused in every mode (a breaker's F11/F12: ``set []`` and ``remove`` answered ok and changed
+    nothing, which read as if they had)."""
     r = m.groups_create(reg(), "g9", {"name": "top", "priority": 2_000_000, "failed_in_row": 1})
     with pytest.raises(m.ManageError) as e:
         m.assignments(r, "add", [{"sender": "stack", "groups": ["g9"]}])
@@ -167,9 +168,22 @@ def test_stack_keeps_its_own_group():
     old = m.Registry(r.groups, {**r.assignments, "stack": ("g9",)}, r.senders)  # an older file
     assert old.groups_of("stack") == [STACK_GROUP]
     assert old.active_group("stack", at("12:00:00")) is STACK_GROUP
-    assert m.assignments(r, "remove", [{"sender": "stack", "groups": ["g9"]}]) == r
-    assert m.group_senders(r, "g9", "remove", ["stack"]) == r
-    assert m.assignments(r, "set", [{"sender": "stack", "groups": []}]) == r
+    for call, field in ((lambda: m.assignments(r, "remove", [{"sender": "stack", "groups": ["g9"]}]), "items[0].sender"),
+                        (lambda: m.assignments(r, "set", [{"sender": "stack", "groups": []}]), "items[0].sender"),
+                        (lambda: m.assignments(r, "set", [{"sender": "hook", "groups": ["g9"]},
+                                                          {"sender": "stack", "groups": []}]), "items[1].sender"),
+                        (lambda: m.group_senders(r, "g9", "remove", ["stack"]), "senders[0]")):
+        with pytest.raises(m.ManageError) as e:
+            call()
+        assert e.value.field == field and "built-in" in e.value.message
+
+
+def test_assignment_items_refuse_unknown_keys_and_dedupe_group_ids():
+    with pytest.raises(m.ManageError) as e:
+        m.assignments(reg(), "add", [{"sender": "hook", "groups": ["g1"], "grops": ["g2"]}])
+    assert e.value.field == "items[0].grops"
+    r = m.assignments(reg(), "set", [{"sender": "hook", "groups": ["g1", "g1", "g2", "g1"]}])
+    assert r.assignments["hook"] == ("g1", "g2")  # a group id twice in one item is one assignment
 
 
 def test_names_are_deduplicated_where_they_are_a_set():

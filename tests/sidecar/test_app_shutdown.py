@@ -119,7 +119,7 @@ async def test_the_pump_loops_router_events_after_close_begin_no_step(tmp_path):
         return PassResult(events=[ev])
     app.routing.pump = pump  # type: ignore[method-assign]
     app.executor.stop()  # close() began
-    (loop,) = [t for t in app._bg if t.get_coro().__name__ == "_pump_loop"]  # the app's own
+    (loop,) = [t for t in app._bg if t.get_coro().__name__ == "pump_loop"]  # the app's own
     app._pump_kick.set()
     await passing.wait()
     release.set()

@@ -141,3 +141,57 @@ def test_rules_list_pages_and_a_rule_is_bounded(tmp_path, monkeypatch):
         assert "huge" not in [r["name"] for r in (await page_all(run, "rules.list", {}, "rules", "after"))[0]]
         await run.stop()
     asyncio.run(main())
+
+
+# every list's integer params are bounded where they are decoded (a breaker's F5/F6/F9: a cursor
+# ≥ 2^63 answered -32603 OverflowError; ``limit: null`` was the default for one list and refused
+# by the others; a weight past 2^53 made a JavaScript client's rules.list cursor stand still)
+LISTS = [("deliveries.list", {}, "after_seq", "deliveries"), ("why", {"tu": "tu", "ru": "ru"}, "after_id", "decisions"),
+         ("senders.history", {"sender": "stack"}, "after_id", "rows"), ("rules.list", {}, "after", "rules")]
+
+
+@pytest.mark.parametrize(("method", "base", "cursor", "key"), LISTS, ids=[m for m, *_ in LISTS])
+def test_list_params_are_bounded_and_alike(tmp_path, monkeypatch, method, base, cursor, key):
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", '{"audit": {"channel": "journal"}}')
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        await run.app.senders.start([])
+        big = [2 ** 63, 2 ** 64, 2 ** 70, -1] if cursor != "after" else \
+            [[2 ** 53, "x"], [-(2 ** 53), "x"], [2 ** 63, "x"], [-(2 ** 70), "x"]]
+        for value in big:
+            with pytest.raises(InvalidParams) as ei:
+                await run.call(method, {**base, cursor: value})
+            assert ei.value.data["field"].startswith(cursor), value
+        ok = [2 ** 63 - 1] if cursor != "after" else [[2 ** 53 - 1, "x"], [-(2 ** 53 - 1), "x"]]
+        for value in ok:
+            ans = await run.call(method, {**base, cursor: value})
+            assert ans["next"] is None
+        for limit in (0, -1, 1001, 2 ** 64):
+            with pytest.raises(InvalidParams) as ei:
+                await run.call(method, {**base, "limit": limit})
+            assert ei.value.data == {"field": "limit"}
+        assert await run.call(method, {**base, "limit": None}) == await run.call(method, base)  # null = default
+        await run.stop()
+    asyncio.run(main())
+
+
+def test_rule_weights_stay_exact_in_javascript(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", '{"audit": {"channel": "journal"}}')
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        for weight in (2 ** 53, -(2 ** 53), 2 ** 70, -(2 ** 70)):
+            for call in (("rules.create", {"name": "w", "weight": weight, "actions": [{"target": "audit"}]}),):
+                with pytest.raises(InvalidParams) as ei:
+                    await run.call(*call)
+                assert ei.value.data == {"field": "weight"}
+        await run.call("rules.create", {"name": "w", "weight": 2 ** 53 - 1, "actions": [{"target": "audit"}]})
+        with pytest.raises(InvalidParams) as ei:
+            await run.call("rules.patch", {"name": "w", "changes": {"weight": 2 ** 53}})
+        assert ei.value.data == {"field": "changes.weight"}
+        assert [r["weight"] for r in (await run.call("rules.list", {}))["rules"]] == [2 ** 53 - 1]
+        await run.stop()
+    asyncio.run(main())

@@ -111,7 +111,7 @@ def test_stack_passes_run_inside_the_batch_at_stacks_flush_instants(tmp_path):
             passes.append((now, stack))
             run.app.routing.cadence.after_pass(None, None)  # every Stack write sent
             return PassResult()
-        run.app._route_pass = route_pass  # type: ignore[method-assign]
+        run.app.deliveries.route_pass = route_pass  # type: ignore[method-assign]
         run.app.routing.stack = SimpleNamespace()  # type: ignore[assignment]  # a Stack is configured
         try:
             answer = await run.call("platform.events", {"events": EVENTS[:3]})
@@ -121,5 +121,49 @@ def test_stack_passes_run_inside_the_batch_at_stacks_flush_instants(tmp_path):
             assert passes == [(T0 + 10, True), (T0 + 40, True)]
         finally:
             run.app.routing.stack = None
+            await run.stop()
+    asyncio.run(main())
+
+
+def test_stop_at_due_stops_before_an_event_the_sidecars_own_timer_precedes_and_the_rest_resent_gives_the_same(tmp_path):
+    """``stop_at_due`` (a replayer that must see the sidecar's own acts between its events):
+    the sidecar takes events while nothing of its own is due by the next one's instant, answers
+    ``taken`` short, and the rest sent again (after the advance) gives exactly the one-call result."""
+    async def main() -> None:
+        whole = await _start(tmp_path / "whole")
+        await whole.call("platform.events", {"events": EVENTS})
+        (tmp_path / "stop").mkdir()
+        run = await _start(tmp_path / "stop")
+        try:
+            rest, calls = list(EVENTS), 0
+            while rest:
+                answer = await run.call("platform.events", {"events": rest, "stop_at_due": True})
+                calls += 1
+                taken = answer["taken"]
+                assert 1 <= taken <= len(rest) and len(answer["results"]) == taken
+                if taken < len(rest):  # something of its own is due by the next event's instant
+                    assert answer["next_due"] is None or answer["next_due"] <= rest[taken]["received_at"] \
+                        or run.app.executor.outbox_due_pending() or run.app._pump_kick.is_set()
+                rest = rest[taken:]
+            assert calls > 1  # the unanswered deadlines (+120 s) fall between these events
+            assert _notes(run) == _notes(whole)
+            assert _dump(run.store.path) == _dump(whole.store.path)
+        finally:
+            await whole.stop()
+            await run.stop()
+    asyncio.run(main())
+
+
+def test_stop_at_due_takes_every_event_when_nothing_of_the_sidecars_own_falls_between(tmp_path):
+    async def main() -> None:
+        run = await _start(tmp_path)
+        try:
+            answer = await run.call("clock.advance_to", {"t": T0 + 1})
+            due = answer.get("next_due")
+            at = T0 + 2 if due is None else min(T0 + 2, (T0 + 1 + due) / 2)
+            burst = [msg(f"ru-{i}", f"m-{i}", at) for i in range(4)]
+            answer = await run.call("platform.events", {"events": burst, "stop_at_due": True})
+            assert answer["taken"] == 4 and all(r["ok"] for r in answer["results"])
+        finally:
             await run.stop()
     asyncio.run(main())

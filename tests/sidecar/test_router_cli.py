@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from sidecar.cli import main
 from sidecar.router.model import Event, parse_rule
 from sidecar.router.route import RouterState, route
@@ -78,3 +80,18 @@ def test_deliveries_page_with_after_and_newest_by_default(tmp_path, capsys):
     assert seen == [1, 2, 3, 4, 5, 6, 7]
     assert main(["deliveries", "--data-dir", d, "--limit", "2", "--after", "0"]) == 0
     assert "More rows: sidecar deliveries --after 2" in capsys.readouterr().out
+
+
+def test_out_of_range_after_and_limit_are_one_line_and_exit_2(tmp_path, capsys):
+    """A breaker's F5/F8: ``--after 99999999999999999999`` was an OverflowError traceback (exit
+    1); ``--limit 0`` / ``-1`` printed a row; ``--after -1`` was accepted."""
+    _fill(tmp_path)
+    for bad in (["--after", "99999999999999999999"], ["--limit", "99999999999999999999"],
+                ["--limit", "0"], ["--limit", "-1"], ["--after", "-1"], ["--limit", "x"]):
+        with pytest.raises(SystemExit) as ei:  # argparse's usage error: exit 2
+            main(["deliveries", "--data-dir", str(tmp_path), *bad])
+        assert ei.value.code == 2, bad
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.count("\n") == 1 and bad[0] in out.err, bad
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--after", str(2 ** 63 - 1), "--json"]) == 0
+    assert capsys.readouterr().out == ""

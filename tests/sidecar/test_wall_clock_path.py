@@ -1,5 +1,5 @@
 """The wall clock's per-event path (issue 11, p99 ``platform.event`` → ``task.created`` at
-1,000 events/s; sidecar/app.py "Wall clock, per event"): an event costs its own step and
+1,000 events/s; sidecar/app_time.py "Wall clock, per event"): an event costs its own step and
 nothing more — no timer step for the delivery timer, no ticker round unless a timer became due
 sooner than the ticker sleeps, no SQLite read by a delivery pass that could send nothing — and
 yet every delivery a target can take still goes out at once, and a sooner timer still fires."""
@@ -93,9 +93,9 @@ async def test_the_ticker_wakes_for_a_sooner_timer_only(tmp_path):
     run = await Run(tmp_path).start()
     app = run.app
     try:
-        await settle(lambda: app._tick_at > T0, "the ticker sleeps to its next timer")
+        await settle(lambda: app.alarm.tick_at > T0, "the ticker sleeps to its next timer")
         await app.handle("platform.event", event(1))  # arms nothing before the ticker's instant
-        assert not app._wake.is_set()
+        assert not app.alarm.event.is_set()
         # a step that arms a timer due now: the ticker wakes and fires it at once
         await app.step(lambda s: app.engine.scheduler.schedule(HOUSEKEEPING, T0))
         await settle(lambda: app.engine.scheduler.due_of(HOUSEKEEPING) == T0 + decisions.HOUSEKEEPING_PERIOD_S,

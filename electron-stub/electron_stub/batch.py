@@ -1,0 +1,124 @@
+"""Batched frames of the replay (issue 11 item 3): which queue items travel together in ONE
+``platform.events`` frame, and the bookkeeping that keeps the result the same as one by one.
+
+Rules / theory of operation
+---------------------------
+* A frame carries consecutive queue items up to the next sync point, each with its own
+  ``received_at`` (its instant), so the sidecar's advance runs inside the frame:
+
+  - timeline world lines whose frames are platform events for the one running sidecar (a line
+    for a TU with no running sidecar, e.g. an RU going online, has no event: it is a world-only
+    item, applied in place);
+  - an operator answer on the chat or mail channel (an own-send event), only as the frame's first
+    item and only when the sidecar does nothing by itself up to its instant — the task is then
+    known open at the instant of the answer, as one by one checks it after its advance.
+
+* A frame ends before: a line that is not a platform event (login, logout, crash, expectation,
+  manage, favorite update, …), an operator answer that is not first, a line past ``end``, and
+  every item at or past the **answer horizon**: a task the sidecar creates in this frame is
+  created no sooner than ``min(t0, next_due)`` (``next_due`` is what the sidecar announced
+  before the frame; after the first event it runs no timer, below) and answered no sooner than
+  the operator's shortest delay after that, so the items before the horizon are the ones one by
+  one would send before any answer the frame's tasks bring.
+* The sidecar stops the frame itself (``stop_at_due``) before any event but the first when a
+  timer or delivery pass of its own is due by that event's instant; the driver puts the items
+  not taken back into its queue (same keys, same order) and goes on as one by one would: the
+  advance to that instant, then the next frame.  Between a frame's events only those events
+  run, so the driver's instant during the frame is the instant of the event the sidecar is
+  handling — the instant one by one would be at.
+* World changes wait for their event: a ``platform.request`` carries ``batch_seen`` (events the
+  sidecar has begun); the items before event ``batch_seen`` are applied first (``seen``), so
+  every answer is the world as of the requesting step, as one by one.
+* The sidecar's notifications during the frame are held and handed on after it in stream order,
+  with each item's own follow-up (the RU message's open-task sample, ``operator.sent``) placed
+  after the notifications of its event's step — the per-event ``seq`` of the answer says where
+  they end — exactly where one by one sees them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+MAX_EVENTS = 500  # events per frame: the frame stays well under the bridge's frame size
+
+
+@dataclass
+class Item:
+    """One queue item in a frame: its queue ``entry`` (put back when not taken), its event's
+    params (None: a world-only item), ``apply`` (its world change) and ``after`` (what follows
+    its event once the event's notifications were handed on)."""
+
+    entry: tuple
+    event: dict | None
+    apply: Callable[[], None] | None = None
+    after: Callable[[], None] | None = None
+    first_event: int = 0  # events of the frame before this item (its event's index)
+    applied: bool = False
+
+    @property
+    def t(self) -> float:
+        return self.entry[0]
+
+
+@dataclass
+class Frame:
+    """The items of one frame, their world changes not yet applied and the held notifications."""
+
+    items: list[Item]
+    held: list[tuple[Any, str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = 0
+        for it in self.items:
+            it.first_event = n
+            n += it.event is not None
+
+    @property
+    def events(self) -> list[dict]:
+        return [it.event for it in self.items if it.event is not None]
+
+    def seen(self, begun: int) -> float | None:
+        """The sidecar has begun ``begun`` events: apply every item before event ``begun``
+        (in order).  Returns the instant (seconds from start) of the event being handled, or
+        None before the first."""
+        at = None
+        for it in self.items:
+            if it.first_event >= begun:
+                break
+            if not it.applied:
+                it.applied = True
+                if it.apply is not None:
+                    it.apply()
+            if it.event is not None:
+                at = it.t
+        return at
+
+    def taken_items(self, taken: int) -> tuple[list[Item], list[Item]]:
+        """``(done, rest)``: the items whose event (or place) is before event ``taken``, and
+        the ones to put back."""
+        done = [it for it in self.items if it.first_event < taken]
+        return done, self.items[len(done):]
+
+    def hand_on(self, done: list[Item], results: list[Any], deliver: Callable[[Any, str, Any], None]) -> None:
+        """Hand the held notifications on in arrival (stream) order, each item's ``after``
+        once the notifications of its event's step (``results[i]["seq"]``) are through."""
+        held, i = self.held, 0
+        for it in done:
+            if it.event is None:
+                continue
+            res = results[it.first_event] if it.first_event < len(results) else None
+            upto = res.get("seq") if isinstance(res, dict) else None
+            while upto is not None and i < len(held) and (_seq(held[i]) or 0) <= upto:
+                deliver(*held[i])  # a note without seq (not the stream's) goes with its neighbours
+                i += 1
+            if it.after is not None:
+                it.after()
+        for note in held[i:]:
+            deliver(*note)
+        self.held = []
+
+
+def _seq(note: tuple[Any, str, Any]) -> int | None:
+    params = note[2]
+    seq = params.get("seq") if isinstance(params, dict) else None
+    return seq if isinstance(seq, int) else None
