@@ -39,6 +39,9 @@ from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.step import Step
 from sidecar.senders.component import SendersComponent
+from sidecar.senders.gate import waiting_reason
+from sidecar.senders.health import may_send as sender_may_send
+from sidecar.senders.health import utc_text
 
 log = logging.getLogger("sidecar.app")
 
@@ -136,8 +139,10 @@ class Deliveries:
         """``stack.flush`` (:class:`sidecar.protocol.StackFlush`): send every due Stack write now,
         ignoring the flush cadence (:mod:`sidecar.router.cadence`) — for whoever is about to read
         Stack (another machine's login, a check).  Retries keep their ladder instants: a write
-        waiting for a retry is not due.  Answer ``{"acked", "failed", "pending"}``: writes
-        acknowledged and attempts failed in this flush, Stack writes still queued after it."""
+        waiting for a retry is not due.  Answer ``{"acked", "failed", "pending", "waiting"?}``:
+        writes acknowledged and writes whose attempt failed in this flush, Stack writes still
+        queued after it, and — when some are — why and until when
+        (:class:`sidecar.protocol_answers.StackWaiting`)."""
         if self.routing.stack is None:
             return {"acked": 0, "failed": 0, "pending": 0}
         if self.clock.virtual:
@@ -155,7 +160,24 @@ class Deliveries:
             self._wake()
         if res is None:
             return {"acked": 0, "failed": 0, "pending": 0}
-        return {"acked": res.stack_acked, "failed": res.stack_failed, "pending": res.stack_pending}
+        out: dict[str, Any] = {"acked": res.stack_acked, "failed": res.stack_failed,
+                               "pending": res.stack_pending}
+        if res.stack_pending:
+            out["waiting"] = self._stack_waiting(self.clock.now())
+        return out
+
+    def _stack_waiting(self, now: float) -> dict[str, Any]:
+        """Why Stack's writes stay pending (:class:`sidecar.protocol_answers.StackWaiting`):
+        the ``stack`` sender's health first (cooldown, Need Check, rest), else their next
+        flush instant (a retry on Stack's ladder, or the flush grid)."""
+        s = self.senders.gate.state("stack")
+        ok, nxt = sender_may_send(s, now)
+        if not ok:
+            state = s.state if s.state != "active" else "resting"
+            return {"state": state, "until": nxt, "reason": waiting_reason(s, nxt)}
+        at = self.routing.flush_at
+        return {"state": "retry", "until": at,
+                "reason": f"next Stack flush at {utc_text(at)} (retry on Stack's ladder or the flush grid)"}
 
     async def flush_observed(self) -> None:
         """Virtual clock: Stack is about to be read (a login's startup data, another machine

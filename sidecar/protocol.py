@@ -146,8 +146,12 @@ class StackFlush(Params, kw_only=True):
     """Send every due Stack write now, ignoring the flush cadence (``stack_flush_interval_s``,
     virtual clock): call it before reading Stack elsewhere (another machine's login, a check of
     a marker).  A write waiting for a retry (5 s, 15 s, 30 s, 1 min, 2 min after a failed
-    attempt) is not due yet and stays queued.  Answer ``{"acked", "failed", "pending"}``: writes
-    acknowledged and attempts failed in this flush, Stack writes still queued after it."""
+    attempt) is not due yet and stays queued.  Answer ``{"acked", "failed", "pending",
+    "waiting"?}``: writes acknowledged and writes whose attempt failed in this flush, Stack
+    writes still queued after it, and when ``pending`` > 0 ``waiting {state, until, reason}``:
+    why they wait — ``cooldown`` / ``need_check`` / ``resting`` (the ``stack`` sender's health)
+    or ``retry`` (their next flush instant) — and until when (unix seconds; None in Need
+    Check)."""
 
 
 class Why(Params, kw_only=True):

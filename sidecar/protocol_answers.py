@@ -84,10 +84,24 @@ class AdvanceAnswer(Answer, kw_only=True):
     now: float  # the virtual clock after the advance (unix seconds)
 
 
+class StackWaiting(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Why Stack's writes stay pending after a ``stack.flush``.  ``state``: ``cooldown`` (the
+    ``stack`` sender is in cooldown: ``until`` = its modelled exit), ``need_check`` (``until``
+    None: waits for ``senders.recover``), ``resting`` (paced or resting after a release until
+    ``until``), ``retry`` (the sender may send: the writes wait for their next flush instant
+    ``until`` — a retry on Stack's 5 s … 2 min ladder, or the flush grid).  ``until`` unix
+    seconds; ``reason`` the text a shift lead reads (UTC)."""
+
+    state: str
+    until: float | None
+    reason: str
+
+
 class StackFlushAnswer(Answer, kw_only=True):
     acked: int  # Stack writes acknowledged by this flush
-    failed: int  # attempts that failed in it (each retried on Stack's ladder)
+    failed: int  # writes whose attempt failed in it (each retried on Stack's ladder)
     pending: int  # Stack writes still queued after it
+    waiting: StackWaiting | None = None  # why they stay queued; None when pending is 0
 
 
 class StoreCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

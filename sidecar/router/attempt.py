@@ -35,6 +35,12 @@ Rules / theory of operation
   "failed, terminal", with ``final`` set on a delivery's last attempt
   (seed 000 §1: the final retry runs the check without incrementing).  ``held`` outcomes (a
   batched Stack write not tried) are not attempts and are not reported.
+* **Health counts attempts, not deliveries** (seed 000 §1 "+1 per failed send"): one HTTP request
+  is one attempt.  A delivery sent alone is reported on its own (:meth:`Attempts.report`); an
+  attempt that carried several — a Stack ``POST /v1/batch``, or Stack's single writes sent
+  together in one round, before any of them answered — is reported ONCE
+  (:meth:`Attempts.report_request`, :func:`request_outcome`): a dropped batch of 10 writes is
+  one failure, not 10 (it was 10, and 3 started the Stack group's cooldown at once).
 * Health answers with a :class:`Report`: store ops to commit with the outcome (its counters and
   history) and router events to emit (``sidecar/sender/...``).  Recording the outcome
   (:meth:`Attempts.settle`, pure) and telling health (:meth:`Attempts.report`, which may raise)
@@ -161,6 +167,28 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
                 last_error=error)
 
 
+def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
+    """The outcome of ONE attempt that carried several deliveries, for sender health (seed 000
+    §1 counts failed *sends*; DESIGN §9: "a write's failure fails only that write and the
+    pair's later writes in the same batch"; DESIGN §10 outcome classes):
+
+    * any delivery delivered → delivered: the sender delivered (``failed_in_row`` back to 0);
+      the writes that failed beside it are that write's failure, retried on their own ladder,
+      not the sender's — one poisoned write must not park every pair behind a cooldown;
+    * else any retryable (the request failed as a whole — no answer, 5xx, 429 — or every write
+      that was tried answered 5xx/408/429) → that one retryable failure: +1, once;
+    * else any terminal (4xx per write) → terminal: never counts;
+    * only ``held`` (not attempts) or nothing → None: nothing to report."""
+    kinds = {o.kind for o in outcomes}
+    if Kind.DELIVERED.value in kinds:
+        return DELIVERED
+    for kind in (Kind.RETRYABLE.value, Kind.TERMINAL.value):
+        for o in outcomes:
+            if o.kind == kind:
+                return o
+    return None
+
+
 def expired(row: Delivery, now: float) -> bool:
     """The row's TTL has passed at ``now`` (checked at send time)."""
     return row.expires_at is not None and now >= row.expires_at
@@ -241,10 +269,29 @@ class ReleaseTarget(Op, frozen=True):
 register(DeferDelivery,
          "UPDATE deliveries SET next_attempt_at=?, last_error=?, updated_at=? WHERE id=? AND status='pending'",
          lambda o: (o.next_attempt_at, f"waiting: {o.reason}", o.at, o.delivery_id))
+class RefreshWaiting(Op, frozen=True):
+    """The sender's state changed while rows wait for it (a cooldown extended, Need Check): the
+    rows health made wait get the new reason — never a stale instant in ``last_error``."""
+
+    target: str
+    reason: str
+    at: float
+
+
+#: rows that wait for their sender (health's DeferDelivery wrote their ``last_error``)
+_WAITING = "last_error LIKE 'waiting: %'"
 register(ReleaseTarget,
-         "UPDATE deliveries SET next_attempt_at=?, updated_at=? WHERE status='pending' AND target=?"
-         " AND next_attempt_at IS NULL",
-         lambda o: (o.at, o.at, o.target))
+         # parked rows, and rows health deferred to a later instant (the planned exit plus the
+         # rest, say), become due at the release: their "waiting: cooldown … until X" is stale
+         # from now on and is cleared (the next attempt writes its own outcome)
+         "UPDATE deliveries SET next_attempt_at=?, updated_at=?,"
+         f" last_error=CASE WHEN {_WAITING} THEN NULL ELSE last_error END"
+         " WHERE status='pending' AND target=? AND (next_attempt_at IS NULL"
+         f" OR ({_WAITING} AND next_attempt_at >= ?))",
+         lambda o: (o.at, o.at, o.target, o.at))
+register(RefreshWaiting,
+         f"UPDATE deliveries SET last_error=?, updated_at=? WHERE status='pending' AND target=? AND {_WAITING}",
+         lambda o: (f"waiting: {o.reason}", o.at, o.target))
 
 
 class Begin(msgspec.Struct, frozen=True, kw_only=True):
@@ -309,6 +356,17 @@ class Attempts:
             return NOTHING
         final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
         return self.health.report(row.target, row.channel, outcome, now, final=final)
+
+    def report_request(self, target: str, channel: str, outcomes: list[Outcome], now: float) -> Report:
+        """Tell sender health how ONE attempt of ``target`` ended when it carried several
+        deliveries (a Stack batch, or Stack's single writes sent together in one round):
+        :func:`request_outcome` of their outcomes, reported once.  Never ``final`` (only
+        ``stack`` sends several deliveries in one attempt, and its deliveries never fail).
+        Raises what health raises."""
+        agg = request_outcome(outcomes)
+        if agg is None:
+            return NOTHING
+        return self.health.report(target, channel, agg, now, final=False)
 
     @staticmethod
     def health_error(row: Delivery, exc: BaseException, now: float) -> Begin:

@@ -37,6 +37,11 @@ Rules / theory of operation
   fails as a whole (connection, timeout, 5xx, 429) fails every write retryably; any other whole
   failure (a 4xx on the batch itself) is retryable too and logged loudly: no write is lost for a
   protocol mismatch, and Stack's contract says a batch never fails for one write's fault.
+  **Sender health** sees one attempt per HTTP request, not per write (the pump reports it,
+  :func:`~.attempt.request_outcome`): a batch that fails as a whole is ONE retryable failure
+  of ``stack``; an answered batch counts as delivered if any write was acknowledged, else as
+  one failure if any write answered 5xx/408/429; 4xx writes and 424 (``held``) never count —
+  DESIGN §9 "a write's failure fails only that write", not the sender.
   Counters ``requests_single`` / ``requests_batch`` / ``writes_batched`` feed the report
   (Stack HTTP requests with and without batching).  Probe: ``GET /v1/health``.
 """

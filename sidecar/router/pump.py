@@ -20,6 +20,12 @@ Rules / theory of operation
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
   ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
   so follow-up writes go out in the same pass.
+* **Sender health counts attempts** (seed 000 §1; :func:`~.attempt.request_outcome`): a row
+  sent alone is one attempt, reported on its own; Stack's rows are reported once per HTTP
+  request — one ``POST /v1/batch``, whatever it carried — and, without batching, once per
+  round for the single writes sent together (none of them followed another's answer, so
+  together they are one failure "in a row", not up to ``concurrency``).  Every row is still
+  settled on its own (its attempts, its retry on Stack's ladder).
 * Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
   Stack writes and its ``next_due`` is the earliest retry of the Stack rows it tried (or another
   target's row), not the untried rows' "due now": it does not walk the whole queue into
@@ -107,13 +113,14 @@ class DeliveryPump:
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
                 outcomes = await self._send_other(go_other, now)
-                stack_out, requests = await self._send_stack(go_stack, now)
+                attempts, requests = await self._send_stack(go_stack, now)
+                stack_out = [x for a in attempts for x in a]
                 res.stack_requests += requests
-                outcomes += stack_out
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
                     stack_open = False  # no answer at all: Stack is unreachable
                     stalled = True
-                await self.store.commit(self._settle(outcomes, now, res, stack_retry))
+                await self.store.commit(self._settle(outcomes, now, res, stack_retry)
+                                        + self._settle_attempts(attempts, now, res, stack_retry))
             res.other_due = await self.store.next_due(stack=False)
             if self.stack is not None:
                 res.stack_heads = await self.store.stack_heads()
@@ -157,11 +164,34 @@ class DeliveryPump:
             res.events.extend(rep.events)
         await self.store.commit(ops)
 
+    def _settle_attempts(self, attempts: list[list[tuple[Delivery, Begin, Outcome]]], now: float,
+                         res: PumpResult, stack_retry: list[float]) -> list[Op]:
+        """The ops of Stack's attempts of a round: every row settled, and sender health told
+        ONCE per attempt (one HTTP request — a batch — or the round's single writes sent
+        together), not once per write (module rules)."""
+        ops: list[Op] = []
+        for group in attempts:
+            ops += self._settle(group, now, res, stack_retry, report=False)
+            if not group:
+                continue
+            row = group[0][0]
+            try:
+                rep = self.gate.report_request(row.target, row.channel, [o for _, _, o in group], now)
+            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+                log.exception("sender health failed to take the outcome of a request of %d writes"
+                              " (%s); the outcomes are recorded, health skipped it", len(group), row.target)
+                res.health_errors.append(row.target)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        return ops
+
     def _settle(self, outcomes: list[tuple[Delivery, Begin, Outcome]], now: float,
-                res: PumpResult, stack_retry: list[float]) -> list[Op]:
+                res: PumpResult, stack_retry: list[float], *, report: bool = True) -> list[Op]:
         """The ops of a round's outcomes — every row's settle and channel ops, and sender
-        health's records — for ONE commit.  Health failing on one outcome (a bug) is logged and
-        skipped; it never loses the others, nor that row's own outcome."""
+        health's records (``report``: one attempt per row) — for ONE commit.  Health failing on
+        one outcome (a bug) is logged and skipped; it never loses the others, nor that row's
+        own outcome."""
         ops: list[Op] = []
         for row, b, outcome in outcomes:
             nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
@@ -172,6 +202,8 @@ class DeliveryPump:
             res.settled.append((row, nxt))
             if row.channel == "stack" and nxt.next_attempt_at is not None:
                 stack_retry.append(nxt.next_attempt_at)
+            if not report:
+                continue
             try:
                 rep = self.gate.report(row, outcome, nxt, now, attempt=b.attempt)
             except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
@@ -219,14 +251,18 @@ class DeliveryPump:
         return list(await asyncio.gather(*(one(r, b) for r, b in items)))
 
     async def _send_stack(self, items: list[tuple[Delivery, Begin]],
-                          now: float) -> tuple[list[tuple[Delivery, Begin, Outcome]], int]:
+                          now: float) -> tuple[list[list[tuple[Delivery, Begin, Outcome]]], int]:
+        """Send the round's Stack rows: ``(attempts, HTTP requests)`` where each attempt is the
+        outcomes of the rows that travelled in one ``POST /v1/batch`` — or, without batching,
+        of all the round's single writes, sent together before any answered (sender health
+        counts each attempt once)."""
         if not items:
             return [], 0
         stack = self.stack
         if stack is None:
-            return [(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items], 0
+            return [[(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items]], 0
         if stack.batch:
-            out: list[tuple[Delivery, Begin, Outcome]] = []
+            out: list[list[tuple[Delivery, Begin, Outcome]]] = []
             requests = 0
             for i in range(0, len(items), MAX_BATCH):
                 chunk = items[i:i + MAX_BATCH]
@@ -236,7 +272,7 @@ class DeliveryPump:
                     log.exception("stack channel raised for a batch of %d writes", len(chunk))
                     results = [_channel_error(exc)] * len(chunk)
                 requests += 1
-                out.extend((r, b, o) for (r, b), o in zip(chunk, results))
+                out.append([(r, b, o) for (r, b), o in zip(chunk, results)])
             return out, requests
         sem = asyncio.Semaphore(self.concurrency)
 
@@ -248,7 +284,7 @@ class DeliveryPump:
                     log.exception("stack channel raised for delivery %s", row.id)
                     return row, b, _channel_error(exc)
 
-        return list(await asyncio.gather(*(one(r, b) for r, b in items))), len(items)
+        return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
 
     async def close(self) -> None:
         for ch in self.channels.values():

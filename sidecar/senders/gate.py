@@ -8,11 +8,15 @@ Rules / theory of operation
   a router target; ``stack`` is one too and always exists.
 * **May this sender send now?** (:meth:`may_send`): ``active`` and past its pacing / rest →
   yes, and the attempt starts now (the machine's ``Sent``: the active group's send interval
-  paces the next one).  In cooldown → no, ask again at the planned exit plus the 10 min rest
-  (``not_before``); in Need Check → no, ``not_before`` None: the router parks the row until
+  paces the next one).  In cooldown → no, ask again at the planned exit plus the rest (10 min; 0 for
+  the built-in Stack group) (``not_before``); in Need Check → no, ``not_before`` None: the router parks the row until
   :meth:`recover` releases the sender (:class:`~sidecar.router.attempt.ReleaseTarget`).  A
   refused row is not an attempt and keeps its place (the router's ``DeferDelivery``).
-* **Outcomes** (:meth:`report`): delivered → ``Delivered``; retryable → ``Failed`` (``final`` =
+* **Outcomes** (:meth:`report`) — one per ATTEMPT, i.e. per HTTP request (seed 000 §1 "+1 per
+  failed send"): a Stack batch of N writes that fails is ONE retryable failure, not N; a batch
+  whose request was answered is reported once by its per-write results (delivered if any
+  write was; else one retryable failure if any write answered 5xx/408/429; 4xx writes never
+  count) — :func:`sidecar.router.attempt.request_outcome`.  Delivered → ``Delivered``; retryable → ``Failed`` (``final`` =
   the delivery's last attempt: no increment, the check still runs); terminal → never counts.
   The group is read here, at the failure, and only here (seed 000 §6).  The attempt's start is
   the instant :meth:`may_send` admitted it, so the outcome of a delivery started before a
@@ -42,7 +46,7 @@ from dataclasses import replace as dc_replace
 import msgspec
 
 from sidecar.core.scheduler import Scheduler
-from sidecar.router.attempt import YES, Admission, Kind, Outcome, ReleaseTarget, Report
+from sidecar.router.attempt import YES, Admission, Kind, Outcome, RefreshWaiting, ReleaseTarget, Report
 from sidecar.router.model import Event
 from sidecar.store.ops import Op
 
@@ -57,6 +61,19 @@ STACK = "stack"
 def timer_key(sender: str) -> tuple[None, str, str]:
     """The sender's one timer in the process-wide namespace (DESIGN §13)."""
     return (None, TIMER_KIND, sender)
+
+
+def waiting_reason(s: h.SenderState, until: float | None) -> str:
+    """Why a row of sender ``s`` waits, as its ``last_error`` says after ``"waiting: "``:
+    ``until`` is when it is asked again (unix seconds; None in Need Check).  Refreshed when the
+    sender's state changes (:class:`~sidecar.router.attempt.RefreshWaiting`) and cleared at its
+    release (:class:`~sidecar.router.attempt.ReleaseTarget`): never a stale instant."""
+    if s.state == h.NEED_CHECK:
+        return f"need check (path {s.need_check_path}): waits for senders.recover"
+    if s.state == h.COOLDOWN:
+        return (f"cooldown #{s.cooldown_times} until {h.utc_text(s.cooldown_end)},"
+                f" asked again at {h.utc_text(until)}")
+    return f"paced or resting until {h.utc_text(until)}"
 
 
 class SenderStateNote(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,19 +123,15 @@ class HealthGate:
         s = self._get(target)
         ok, nxt = h.may_send(s, now)
         if not ok:
-            if s.state == h.NEED_CHECK:
-                why = f"need check (path {s.need_check_path}): waits for senders.recover"
-            elif s.state == h.COOLDOWN:
-                why = f"cooldown #{s.cooldown_times} until {h.utc_text(s.cooldown_end)}"
-            else:
-                why = f"paced or resting until {h.utc_text(nxt)}"
-            return Admission(allowed=False, not_before=nxt, reason=why)
+            return Admission(allowed=False, not_before=nxt, reason=waiting_reason(s, nxt))
         self._put(self.machine.handle(s, h.Sent(now, self.reg.active_group(target, now))).state)
         self._admitted[target] = now
         return YES
 
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report:
+        # one call per ATTEMPT (one HTTP request): the router reports a request that carried
+        # several deliveries once (Attempts.report_request), never once per delivery
         started = self._admitted.get(target, now)
         if outcome.kind == Kind.DELIVERED.value:
             ev: h.Event = h.Delivered(now, started)
@@ -187,9 +200,14 @@ class HealthGate:
             cooldown_end=s.cooldown_end, need_check_path=s.need_check_path) for row in step.history]
         ops: list[Op] = list(step_ops(step))  # always: the pacing of may_send is saved with it
         if prev != h.ACTIVE and s.state == h.ACTIVE and not isinstance(ev, h.Recover):
-            # released by its verdict: rows parked meanwhile (none in cooldown, but a row may
-            # have been parked while it was in Need Check) become due after the rest
+            # released by its verdict: rows parked meanwhile (Need Check) and rows deferred to
+            # the planned exit plus the rest become due after the actual rest, and lose their
+            # "waiting: cooldown … until X" (stale from now on)
             ops.append(ReleaseTarget(sender, s.next_send_at))
+        elif s.state != h.ACTIVE and (s.state, s.cooldown_end) != (prev, before.cooldown_end):
+            # a cooldown started or was extended, or Need Check: rows already waiting get the
+            # new reason and instant (rows deferred later get it from may_send)
+            ops.append(RefreshWaiting(sender, waiting_reason(s, h.may_send(s, ev.at)[1]), ev.at))
         events = tuple(Event(source="sidecar", subject="sender", action=f.action, priority=f.priority,
                              payload=dict(f.payload)) for f in step.facts)
         self._arm(s)

@@ -15,7 +15,8 @@ Rules / theory of operation
   through the local zone, so ``TZ`` cannot move a boundary.
 * The built-in ``stack`` group (:data:`STACK_GROUP`): ``failed_in_row`` 3, delay 1–2 min and
   ``never_need_check`` — after the fifth cooldown the sender keeps cycling its last step and the
-  machine raises a ``sidecar/sender/need_check`` fact instead of parking (DESIGN §10).
+  machine raises a ``sidecar/sender/need_check`` fact instead of parking (DESIGN §10); it has
+  no 10 min rest after a release (:meth:`Group.rest_after_release_s`).
 """
 from __future__ import annotations
 
@@ -60,6 +61,15 @@ class Group(msgspec.Struct, frozen=True, kw_only=True):
     def has_delay(self) -> bool:
         """Both delay bounds > 0: the group's delay replaces the ladder (seed 000 §6)."""
         return self.cooldown_delay_from > 0 and self.cooldown_delay_to > 0
+
+    def rest_after_release_s(self, default: float) -> float:
+        """Seconds the sender rests after a cooldown's release: ``default`` (seed 000 §2, 10 min)
+        for every group but the built-in Stack group, which rests 0 — DESIGN §10 gives it a
+        1–2 min delay "so a Stack outage delays markers by minutes": a 10 min rest after a
+        1–2 min cooldown would be most of that delay and make the group's delay meaningless.
+        The rest is a customer-message sender's (seed 000: reputation after a cooldown); Stack
+        is the sidecar's own backend and its writes are paced by their retry ladder."""
+        return 0.0 if self.builtin else default
 
 
 #: The built-in group of the ``stack`` sender (DESIGN §10): minutes, never Need Check.

@@ -24,7 +24,9 @@ stored ``cooldown_end`` never moves.
   keyed 0–7 min: step 2 min + jitter ≤ 5): confirmed → release ``proven``; no slot → ``neutral``;
   probe failed terminally → Need Check path B (103); otherwise up to 2 extensions of U(55, 70) min
   (102, a new probe each), then release ``fail-open``.  A release (100, verdict in the note) sets
-  ``failed_in_row`` 0, keeps ``cooldown_times``, and rests the sender 10 more min.
+  ``failed_in_row`` 0, keeps ``cooldown_times``, and rests the sender 10 more min — except
+  the built-in Stack group, which rests 0 (:meth:`~.groups.Group.rest_after_release_s`; decided
+  with the cooldown, at its start, like its duration).
 * **Late results**: an outcome of a delivery started before the current (or last) cooldown began
   changes neither the probe nor the ladder.
 * **Stack** (DESIGN §10): a group with ``never_need_check`` cycles its fifth step instead of path A
@@ -96,6 +98,7 @@ class SenderState(msgspec.Struct, frozen=True, kw_only=True):
     next_send_at: float = 0.0
     sent: int = 0  # attempts started: key of the pacing draws
     deliveries: tuple[float, ...] = ()  # the last 11 delivery times
+    rest_s: float = REST  # rest after this cooldown's release: the group's at its start
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,8 @@ class HealthMachine:
         probe_at: float | None = max(now + self._draw(*slot_lo, s, "slot"), end - PROBE_LAST)
         if probe_at is not None and probe_at >= end:
             probe_at = None  # the cooldown is shorter than its slot: no warm-up, verdict neutral
-        s = replace(s, state=COOLDOWN, cooldown_start=now, last_cooldown_start=now, cooldown_end=end,
+        rest = g.rest_after_release_s(REST) if g is not None else REST
+        s = replace(s, state=COOLDOWN, cooldown_start=now, last_cooldown_start=now, cooldown_end=end, rest_s=rest,
                     exit_at=end + self._draw(*STEP_LAG, s, "step", 0), extensions=0, probe_at=probe_at,
                     had_slot=probe_at is not None, probe_sent_at=None, probe_in_flight=False,
                     probe_confirmed=False, probe_failed_terminal=False)
@@ -342,7 +346,7 @@ class HealthMachine:
 
     def _release(self, s: SenderState, now: float, verdict: str) -> Step:
         s = replace(s, state=ACTIVE, failed_in_row=0, cooldown_start=None, cooldown_end=None, exit_at=None,
-                    probe_at=None, probe_in_flight=False, next_send_at=max(s.next_send_at, now + REST))
+                    probe_at=None, probe_in_flight=False, next_send_at=max(s.next_send_at, now + s.rest_s))
         return Step(s, [History(s.sender, now, FINISHED, verdict)], [self._fact("recovered", s, verdict=verdict)])
 
     def _recover(self, s: SenderState, ev: Recover) -> Step:
@@ -369,12 +373,13 @@ def utc_text(t: float | None) -> str:
 def may_send(s: SenderState, now: float) -> tuple[bool, float | None]:
     """May this sender start a delivery at ``now``?  ``(True, None)`` or ``(False, next)`` where
     ``next`` is the earliest unix second to ask again (``None`` while in Need Check: only a
-    manual recovery frees it).  In cooldown ``next`` is the planned exit plus the rest."""
+    manual recovery frees it).  In cooldown ``next`` is the planned exit plus the rest (0 for
+    the built-in Stack group)."""
     if s.state == NEED_CHECK:
         return False, None
     if s.state == COOLDOWN:
         assert s.exit_at is not None
-        return False, s.exit_at + REST
+        return False, s.exit_at + s.rest_s
     if now < s.next_send_at:
         return False, s.next_send_at
     return True, None

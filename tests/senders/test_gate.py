@@ -239,7 +239,10 @@ def test_a_refusal_in_cooldown_reads_as_utc_for_the_shift_lead():
     s = gate.state("stack")
     adm = gate.may_send("stack", "stack", T0 + 10)
     assert not adm.allowed
-    assert adm.reason == f"cooldown #1 until {h.utc_text(s.cooldown_end)}"
+    # the planned end, and when the row is asked again: the modelled exit (Stack rests 0)
+    assert adm.reason == (f"cooldown #1 until {h.utc_text(s.cooldown_end)},"
+                          f" asked again at {h.utc_text(s.exit_at)}")
+    assert adm.not_before == s.exit_at and s.rest_s == 0
     assert adm.reason.endswith(" UTC") and str(int(s.cooldown_end)) not in adm.reason
 
 
