@@ -451,6 +451,10 @@ class Replay:
         s.machines = len(self.machines)
         s.exits = [e for m in self.machines for e in m.exits]
         s.warnings += [w for m in self.machines for w in m.warnings]
+        for m in self.machines:  # before the temporary data dirs go
+            pending = Counter(r["target"] for r in read_deliveries(m.data_dir) if r["status"] == "pending")
+            if pending:
+                s.left_queued[m.name] = dict(pending)
         if self._tmp is not None:
             self._tmp.cleanup()
 

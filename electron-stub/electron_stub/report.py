@@ -70,6 +70,10 @@ class RunStats(msgspec.Struct, kw_only=True):
     # follow_up_mail candidates Stack received (DESIGN §9), source -> outcome -> count: the burst
     # source's ``created`` / ``miss`` rows are its 50 % rolls (seed 001 "Понад 5 Unanswered")
     mail_candidates: dict[str, dict[str, int]] = {}
+    # delivery rows still pending in each machine's SQLite at the end, machine -> target -> count:
+    # outcomes are trace lines, so rows a retired machine (a ``fresh`` shift change) still holds
+    # would otherwise not show at all — it sends them when it next starts
+    left_queued: dict[str, dict[str, int]] = {}
 
 
 def exit_code(results: list[Result], violations: list[Violation], stats: RunStats) -> int:
@@ -323,6 +327,7 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "follow_up_mail": follow_up_mail(lines, stats.mail_candidates),
         "markers_acked": {"total": len(markers), "by_name": dict(Counter(x.get("name") for x in markers))},
         "deliveries": _deliveries(lines),
+        "deliveries_left": {m: dict(sorted(t.items())) for m, t in sorted(stats.left_queued.items()) if t},
         "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
         "stack": dict(stats.stack),
         "stack_requests": stack_requests(stats.stack),

@@ -128,6 +128,12 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
             for status, n in sorted(statuses.items()):
                 dt.add_row(target, status, str(n))
         parts.append(dt)
+    left = s.get("deliveries_left") or {}
+    if left:
+        parts.append(Text("Deliveries left queued at the end (in each machine's SQLite; each sidecar sends "
+                          "them when it next starts): "
+                          + "; ".join(f"{m}: " + ", ".join(f"{t} {n}" for t, n in ts.items())
+                                      for m, ts in left.items()), style="yellow"))
     op, st = s["operator"], s["stack"]
     parts.append(Text("Operator sent: " + (", ".join(f"{k} {v}" for k, v in op["sent"].items()) or "nothing")
                       + (f" ({op['late']} late)" if op["late"] else "")))

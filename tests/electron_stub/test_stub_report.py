@@ -197,3 +197,17 @@ def test_follow_up_mails_by_source_list_all_five_sources_and_the_burst_rolls(tmp
     assert "Burst rolls (50 %): 3 rolled, 1 hit, 2 missed (33.3 % hit)" in text
     assert text.index("Tasks by source and close reason") < text.index("Follow-up mails by source") \
         < text.index("Answer delay")
+
+
+def test_rows_left_queued_on_a_machine_are_reported_not_lost_from_view():
+    """Outcomes are trace lines: rows still pending in a retired machine's SQLite (a ``fresh``
+    shift change while a target cooled down) must show, by machine and target, in the JSON and
+    the text (they leave when that machine next starts)."""
+    stats = report.RunStats(scenario="synthetic", wall_s=1.0, virtual_s=10,
+                            left_queued={"m1": {"crm-hook": 203, "audit": 2}, "m2": {}})
+    s = report.summarize(recorder(LINES), [], [], stats)
+    assert s["deliveries_left"] == {"m1": {"audit": 2, "crm-hook": 203}}
+    text = to_text(s, width=200)
+    assert "left queued at the end" in text and "m1: audit 2, crm-hook 203" in text
+    quiet = report.summarize(recorder(LINES), [], [], report.RunStats(scenario="synthetic"))
+    assert quiet["deliveries_left"] == {} and "left queued" not in to_text(quiet, width=200)
