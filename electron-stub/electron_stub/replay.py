@@ -79,7 +79,7 @@ class Replay:
         self.tick = max(0.5, lo)
         self._bar: ReplayProgress | None = None  # progress display, made at the first advance
         self.senders = SenderLines([x for x in scenario.world if isinstance(x, sc.Group)], self.results)
-        self.sidecars = Sidecars(self.clock, self.data_dir, stack_url=self.stack.url, seed=scenario.header.seed,
+        self.sidecars = Sidecars(self.clock, self.data_dir, stack=self.stack, seed=scenario.header.seed,
                                  binary=binary, logs_kept=self.logs_kept, routing=self.routing,
                                  senders=self.senders, stats=self.stats, frames=self.frames,
                                  on_notification=self.on_notification, on_request=self.on_request)

@@ -38,6 +38,7 @@ from electron_stub.machine import Machine
 from electron_stub.report import RunStats
 from electron_stub.routing_world import RoutingWorld, read_deliveries
 from electron_stub.senders_lines import SenderLines
+from electron_stub.stack_server import StackServer
 
 TIMELINE, ACTION = 0, 1  # queue phases: equal ``t`` keep file order, timeline before harness actions
 
@@ -54,13 +55,13 @@ class Sidecars:
     """The machines of one replay, which one is current, which TU is logged in where, and when
     each next acts by itself (``due``: machine -> unix seconds, None = never, absent = unknown)."""
 
-    def __init__(self, clock: VirtualTime, data_dir: Path, *, stack_url: str, seed: Any,
+    def __init__(self, clock: VirtualTime, data_dir: Path, *, stack: StackServer, seed: Any,
                  binary: str | None, logs_kept: bool, routing: RoutingWorld, senders: SenderLines,
                  stats: RunStats, frames: Counter,
                  on_notification: Callable[[Machine, str, Any], None],
                  on_request: Callable[[Machine, str, Any], Awaitable[Any]]) -> None:
         self.clock, self.data_dir = clock, data_dir
-        self.stack_url, self.seed, self.binary, self.logs_kept = stack_url, seed, binary, logs_kept
+        self.stack, self.seed, self.binary, self.logs_kept = stack, seed, binary, logs_kept
         self.routing, self.senders, self.stats, self.frames = routing, senders, stats, frames
         self.on_notification, self.on_request = on_notification, on_request
         self.machines: list[Machine] = []
@@ -73,7 +74,7 @@ class Sidecars:
 
     async def new_machine(self, fresh: bool, operator: str = "") -> Machine:
         name = f"m{len(self.machines) + 1}"
-        m = Machine(name, self.data_dir / name, stack_url=self.stack_url, seed=self.seed,
+        m = Machine(name, self.data_dir / name, stack_url=self.stack.url, seed=self.seed,
                     binary=self.binary, on_notification=self.on_notification, on_request=self.on_request,
                     fresh=fresh, operator=operator, logs_kept=self.logs_kept,
                     env=self.routing.env() if self.routing.active else None)
