@@ -1,0 +1,150 @@
+"""The replay's batched frames: which queue items travel together in one ``platform.events``
+frame, and playing that frame (the bookkeeping that keeps the result the same as one by one is
+:mod:`electron_stub.batch`).
+
+Rules / theory of operation
+---------------------------
+* **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): every world
+  line (and an operator's chat/mail answer as a frame's first item) up to the next sync point
+  travels in ONE ``platform.events`` frame whose events' ``received_at`` advance the clock —
+  instead of ``clock.advance_to`` then ``platform.event`` per line.  Sync points: a line that is
+  no platform event, an operator answer, the answer horizon (the operator's shortest delay after
+  the earliest instant a task of the frame can be created), and — told by the sidecar itself
+  (``stop_at_due``: ``taken`` short, the rest goes back to the queue) — any timer or delivery
+  of its own due before a later event.  World changes wait until the sidecar begins their
+  event (``batch_seen`` of ``platform.request``), notifications are handed on after the frame in
+  stream order with each line's sample at its event's ``seq``: module :mod:`electron_stub.batch`.
+  Only while one sidecar runs (an advance goes to every running machine); routing-world lines
+  never travel batched.  Only the first event of a frame may have timers before it, so the
+  reference Stack and the receivers see every call at the driver instant one by one has.  The
+  result — tasks, trace, deliveries, expectations, samples — is the same as without batching;
+  the tests compare both.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from typing import Any, Callable
+
+from electron_stub import batch, encode
+from electron_stub.batch import Frame, Item
+from electron_stub.machine import Machine
+from electron_stub.replay_lines import NOT_WORLD, ROUTING_LINES, LinePlayer
+from electron_stub.replay_sidecars import ACTION, TIMELINE, Sidecars, VirtualTime
+from electron_stub.report import RunStats
+from electron_stub.trace import Recorder
+from electron_stub.world import World
+
+
+class FramePlayer:
+    """Takes frames off the driver's ``queue`` (``(t, phase, order, item)`` heap) and plays them;
+    ``frame`` is the frame in flight (the driver's callbacks hold notifications and apply world
+    changes through it), ``frame_events`` counts events taken per frame -> frames."""
+
+    def __init__(self, clock: VirtualTime, queue: list[tuple[float, int, int, Any]], *, enabled: bool,
+                 answer_lo: float, sidecars: Sidecars, lines: LinePlayer, world: World, rec: Recorder,
+                 stats: RunStats, op_sent: Counter, frame_events: Counter,
+                 deliver: Callable[[Machine, str, Any], None]) -> None:
+        self.clock, self.queue, self.enabled, self.answer_lo = clock, queue, enabled, answer_lo
+        self.sidecars, self.lines, self.world, self.rec = sidecars, lines, world, rec
+        self.stats, self.op_sent, self.frame_events, self.deliver = stats, op_sent, frame_events, deliver
+        self.frame: Frame | None = None  # the platform.events frame in flight (module batch)
+
+    def take(self, end: float) -> tuple[Machine, Frame] | None:
+        """Pop the queue items that travel in the next ``platform.events`` frame (module
+        ``batch``: up to the next sync point), or None when the queue's head does not."""
+        if not self.enabled or not self.queue:
+            return None
+        running = self.sidecars.running()
+        if len(running) != 1:
+            return None  # an advance goes to every running machine
+        m, due_of, start = running[0], self.sidecars.due, self.clock.start
+        first = self._item(self.queue[0], m, first=True)
+        if first is None or first.event is None:
+            return None
+        heapq.heappop(self.queue)
+        items, n = [first], 1
+        if m.name in due_of:  # unknown next_due (an older binary): one item a frame
+            due = due_of[m.name]
+            # no task of this frame is created before ``created`` nor answered sooner than
+            # answer_lo after its creation: items before the horizon precede every such answer
+            created = first.t if due is None else min(first.t, due - start)
+            horizon = created + self.answer_lo
+            while self.queue and n < batch.MAX_EVENTS:
+                entry = self.queue[0]
+                if entry[0] >= horizon or entry[0] > end:
+                    break
+                it = self._item(entry, m, first=False)
+                if it is None:
+                    break
+                heapq.heappop(self.queue)
+                items.append(it)
+                n += it.event is not None
+        while items[-1].event is None:  # trailing world-only items need no frame
+            heapq.heappush(self.queue, items.pop().entry)
+        return m, Frame(items)
+
+    def _item(self, entry: tuple, m: Machine, *, first: bool) -> Item | None:
+        """``entry`` as an item of a frame to ``m`` (module ``batch``), or None: it ends the frame."""
+        t, phase, _, it = entry
+        start, due_of, tu_machine = self.clock.start, self.sidecars.due, self.sidecars.tu_machine
+        now = start + t
+        if phase == ACTION:
+            _, task_id, channel = it
+            task = self.rec.tasks.get(task_id)
+            if not first or channel == "email" or task is None or not task.is_open \
+                    or tu_machine.get(task.tu) is not m or m.name not in due_of:
+                return None
+            due = due_of[m.name]
+            if due is not None and due - start <= t:
+                return None  # the sidecar acts first: is the task still open then? one by one
+            item_id = f"op-{task_id}"
+            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
+            if method != "platform.event":
+                return None
+
+            def sent() -> None:
+                self.op_sent[channel] += 1
+                self.rec.operator_sent(now, channel, task.project, task.tu, task.ru, task_id)
+            return Item(entry, params, apply=lambda: self.world.record_send(
+                task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
+        if type(it) in NOT_WORLD or type(it) in ROUTING_LINES:
+            return None
+        frames = encode.frames_for(it, now, self.world)
+        tu = getattr(it, "tu", None)
+        to = tu_machine.get(tu) if tu else None
+        apply = lambda: self.lines.apply_world(it, now)  # noqa: E731
+        if to is None or not to.running or not frames:
+            return Item(entry, None, apply=apply)  # no frame for any sidecar: the world alone
+        if to is not m or len(frames) != 1 or frames[0][0] != "platform.event":
+            return None
+        return Item(entry, frames[0][1], apply=apply, after=lambda: self.lines.sample(it, now))
+
+    async def play(self, m: Machine, frame: Frame) -> tuple[float, int]:
+        """Send ``frame`` as one ``platform.events`` frame (its advance inside); put back what
+        the sidecar did not take; returns the instant reached (seconds from start) and the
+        timeline lines played."""
+        events, start = frame.events, self.clock.start
+        self.clock.now = start + frame.items[0].t
+        self.frame = frame
+        try:
+            answer = await self.sidecars.send(m, "platform.events", {"events": events, "stop_at_due": True})
+        finally:
+            self.frame = None
+        taken, results = len(events), []
+        if isinstance(answer, dict):  # an error answer (reported by send): as if all were taken
+            taken = max(1, min(taken, int(answer.get("taken", taken))))
+            results = answer.get("results") or []
+            for ev, res in zip(events, results):
+                if isinstance(res, dict) and not res.get("ok", True):
+                    self.stats.warnings.append(
+                        f"{m.name} answered platform.event ({ev.get('name')}) with an error: "
+                        f"{(res.get('error') or {}).get('message')}")
+        done, rest = frame.taken_items(taken)
+        frame.seen(taken)
+        for it in rest:
+            heapq.heappush(self.queue, it.entry)
+        self.clock.now = start + done[-1].t
+        self.frame_events[taken] += 1
+        frame.hand_on(done, results, self.deliver)
+        return done[-1].t, sum(it.entry[1] == TIMELINE for it in done)
