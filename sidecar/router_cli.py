@@ -120,6 +120,19 @@ def _utc(t: float | None) -> str:
     return "" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _next_page(args: argparse.Namespace, data_dir: Path, nxt: int) -> str:
+    """The command that prints the next page: the same data dir, filters and limit (a newcomer
+    pasted the bare ``--after N`` and read the per-user default data dir instead)."""
+    import shlex
+
+    parts = ["sidecar", "deliveries", "--data-dir", str(data_dir)]
+    for flag, value in (("--status", args.status), ("--target", args.target), ("--since", args.since)):
+        if value is not None:
+            parts += [flag, str(value)]
+    parts += ["--limit", str(args.limit), "--after", str(nxt)]
+    return shlex.join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from sidecar.config import default_data_dir
     from sidecar.why_cli import parse_since, pipe_console_class
@@ -172,5 +185,5 @@ def run(args: argparse.Namespace) -> int:
                           r["id"], r["last_error"] or r["note"] or "", style=styles.get(r["status"]))
     console.print(table)
     if nxt is not None:
-        console.print(f"More rows: sidecar deliveries --after {nxt}")
+        console.print(f"More rows: {_next_page(args, data_dir, nxt)}")
     return 0

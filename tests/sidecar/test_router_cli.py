@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 
 import pytest
 
@@ -78,8 +79,11 @@ def test_deliveries_page_with_after_and_newest_by_default(tmp_path, capsys):
             break
         after = int(out.err.rsplit("--after ", 1)[1])
     assert seen == [1, 2, 3, 4, 5, 6, 7]
-    assert main(["deliveries", "--data-dir", d, "--limit", "2", "--after", "0"]) == 0
-    assert "More rows: sidecar deliveries --after 2" in capsys.readouterr().out
+    assert main(["deliveries", "--data-dir", d, "--limit", "2", "--after", "0", "--target", "audit"]) == 0
+    hint = capsys.readouterr().out.split("More rows: ", 1)[1].split("\n", 1)[0]
+    # the hint is the whole next command: same data dir, filters and limit (pasting it must work)
+    assert shlex.split(hint) == ["sidecar", "deliveries", "--data-dir", str(d), "--target", "audit",
+                                 "--limit", "2", "--after", "2"]
 
 
 def test_out_of_range_after_and_limit_are_one_line_and_exit_2(tmp_path, capsys):
