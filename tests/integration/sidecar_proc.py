@@ -134,3 +134,15 @@ class SidecarProcess:
             await self._kill()
             return
         await self.stop()
+
+
+def send_event(i: int, at: float) -> dict:
+    """A Chathouse ``Send`` (RU ``c-ru-<i>`` writes to ``c-tu-1`` at ``at``): one Unanswered message."""
+    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
+            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
+                     "at": at, "body": "hi"}}
+
+
+async def answer_no_dialogs(method: str, params: dict) -> dict:
+    """A platform that answers every poll with no dialogs."""
+    return {"dialogs": []}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.client import BridgeClient
-from tests.integration.sidecar_proc import SidecarProcess
+from tests.integration.sidecar_proc import SidecarProcess, send_event, answer_no_dialogs as _answer
 
 T0 = 1796025600.0
 
@@ -33,16 +33,6 @@ async def slow_close(self):
 
 Store.close = slow_close
 """
-
-
-def send_event(i: int, at: float) -> dict:
-    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
-            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
-                     "at": at, "body": "hi"}}
-
-
-async def _answer(method, params):
-    return {"dialogs": []}
 
 
 async def _login(sc: SidecarProcess) -> tuple[BridgeClient, dict]:

@@ -14,20 +14,10 @@ import time
 import pytest
 
 from bridge.client import BridgeClient
-from tests.integration.sidecar_proc import ROOT, SidecarProcess
+from tests.integration.sidecar_proc import ROOT, SidecarProcess, send_event, answer_no_dialogs as _answer
 from tests.stack.fake_stack import StackServer
 
 T0 = 1796025600.0
-
-
-def send_event(i: int, at: float) -> dict:
-    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
-            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
-                     "at": at, "body": "hi"}}
-
-
-async def _answer(method, params):
-    return {"dialogs": []}
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "stdin"])

@@ -7,13 +7,7 @@ import asyncio
 import time
 
 from bridge.client import BridgeClient
-from tests.integration.sidecar_proc import SidecarProcess
-
-
-def send_event(i: int, at: float) -> dict:
-    return {"project": "chathouse", "tu": "c-tu-1", "name": "Send",
-            "data": {"id": f"m{i}", "type": "message", "from": f"c-ru-{i}", "to": "c-tu-1",
-                     "at": at, "body": "hi"}}
+from tests.integration.sidecar_proc import SidecarProcess, send_event
 
 
 async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(tmp_path):

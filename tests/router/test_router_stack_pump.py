@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from fake_stack import StackServer
+from fake_stack import serve
 
 from sidecar.router.attempt import STACK_LADDER
 from sidecar.router.channels import StackChannel
@@ -26,10 +26,7 @@ NOW = T0
 
 @pytest.fixture
 def stack_server():
-    server = StackServer()
-    server.start()
-    yield server
-    server.stop()
+    yield from serve()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_stack import StackServer
+from fake_stack import StackServer, serve
 
 from sidecar.stack.client import StackClient
 from sidecar.store.db import Store
@@ -12,11 +12,7 @@ from sidecar.store.db import Store
 
 @pytest.fixture
 def stack_server():
-    server = StackServer()
-    server.start()
-    yield server
-    server.stop()
-    assert server.errors == [], "the Stack stand-in itself failed:\n" + "\n".join(server.errors)
+    yield from serve()
 
 
 @pytest.fixture

@@ -184,3 +184,13 @@ def refused_port() -> Iterator[int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         yield s.getsockname()[1]
+
+
+def serve() -> Iterator["StackServer"]:
+    """A started stand-in for a fixture to ``yield from``: stopped after the test, and the test
+    fails if the stand-in itself raised (a bug in the fake must not pass as a sidecar result)."""
+    server = StackServer()
+    server.start()
+    yield server
+    server.stop()
+    assert server.errors == [], "the Stack stand-in itself failed:\n" + "\n".join(server.errors)
