@@ -17,12 +17,16 @@ What is recorded (lists; the k-th entry of a per-event list belongs to the k-th
   send of that frame returned (websockets wrote it to the transport); ``commit_of`` — the
   index of the last commit that ended before the note (the group's commit);
 * per commit: ``start`` (on the loop, ops compiled next), ``thread_start`` / ``thread_end`` (the
-  transaction on aiosqlite's thread, BEGIN … COMMIT), ``end`` (back on the loop), ``ops``;
+  transaction on aiosqlite's thread, BEGIN … COMMIT) and ``thread_cpu`` (its CPU seconds: the
+  rest of ``thread`` is waiting — for the GIL, or for a CPU), ``end`` (back on the loop), ``ops``;
 * per group handed to :class:`sidecar.step_groups.StepGroups`: its size;
 * ``gc``: ``(start, duration)`` of every collection (``gc.callbacks``);
 * ``threads``: CPU seconds (user + system) per native thread at exit, the connection thread's
   id as ``db_thread`` — how much of an event's CPU is the thread hop's other side;
 * ``store``: the store's counters (hops, commits, ops).
+
+``BENCH_COMMIT_ON_LOOP=0`` / ``1`` in the environment opens the store with commits on aiosqlite's
+thread / on the loop (:meth:`sidecar.store.db.Store.open` ``commit_on_loop``), for an A/B run.
 """
 from __future__ import annotations
 
@@ -136,14 +140,15 @@ def install(out: Path) -> Probe:
 
     def apply_probe(conn, plan):
         c = probe.commits[-1] if probe.commits else None
-        if probe.db_thread is None:
-            probe.db_thread = threading.get_native_id()
-        t0 = _clock()
+        if probe.db_thread is None and threading.current_thread() is not threading.main_thread():
+            probe.db_thread = threading.get_native_id()  # aiosqlite's (None: commits on the loop)
+        t0, cpu0 = _clock(), time.thread_time()
         try:
             return apply(conn, plan)
         finally:
             if c is not None and "thread_start" not in c:
                 c["thread_start"], c["thread_end"] = t0, _clock()
+                c["thread_cpu"] = time.thread_time() - cpu0
 
     dbmod._apply = apply_probe
     commit = dbmod.Store.commit
@@ -165,6 +170,14 @@ def install(out: Path) -> Probe:
         return await close(self)
 
     dbmod.Store.close = close_probe
+    on_loop = os.environ.get("BENCH_COMMIT_ON_LOOP")  # "0" / "1": A/B of the store's commit path
+    if on_loop in ("0", "1"):
+        open_ = dbmod.Store.open.__func__
+
+        async def open_probe(cls, path, **kw):
+            return await open_(cls, path, commit_on_loop=on_loop == "1", **kw)
+
+        dbmod.Store.open = classmethod(open_probe)
     handle = StepGroups.handle
 
     async def handle_probe(self, method, params):

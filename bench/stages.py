@@ -72,6 +72,7 @@ def breakdown(sent: list[float], received: list[float | None], probe: dict[str, 
         "counts": counts, "matched": len(per["total"]),
         "stages_ms": {s: _q(v) for s, v in per.items()},
         "commit_ms": _q([(c["end"] - c["start"]) * 1000 for c in commits if "end" in c]),
+        "commit_thread_cpu_ms": _q([c["thread_cpu"] * 1000 for c in commits if "thread_cpu" in c]),
         "commits": len(commits), "ops_per_commit": statistics.fmean(c["ops"] for c in commits) if commits else 0,
         "grouped_frames": sum(groups), "groups": len(groups),
         "frames_per_group": statistics.fmean(groups) if groups else 0.0,
@@ -91,7 +92,8 @@ def lines(b: dict) -> list[str]:
         out.append(f"    {s:<17} {q['p50']:7.3f} {q['p95']:7.3f} {q['p99']:7.3f} {q['max']:8.3f}")
     c = b["commit_ms"]
     out.append(f"  commits {b['commits']} ({b['ops_per_commit']:.1f} ops each; loop-to-loop p50 "
-               f"{c['p50']:.3f} p99 {c['p99']:.3f} ms); {b['groups']} groups of "
+               f"{c['p50']:.3f} p99 {c['p99']:.3f} ms; CPU on its thread p50 "
+               f"{b['commit_thread_cpu_ms']['p50']:.3f} p99 {b['commit_thread_cpu_ms']['p99']:.3f} ms); {b['groups']} groups of "
                f"{b['frames_per_group']:.2f} frames ({b['grouped_frames']} frames grouped)")
     g, cpu = b["gc"], b["cpu_s"]
     out.append(f"  gc: {g['collections']} collections, {g['total_ms']:.1f} ms in all, longest "

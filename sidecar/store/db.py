@@ -43,6 +43,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
@@ -70,6 +71,9 @@ T = TypeVar("T")
 log = logging.getLogger("sidecar.store")
 _FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+# ops committed on the loop between two checkpoints on aiosqlite's thread: about the pages SQLite's
+# own automatic checkpoint waits for (1,000), as an op writes about a page
+CHECKPOINT_OPS = 1000
 
 
 
@@ -87,6 +91,35 @@ def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> Non
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _writer(path: Path, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The loop's own connection (module rules, "Commits on the loop"): the store's pragmas,
+    no automatic checkpoint (its fsyncs would hold the loop; :meth:`Store.commit` has one run
+    on aiosqlite's thread instead)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _readers_only(conn: sqlite3.Connection) -> None:
+    """aiosqlite's connection once the loop commits: readers and checkpoints only — a write on
+    it would take SQLite's write lock from under the loop's commits (a loop blocked for
+    ``busy_timeout``), so SQLite refuses it (SQLITE_READONLY) instead."""
+    conn.execute("PRAGMA query_only = ON")
+
+
+def _passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """``PRAGMA wal_checkpoint(PASSIVE)``: copy what it can of the WAL into the database, never
+    waiting for (nor blocking) the loop's writer.  Returns (busy, WAL frames, frames copied)."""
+    return tuple(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
 
 
 def _daemon_thread(db: aiosqlite.Connection) -> None:
@@ -133,20 +166,35 @@ class Store:
     """An open store.  Use :meth:`open` (or ``async with await Store.open(...)``)."""
 
     def __init__(self, path: Path, db: aiosqlite.Connection, lock: DirLock, durability: str,
-                 schema_version: int) -> None:
+                 schema_version: int, writer: sqlite3.Connection | None = None) -> None:
         self.path = path  # the database file
         self.durability = durability  # "normal" | "full"
         self.schema_version = schema_version  # PRAGMA user_version after migrations
         self._db: aiosqlite.Connection | None = db
+        # the loop's own connection, every commit made on it (module rules, "Commits on the
+        # loop"); None: commits hop onto aiosqlite's thread like the readers
+        self._writer = writer
         self._lock = lock
         self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
+        self._since_checkpoint = 0  # ops committed on the loop since the last checkpoint began
+        self._checkpoint: asyncio.Task | None = None  # the checkpoint on aiosqlite's thread
+
+    @property
+    def commits_on_loop(self) -> bool:
+        """Commits run on the event loop's thread (module rules), not aiosqlite's."""
+        return self._writer is not None
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     async def open(cls, path: Path | str, *, durability: str = "normal",
                    busy_timeout_ms: int = 5000,
-                   migrations: Sequence[str] = MIGRATIONS) -> "Store":
+                   migrations: Sequence[str] = MIGRATIONS,
+                   commit_on_loop: bool | None = None) -> "Store":
         """Open (creating folder and file) and migrate the store at ``path``.
+
+        ``commit_on_loop``: commit on the event loop's thread (module rules, "Commits on the
+        loop"); None (default) does so with ``durability="normal"`` only — ``"full"`` fsyncs
+        every commit, which must not hold the loop.
 
         Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`,
         :class:`SchemaTooNew`, :class:`MigrationError`, or :class:`StoreError` (cause attached)
@@ -157,26 +205,40 @@ class Store:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = DirLock.acquire(path.with_suffix(".lock"))
+        if commit_on_loop is None:
+            commit_on_loop = durability == "normal"
         db: aiosqlite.Connection | None = None
+        writer: sqlite3.Connection | None = None
         try:
             db = aiosqlite.connect(path, isolation_level=None)  # its thread starts when awaited
             _daemon_thread(db)
             await db
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
+            if commit_on_loop:
+                writer = _writer(path, _SYNCHRONOUS[durability], busy_timeout_ms)
+                await db._execute(_readers_only, db._conn)
         except BaseException as exc:
+            if writer is not None:
+                writer.close()
             if db is not None:
                 await db.close()
             lock.release()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open store {path}: {exc}") from exc
             raise
-        return cls(path, db, lock, durability, version)
+        return cls(path, db, lock, durability, version, writer)
 
     async def close(self) -> None:
-        """Close the connection and release the lock (idempotent)."""
+        """Close the connections and release the lock (idempotent).  The loop's connection
+        closes first (at once: it is never the last one, so it does not checkpoint); the close of
+        aiosqlite's connection — the last one, which checkpoints the WAL — queues behind a
+        checkpoint in flight (module rules, "Closing")."""
         db, self._db = self._db, None
+        writer, self._writer = self._writer, None
         try:
+            if writer is not None:
+                writer.close()
             if db is not None:
                 await db.close()
         finally:
@@ -227,7 +289,32 @@ class Store:
             raise StoreError(f"cannot encode op: {exc}") from exc
         self.counters.commits += 1
         self.counters.ops += len(ops)
-        await self._run(_apply, plan)
+        writer = self._writer
+        if writer is None:
+            await self._run(_apply, plan)
+            return
+        if self._db is None:
+            raise StoreError("store is closed")
+        try:
+            _apply(writer, plan)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        self._since_checkpoint += len(ops)
+        if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
+            self._since_checkpoint = 0
+            self._checkpoint = asyncio.get_running_loop().create_task(
+                self._checkpoint_wal(), name="sqlite-checkpoint")
+
+    async def _checkpoint_wal(self) -> None:
+        """A PASSIVE checkpoint of the WAL on aiosqlite's thread (its fsyncs off the loop); a
+        failure is logged — the next one, or the close, checkpoints what it left."""
+        try:
+            await self._run(_passive_checkpoint)
+        except StoreError as exc:
+            if self._db is not None:
+                log.warning("WAL checkpoint failed (the next one retries): %s", exc)
+        finally:
+            self._checkpoint = None
 
     # ------------------------------------------------------------------ readers: tasks
     async def open_tasks(self, tu: str | None = None) -> list[Task]:

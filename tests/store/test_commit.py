@@ -176,8 +176,12 @@ async def test_a_favorite_row_is_stored_compact_and_read_back_as_one_frozen_valu
     raw = await store._run(lambda c: c.execute("SELECT data FROM favorites").fetchone()[0])
     assert msgspec.json.decode(raw) == {"ru": "ru1", "project": "golden", "active": True,
                                         "markers": {"followUpChat": None}}
-    await store._run(lambda c: c.execute(
-        "INSERT INTO favorites (tu, ru, project, data) VALUES ('tu1', 'ru2', 'golden', '{\"active\": 3}')"))
+    c = sqlite3.connect(store.path, isolation_level=None)  # a row written by hand
+    try:
+        c.execute("INSERT INTO favorites (tu, ru, project, data)"
+                  " VALUES ('tu1', 'ru2', 'golden', '{\"active\": 3}')")
+    finally:
+        c.close()
     with caplog.at_level(logging.WARNING, "sidecar.store"):
         got = await store.favorites("tu1")
     assert got == {"ru1": fav} and type(got["ru1"]) is Favorite
