@@ -56,14 +56,15 @@ class Probe:
         self.gc: list[tuple[float, float]] = []
         self.db_thread: int | None = None
         self.store: Any = None
-        self._gc_start = 0.0
+        self._gc_start = self._gc_cpu = 0.0
         self.threads: dict[str, float] = {}
 
     def on_gc(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._gc_start = _clock()
+            self._gc_start, self._gc_cpu = _clock(), time.thread_time()
         else:
-            self.gc.append((self._gc_start, _clock() - self._gc_start, info.get("generation")))
+            self.gc.append((self._gc_start, _clock() - self._gc_start, info.get("generation"),
+                            info.get("collected"), time.thread_time() - self._gc_cpu))
 
     def sample_threads(self) -> None:
         """CPU seconds per native thread now (before the store's close ends its thread)."""
@@ -84,6 +85,8 @@ class Probe:
         data = {"queued": self.queued, "taken": self.taken, "notified": self.notified,
                 "commit_of": self.commit_of, "written": self.written, "commits": self.commits,
                 "groups": self.groups, "gc": self.gc, "threads": threads,
+                "gc_objects": [len(gc.get_objects(g)) for g in range(3)],
+                "gc_frozen": gc.get_freeze_count(),
                 "main_thread": threading.main_thread().native_id, "db_thread": self.db_thread,
                 "store": self.store.counters.as_dict() if self.store is not None else None}
         self.out.write_text(json.dumps(data), encoding="utf-8")
@@ -195,6 +198,13 @@ def main(argv: list[str]) -> int:
         return 2
     install(Path(argv[0]))
     from sidecar.cli import main as sidecar_main
+    profile = os.environ.get("BENCH_PROFILE")  # a path: cProfile the whole serve into it
+    if not profile:
+        return sidecar_main(argv[1:])
+    import cProfile
+    prof = cProfile.Profile()
+    atexit.register(prof.dump_stats, profile)
+    prof.enable()
     return sidecar_main(argv[1:])
 
 

@@ -64,7 +64,14 @@ def breakdown(sent: list[float], received: list[float | None], probe: dict[str, 
         per["written→client"].append((received[k] - written[k]) * ms)
         per["total"].append((received[k] - sent[k]) * ms)
     groups = probe["groups"]
-    gc_pauses = [d * 1000 for _, d, _ in probe["gc"]]
+    gc_pauses = [c[1] * 1000 for c in probe["gc"]]
+    by_gen: dict[str, list[float]] = {}
+    collected: dict[str, int] = {}
+    cpu_by_gen: dict[str, float] = {}
+    for c in probe["gc"]:
+        by_gen.setdefault(str(c[2]), []).append(c[1] * 1000)
+        cpu_by_gen[str(c[2])] = max(cpu_by_gen.get(str(c[2]), 0.0), c[4] * 1000)
+        collected[str(c[2])] = collected.get(str(c[2]), 0) + (c[3] or 0)
     threads = probe["threads"]
     db = str(probe["db_thread"]) if probe["db_thread"] is not None else None
     main = str(probe["main_thread"])
@@ -77,7 +84,11 @@ def breakdown(sent: list[float], received: list[float | None], probe: dict[str, 
         "grouped_frames": sum(groups), "groups": len(groups),
         "frames_per_group": statistics.fmean(groups) if groups else 0.0,
         "gc": {"collections": len(gc_pauses), "total_ms": sum(gc_pauses),
-               "max_ms": max(gc_pauses, default=0.0)},
+               "max_ms": max(gc_pauses, default=0.0),
+               "by_generation": {g: {"n": len(v), "total_ms": sum(v), "max_ms": max(v),
+                                     "collected": collected[g], "max_cpu_ms": cpu_by_gen[g]}
+                                 for g, v in sorted(by_gen.items())},
+               "objects_at_exit": probe.get("gc_objects"), "frozen": probe.get("gc_frozen")},
         "cpu_s": {"main": threads.get(main), "db": threads.get(db) if db else None,
                   "other": sum(v for k, v in threads.items() if k not in (main, db))},
         "store": probe["store"],
@@ -96,7 +107,11 @@ def lines(b: dict) -> list[str]:
                f"{b['commit_thread_cpu_ms']['p50']:.3f} p99 {b['commit_thread_cpu_ms']['p99']:.3f} ms); {b['groups']} groups of "
                f"{b['frames_per_group']:.2f} frames ({b['grouped_frames']} frames grouped)")
     g, cpu = b["gc"], b["cpu_s"]
+    gens = "; ".join(f"gen {k}: {v['n']} × ≤ {v['max_ms']:.2f} ms (CPU ≤ {v['max_cpu_ms']:.2f}), "
+                     f"{v['collected']} freed"
+                     for k, v in g["by_generation"].items())
+    gens += f"; tracked at exit {g['objects_at_exit']}, frozen {g['frozen']}"
     out.append(f"  gc: {g['collections']} collections, {g['total_ms']:.1f} ms in all, longest "
-               f"{g['max_ms']:.2f} ms; CPU s by thread: main {cpu['main']}, db {cpu['db']}, "
+               f"{g['max_ms']:.2f} ms ({gens}); CPU s by thread: main {cpu['main']}, db {cpu['db']}, "
                f"other {cpu['other']:.2f}; store {b['store']}")
     return out

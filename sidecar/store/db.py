@@ -174,15 +174,11 @@ class Store:
         # the loop's own connection, every commit made on it (module rules, "Commits on the
         # loop"); None: commits hop onto aiosqlite's thread like the readers
         self._writer = writer
+        self.commits_on_loop = writer is not None  # module rules, "Commits on the loop"
         self._lock = lock
         self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
         self._since_checkpoint = 0  # ops committed on the loop since the last checkpoint began
         self._checkpoint: asyncio.Task | None = None  # the checkpoint on aiosqlite's thread
-
-    @property
-    def commits_on_loop(self) -> bool:
-        """Commits run on the event loop's thread (module rules), not aiosqlite's."""
-        return self._writer is not None
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
