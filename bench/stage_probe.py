@@ -58,6 +58,7 @@ class Probe:
         self.store: Any = None
         self._gc_start = self._gc_cpu = 0.0
         self.threads: dict[str, float] = {}
+        self.wal_bytes: int | None = None  # the WAL's size when the store began to close
 
     def on_gc(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -88,7 +89,10 @@ class Probe:
                 "gc_objects": [len(gc.get_objects(g)) for g in range(3)],
                 "gc_frozen": gc.get_freeze_count(),
                 "main_thread": threading.main_thread().native_id, "db_thread": self.db_thread,
-                "store": self.store.counters.as_dict() if self.store is not None else None}
+                "store": self.store.counters.as_dict() if self.store is not None else None,
+                "checkpoints": getattr(getattr(self.store, "counters", None), "checkpoints", None),
+                "restarts": getattr(getattr(self.store, "counters", None), "restarts", None),
+                "wal_bytes": self.wal_bytes}
         self.out.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -170,6 +174,11 @@ def install(out: Path) -> Probe:
 
     async def close_probe(self):
         probe.sample_threads()
+        try:
+            probe.wal_bytes = self.path.with_name(self.path.name + "-wal").stat().st_size
+        except OSError:
+            pass
+        probe.store = self
         return await close(self)
 
     dbmod.Store.close = close_probe

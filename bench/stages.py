@@ -91,7 +91,8 @@ def breakdown(sent: list[float], received: list[float | None], probe: dict[str, 
                "objects_at_exit": probe.get("gc_objects"), "frozen": probe.get("gc_frozen")},
         "cpu_s": {"main": threads.get(main), "db": threads.get(db) if db else None,
                   "other": sum(v for k, v in threads.items() if k not in (main, db))},
-        "store": probe["store"],
+        "store": probe["store"], "checkpoints": probe.get("checkpoints"), "restarts": probe.get("restarts"),
+        "wal_mb": (probe.get("wal_bytes") or 0) / 1e6,
     }
 
 
@@ -113,5 +114,7 @@ def lines(b: dict) -> list[str]:
     gens += f"; tracked at exit {g['objects_at_exit']}, frozen {g['frozen']}"
     out.append(f"  gc: {g['collections']} collections, {g['total_ms']:.1f} ms in all, longest "
                f"{g['max_ms']:.2f} ms ({gens}); CPU s by thread: main {cpu['main']}, db {cpu['db']}, "
-               f"other {cpu['other']:.2f}; store {b['store']}")
+               f"other {cpu['other']:.2f}; store {b['store']}, {b['checkpoints']} checkpoints, "
+               f"{b['restarts']} commits waited for a WAL catch-up, "
+               f"WAL {b['wal_mb']:.1f} MB at close")
     return out

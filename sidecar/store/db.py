@@ -18,16 +18,38 @@ Rules / theory of operation
   than this code raises :class:`SchemaTooNew` before anything is written to it.
 * :meth:`commit` applies a list of ops (:mod:`.ops`) in ONE ``BEGIN IMMEDIATE … COMMIT``; any
   error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.  The
-  batch is compiled to SQL on the event loop, then executed by a single function on aiosqlite's
-  connection thread (one thread hop per commit, not one per statement), which keeps the hot path
-  of every runtime step cheap (``bench/store_bench.py``); the runtime commits the steps of one
-  advance or batch together (group commit, :mod:`sidecar.runtime.executor`).  :attr:`Store.counters`
-  counts the thread hops, commits and ops.  Cancelling the awaiting task does not
-  cancel the transaction: it still commits or rolls back as a whole.
-* Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
-  reader never sees half of a batch.
+  batch is compiled to SQL first, so an unencodable op fails before the transaction begins; the
+  runtime commits the steps of one advance or batch together (group commit,
+  :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits and
+  ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or rolls
+  back as a whole.
+* **Commits on the loop** (issue 11, the wall clock's p99 ``platform.event`` → ``task.created``;
+  default with ``durability="normal"``).  The commit runs on the event loop's thread, on a
+  stdlib ``sqlite3`` connection of its own, the store's only writer.  Measured (``python -m bench
+  --only latency --stages``, 1,000 ev/s, the same machine and minute, A/B): the commit through
+  aiosqlite took 0.5–0.8 ms loop to loop at p50 and 9–16 ms at p99 against 0.3 ms of SQLite work
+  — the two hand-offs, and the connection thread waiting for the GIL while the loop ran the next
+  frames' steps (up to the 5 ms switch interval per statement); the event's p99 fell from 21–46
+  ms to 5–11 ms with the commit on the loop.  With synchronous=NORMAL a WAL commit never fsyncs,
+  so it holds the loop only for its SQLite work.  What would fsync on the loop does not run
+  there: that connection never checkpoints by itself (``wal_autocheckpoint=0``); every
+  :data:`CHECKPOINT_OPS` ops a PASSIVE checkpoint runs on aiosqlite's thread in the background
+  (it neither waits for nor blocks the writer).  SQLite starts the WAL over only at a commit that
+  finds every frame copied, which a steady stream of commits beside the background checkpoint
+  never does (measured: 485 MB of WAL after 5 s at 1,000 events/s — ~28 pages per lone event).
+  So when a checkpoint leaves more than :data:`WAL_RESTART_FRAMES` frames, the next commit first
+  awaits a catch-up checkpoint of what is left (the few frames written since the last one, and
+  its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits) and then
+  starts the WAL over.  A cancel during that wait writes nothing (the transaction has not
+  begun).  ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's
+  thread (one hop per commit, not one per statement).
+* Readers run as one function on aiosqlite's connection thread, each in its own read
+  transaction, so a reader never sees half of a batch; once the loop commits, that connection is
+  ``query_only`` — a write there would take SQLite's write lock from under the loop (which would
+  then wait ``busy_timeout`` with the loop stopped), so SQLite refuses it instead.
 * Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
-* **Closing, and a close that is abandoned.**  :meth:`close` queues the close on aiosqlite's
+* **Closing, and a close that is abandoned.**  The loop's connection closes first, at once (it is
+  never the last one, so it does not checkpoint).  :meth:`close` queues the close on aiosqlite's
   connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
   ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.aio.bounded`).  Abandoning
   it loses nothing that was committed: in WAL mode a transaction is committed once its commit
@@ -71,9 +93,13 @@ T = TypeVar("T")
 log = logging.getLogger("sidecar.store")
 _FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
-# ops committed on the loop between two checkpoints on aiosqlite's thread: about the pages SQLite's
-# own automatic checkpoint waits for (1,000), as an op writes about a page
-CHECKPOINT_OPS = 1000
+# ops committed on the loop between two checkpoints on aiosqlite's thread: ~1,000 WAL pages (an
+# event's 7 ops write ~28 pages alone, fewer in a group), what SQLite's own automatic checkpoint
+# waits for
+CHECKPOINT_OPS = 256
+# WAL frames (4 KiB pages) past which a commit waits for a catch-up checkpoint so the WAL starts
+# over (module rules); ~64 MiB: at a steady 1,000 events/s about one short wait a second
+WAL_RESTART_FRAMES = 16384
 
 
 
@@ -152,11 +178,15 @@ def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
 class StoreCounters:
     """What a store did since it was opened: ``hops`` (functions run on aiosqlite's connection
     thread — each one thread hop of the event loop), ``commits`` (:meth:`Store.commit` calls
-    that reached SQLite) and the ``ops`` they carried.  Read by ``status`` and the benchmarks."""
+    that reached SQLite), the ``ops`` they carried — read by ``status`` (:meth:`as_dict`) and
+    the benchmarks — and ``checkpoints`` / ``restarts``, the background WAL checkpoints begun and
+    the commits that waited for a catch-up one (module rules, "Commits on the loop"; tests)."""
 
     hops: int = 0
     commits: int = 0
     ops: int = 0
+    checkpoints: int = 0
+    restarts: int = 0  # commits that waited for a catch-up checkpoint (module rules)
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
@@ -179,6 +209,8 @@ class Store:
         self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
         self._since_checkpoint = 0  # ops committed on the loop since the last checkpoint began
         self._checkpoint: asyncio.Task | None = None  # the checkpoint on aiosqlite's thread
+        self._restart_due = False  # the WAL is long: the next commit catches up first
+        self._restarts = 0  # catch-ups so far (a checkpoint begun before one does not ask again)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -289,6 +321,8 @@ class Store:
         if writer is None:
             await self._run(_apply, plan)
             return
+        if self._restart_due:  # the WAL is long: let this commit start it over (module rules)
+            await self._catch_up()
         if self._db is None:
             raise StoreError("store is closed")
         try:
@@ -298,19 +332,37 @@ class Store:
         self._since_checkpoint += len(ops)
         if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
             self._since_checkpoint = 0
+            self.counters.checkpoints += 1
             self._checkpoint = asyncio.get_running_loop().create_task(
-                self._checkpoint_wal(), name="sqlite-checkpoint")
+                self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
 
-    async def _checkpoint_wal(self) -> None:
-        """A PASSIVE checkpoint of the WAL on aiosqlite's thread (its fsyncs off the loop); a
-        failure is logged — the next one, or the close, checkpoints what it left."""
+    async def _checkpoint_wal(self, restarts: int) -> None:
+        """A PASSIVE checkpoint of the WAL on aiosqlite's thread (its fsyncs off the loop); when
+        it leaves the WAL longer than :data:`WAL_RESTART_FRAMES`, the next commit catches up
+        first (unless one did since this began).  A failure is logged — the next one, or the
+        close, checkpoints what it left."""
         try:
-            await self._run(_passive_checkpoint)
+            _, frames, _ = await self._run(_passive_checkpoint)
+            if frames >= WAL_RESTART_FRAMES and restarts == self._restarts:
+                self._restart_due = True
         except StoreError as exc:
             if self._db is not None:
                 log.warning("WAL checkpoint failed (the next one retries): %s", exc)
         finally:
             self._checkpoint = None
+
+    async def _catch_up(self) -> None:
+        """Before a commit, when the WAL grew long under a steady stream of commits: a PASSIVE
+        checkpoint of what the last background one left (queued behind it on aiosqlite's
+        thread), so the commit that follows finds every frame copied and starts the WAL over."""
+        self._restart_due = False
+        self._restarts += 1
+        self.counters.restarts += 1
+        try:
+            await self._run(_passive_checkpoint)
+        except StoreError as exc:
+            if self._db is not None:
+                log.warning("WAL catch-up checkpoint failed (the WAL grows until one works): %s", exc)
 
     # ------------------------------------------------------------------ readers: tasks
     async def open_tasks(self, tu: str | None = None) -> list[Task]:

@@ -17,9 +17,10 @@ from storehelp import STACK_KEYS, stack_row
 T0 = 1_796_025_600.0
 
 
-@pytest.fixture
-async def store(tmp_path):
-    s = await Store.open(tmp_path / "sidecar.db")
+@pytest.fixture(params=[True, False], ids=["commit-on-loop", "commit-on-thread"])
+async def store(tmp_path, request):
+    """Every commit test on both commit paths (sidecar.store.db, "Commits on the loop")."""
+    s = await Store.open(tmp_path / "sidecar.db", commit_on_loop=request.param)
     yield s
     await s.close()
 
