@@ -9,7 +9,9 @@ run (:mod:`bench.limits`), as a ratio — so the figures hold on any machine, bu
 3. bridge: ``platform.event`` sequential round trips/s ÷ echo round trips/s; pipelined;
 4. store: one 3-op step committed/s ÷ raw sqlite3 commits/s;
 5. latency: p50 / p95 / p99 ``platform.event`` → ``task.created`` at 1,000 ev/s on the wall clock,
-   against the echo's p99;
+   against the echo's p99; the store's thread hops, commits and ops per event; with ``--stages``
+   the sidecar runs under :mod:`bench.stage_probe` and each stage of an event's way is printed
+   (:mod:`bench.stages`: reader, queue, steps, commit, notify, writer, client; GC; CPU by thread);
 6. shift replay (not ``--quick``): wall and speed-up; round trips by method and Stack requests
    (and writes) by kind; its floor = round trips at the echo rate + Stack requests at the bare
    POST rate, and wall ÷ floor;

@@ -26,7 +26,9 @@ What is recorded (lists; the k-th entry of a per-event list belongs to the k-th
 * ``store``: the store's counters (hops, commits, ops).
 
 ``BENCH_COMMIT_ON_LOOP=0`` / ``1`` in the environment opens the store with commits on aiosqlite's
-thread / on the loop (:meth:`sidecar.store.db.Store.open` ``commit_on_loop``), for an A/B run.
+thread / on the loop (:meth:`sidecar.store.db.Store.open` ``commit_on_loop``), for an A/B run;
+``BENCH_PAGE_SIZE=4096`` creates the bench's new database with that page size instead of
+:data:`sidecar.store.writer.PAGE_SIZE`.
 """
 from __future__ import annotations
 
@@ -104,6 +106,7 @@ def install(out: Path) -> Probe:
     from bridge.server import BridgeServer
     from sidecar.step_groups import StepGroups
     from sidecar.store import db as dbmod
+    from sidecar.store import writer as wmod
 
     probe = Probe(out)
     gc.callbacks.append(probe.on_gc)
@@ -143,7 +146,7 @@ def install(out: Path) -> Probe:
 
     Connection.send = send_probe
 
-    apply = dbmod._apply
+    apply = wmod.apply_plan
 
     def apply_probe(conn, plan):
         c = probe.commits[-1] if probe.commits else None
@@ -157,7 +160,7 @@ def install(out: Path) -> Probe:
                 c["thread_start"], c["thread_end"] = t0, _clock()
                 c["thread_cpu"] = time.thread_time() - cpu0
 
-    dbmod._apply = apply_probe
+    wmod.apply_plan = apply_probe
     commit = dbmod.Store.commit
 
     async def commit_probe(self, ops):
@@ -182,6 +185,8 @@ def install(out: Path) -> Probe:
         return await close(self)
 
     dbmod.Store.close = close_probe
+    if os.environ.get("BENCH_PAGE_SIZE"):  # A/B of a new database file's page size
+        wmod.PAGE_SIZE = int(os.environ["BENCH_PAGE_SIZE"])
     on_loop = os.environ.get("BENCH_COMMIT_ON_LOOP")  # "0" / "1": A/B of the store's commit path
     if on_loop in ("0", "1"):
         open_ = dbmod.Store.open.__func__

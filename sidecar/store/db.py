@@ -23,26 +23,12 @@ Rules / theory of operation
   :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits and
   ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or rolls
   back as a whole.
-* **Commits on the loop** (issue 11, the wall clock's p99 ``platform.event`` → ``task.created``;
-  default with ``durability="normal"``).  The commit runs on the event loop's thread, on a
-  stdlib ``sqlite3`` connection of its own, the store's only writer.  Measured (``python -m bench
-  --only latency --stages``, 1,000 ev/s, the same machine and minute, A/B): the commit through
-  aiosqlite took 0.5–0.8 ms loop to loop at p50 and 9–16 ms at p99 against 0.3 ms of SQLite work
-  — the two hand-offs, and the connection thread waiting for the GIL while the loop ran the next
-  frames' steps (up to the 5 ms switch interval per statement); the event's p99 fell from 21–46
-  ms to 5–11 ms with the commit on the loop.  With synchronous=NORMAL a WAL commit never fsyncs,
-  so it holds the loop only for its SQLite work.  What would fsync on the loop does not run
-  there: that connection never checkpoints by itself (``wal_autocheckpoint=0``); every
-  :data:`CHECKPOINT_OPS` ops a PASSIVE checkpoint runs on aiosqlite's thread in the background
-  (it neither waits for nor blocks the writer).  SQLite starts the WAL over only at a commit that
-  finds every frame copied, which a steady stream of commits beside the background checkpoint
-  never does (measured: 485 MB of WAL after 5 s at 1,000 events/s — ~28 pages per lone event).
-  So when a checkpoint leaves more than :data:`WAL_RESTART_FRAMES` frames, the next commit first
-  awaits a catch-up checkpoint of what is left (the few frames written since the last one, and
-  its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits) and then
-  starts the WAL over.  A cancel during that wait writes nothing (the transaction has not
-  begun).  ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's
-  thread (one hop per commit, not one per statement).
+* **Commits on the loop** (issue 11; default with ``durability="normal"``): the commit runs on
+  the event loop's thread, on a stdlib ``sqlite3`` connection of its own, the store's only
+  writer; its checkpoints run on aiosqlite's thread; a new file's page size is
+  :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
+  ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's thread
+  (one hop per commit, not one per statement).
 * Readers run as one function on aiosqlite's connection thread, each in its own read
   transaction, so a reader never sees half of a batch; once the loop commits, that connection is
   ``query_only`` — a write there would take SQLite's write lock from under the loop (which would
@@ -65,7 +51,6 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import threading
@@ -85,6 +70,7 @@ from .decisions import read_decisions
 from .errors import SchemaTooNew, StoreError
 from .lock import DirLock
 from .migrations import MIGRATIONS, migrate, user_version
+from . import writer as _w
 from .ops import Op, compile_ops
 from .rows import TASK_COLUMNS, SessionRow, decode_json, task_from_row
 
@@ -93,61 +79,6 @@ T = TypeVar("T")
 log = logging.getLogger("sidecar.store")
 _FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
-# ops committed on the loop between two checkpoints on aiosqlite's thread: ~1,000 WAL pages (an
-# event's 7 ops write ~28 pages alone, fewer in a group), what SQLite's own automatic checkpoint
-# waits for
-CHECKPOINT_OPS = 256
-# WAL frames (4 KiB pages) past which a commit waits for a catch-up checkpoint so the WAL starts
-# over (module rules); ~64 MiB: at a steady 1,000 events/s about one short wait a second
-WAL_RESTART_FRAMES = 16384
-
-
-
-def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> None:
-    """Run on the connection thread: the whole batch in one transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for sql, rows in plan:
-            if len(rows) == 1:
-                conn.execute(sql, rows[0])
-            else:
-                conn.executemany(sql, rows)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _writer(path: Path, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
-    """The loop's own connection (module rules, "Commits on the loop"): the store's pragmas,
-    no automatic checkpoint (its fsyncs would hold the loop; :meth:`Store.commit` has one run
-    on aiosqlite's thread instead)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _readers_only(conn: sqlite3.Connection) -> None:
-    """aiosqlite's connection once the loop commits: readers and checkpoints only — a write on
-    it would take SQLite's write lock from under the loop's commits (a loop blocked for
-    ``busy_timeout``), so SQLite refuses it (SQLITE_READONLY) instead."""
-    conn.execute("PRAGMA query_only = ON")
-
-
-def _passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """``PRAGMA wal_checkpoint(PASSIVE)``: copy what it can of the WAL into the database, never
-    waiting for (nor blocking) the loop's writer.  Returns (busy, WAL frames, frames copied)."""
-    return tuple(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
-
-
 def _daemon_thread(db: aiosqlite.Connection) -> None:
     """Make the not yet started connection thread of ``db`` a daemon thread (module rules,
     "Closing").  aiosqlite ≥ 0.22 keeps it in ``db._thread``; before, ``db`` was the thread."""
@@ -166,6 +97,8 @@ def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
     found = user_version(conn)
     if found > len(migrations):  # check before WAL: a newer file is left untouched
         raise SchemaTooNew(found, len(migrations))
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file: before WAL (rules)
+        conn.execute(f"PRAGMA page_size = {int(_w.PAGE_SIZE)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise StoreError(f"could not switch the database to WAL (journal_mode={mode})")
@@ -180,13 +113,13 @@ class StoreCounters:
     thread — each one thread hop of the event loop), ``commits`` (:meth:`Store.commit` calls
     that reached SQLite), the ``ops`` they carried — read by ``status`` (:meth:`as_dict`) and
     the benchmarks — and ``checkpoints`` / ``restarts``, the background WAL checkpoints begun and
-    the commits that waited for a catch-up one (module rules, "Commits on the loop"; tests)."""
+    the commits that waited for a catch-up one (:mod:`sidecar.store.writer`; tests)."""
 
     hops: int = 0
     commits: int = 0
     ops: int = 0
     checkpoints: int = 0
-    restarts: int = 0  # commits that waited for a catch-up checkpoint (module rules)
+    restarts: int = 0  # commits that waited for a catch-up checkpoint (sidecar.store.writer)
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
@@ -201,16 +134,12 @@ class Store:
         self.durability = durability  # "normal" | "full"
         self.schema_version = schema_version  # PRAGMA user_version after migrations
         self._db: aiosqlite.Connection | None = db
+        self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
         # the loop's own connection, every commit made on it (module rules, "Commits on the
         # loop"); None: commits hop onto aiosqlite's thread like the readers
-        self._writer = writer
+        self._writer = _w.LoopWriter(writer, self._run, self.counters) if writer is not None else None
         self.commits_on_loop = writer is not None  # module rules, "Commits on the loop"
         self._lock = lock
-        self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
-        self._since_checkpoint = 0  # ops committed on the loop since the last checkpoint began
-        self._checkpoint: asyncio.Task | None = None  # the checkpoint on aiosqlite's thread
-        self._restart_due = False  # the WAL is long: the next commit catches up first
-        self._restarts = 0  # catch-ups so far (a checkpoint begun before one does not ask again)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -244,8 +173,8 @@ class Store:
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
             if commit_on_loop:
-                writer = _writer(path, _SYNCHRONOUS[durability], busy_timeout_ms)
-                await db._execute(_readers_only, db._conn)
+                writer = _w.open_writer(path, _SYNCHRONOUS[durability], busy_timeout_ms)
+                await db._execute(_w.readers_only, db._conn)
         except BaseException as exc:
             if writer is not None:
                 writer.close()
@@ -319,50 +248,11 @@ class Store:
         self.counters.ops += len(ops)
         writer = self._writer
         if writer is None:
-            await self._run(_apply, plan)
+            await self._run(_w.apply_plan, plan)
             return
-        if self._restart_due:  # the WAL is long: let this commit start it over (module rules)
-            await self._catch_up()
         if self._db is None:
             raise StoreError("store is closed")
-        try:
-            _apply(writer, plan)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        self._since_checkpoint += len(ops)
-        if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
-            self._since_checkpoint = 0
-            self.counters.checkpoints += 1
-            self._checkpoint = asyncio.get_running_loop().create_task(
-                self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
-
-    async def _checkpoint_wal(self, restarts: int) -> None:
-        """A PASSIVE checkpoint of the WAL on aiosqlite's thread (its fsyncs off the loop); when
-        it leaves the WAL longer than :data:`WAL_RESTART_FRAMES`, the next commit catches up
-        first (unless one did since this began).  A failure is logged — the next one, or the
-        close, checkpoints what it left."""
-        try:
-            _, frames, _ = await self._run(_passive_checkpoint)
-            if frames >= WAL_RESTART_FRAMES and restarts == self._restarts:
-                self._restart_due = True
-        except StoreError as exc:
-            if self._db is not None:
-                log.warning("WAL checkpoint failed (the next one retries): %s", exc)
-        finally:
-            self._checkpoint = None
-
-    async def _catch_up(self) -> None:
-        """Before a commit, when the WAL grew long under a steady stream of commits: a PASSIVE
-        checkpoint of what the last background one left (queued behind it on aiosqlite's
-        thread), so the commit that follows finds every frame copied and starts the WAL over."""
-        self._restart_due = False
-        self._restarts += 1
-        self.counters.restarts += 1
-        try:
-            await self._run(_passive_checkpoint)
-        except StoreError as exc:
-            if self._db is not None:
-                log.warning("WAL catch-up checkpoint failed (the WAL grows until one works): %s", exc)
+        await writer.commit(plan, len(ops))
 
     # ------------------------------------------------------------------ readers: tasks
     async def open_tasks(self, tu: str | None = None) -> list[Task]:

@@ -1,4 +1,4 @@
-"""The app with its store committing on the loop (sidecar/store/db.py, "Commits on the loop";
+"""The app with its store committing on the loop (sidecar/store/writer.py;
 issue 11): the wall clock's ordering rules hold on that path too — no ``task.created`` before
 the commit that holds its task, also when that commit first waits for a WAL catch-up (a new
 await before the transaction), and a commit SQLite itself refuses on the loop's connection is a
@@ -10,7 +10,7 @@ import sqlite3
 import threading
 
 from bridge.errors import InternalError
-from sidecar.store import db as dbmod
+from sidecar.store import writer as wmod
 
 from tests.sidecar.test_step_groups import TU, Run, event
 
@@ -41,17 +41,17 @@ async def test_a_group_waiting_for_a_wal_catch_up_sends_nothing_until_its_commit
     release = threading.Event()
     entered = asyncio.Event()
     loop = asyncio.get_running_loop()
-    real = dbmod._passive_checkpoint
+    real = wmod.passive_checkpoint
 
     def slow_checkpoint(conn):  # a checkpoint held up by a slow disk
         loop.call_soon_threadsafe(entered.set)
         release.wait(5)
         return real(conn)
 
-    monkeypatch.setattr(dbmod, "_passive_checkpoint", slow_checkpoint)
+    monkeypatch.setattr(wmod, "passive_checkpoint", slow_checkpoint)
     run = await Run(tmp_path).start()
     try:
-        run.store._restart_due = True  # a checkpoint left the WAL long: the next commit catches up
+        run.store._writer.restart_due = True  # a checkpoint left the WAL long: the next commit catches up
         group = asyncio.ensure_future(run.app._handle_group("platform.event", [event(0), event(1)]))
         await asyncio.wait_for(entered.wait(), 5)
         for _ in range(20):
@@ -73,7 +73,7 @@ async def test_a_commit_sqlite_refuses_on_the_loop_is_a_failed_step(tmp_path):
     """Not an injected StoreError: the loop's own connection fails beneath the commit."""
     run = await Run(tmp_path).start()
     try:
-        run.store._writer.execute("PRAGMA query_only = ON")  # SQLite now refuses every write
+        run.store._writer.conn.execute("PRAGMA query_only = ON")  # SQLite now refuses every write
         out = await run.app._handle_group("platform.event", [event(i) for i in range(3)])
         assert all(isinstance(o, InternalError) for o in out), out
         assert run.log == []  # nothing committed, nothing sent
@@ -83,7 +83,7 @@ async def test_a_commit_sqlite_refuses_on_the_loop_is_a_failed_step(tmp_path):
                    for o in alone)
         assert run.log == []
     finally:
-        run.store._writer.execute("PRAGMA query_only = OFF")
+        run.store._writer.conn.execute("PRAGMA query_only = OFF")
         await run.stop()
     assert _tasks_in_sqlite(tmp_path) == []  # a restart finds none of the group's tasks
     run2 = await Run(tmp_path).start()

@@ -1,4 +1,4 @@
-"""Commits on the loop (sidecar/store/db.py, "Commits on the loop"; issue 11, the wall clock's
+"""Commits on the loop (sidecar/store/writer.py; issue 11, the wall clock's
 p99): with ``durability="normal"`` the store commits on the event loop's thread, on a connection
 of its own — no thread hop — while readers and WAL checkpoints stay on aiosqlite's thread, whose
 connection can no longer write; ``"full"`` (an fsync per commit) keeps the commit off the loop.
@@ -13,7 +13,7 @@ import pytest
 
 from sidecar.domain.tasks import Task, TaskType
 from sidecar.store import PutMeta, PutTask, Store, StoreError
-from sidecar.store import db as dbmod
+from sidecar.store import writer as wmod
 
 T0 = 1_796_025_600.0
 
@@ -26,13 +26,13 @@ def task(n: int) -> Task:
 def _where_apply_runs(monkeypatch) -> list[str]:
     """The names of the threads each transaction (``_apply``) runs on, in order."""
     seen: list[str] = []
-    real = dbmod._apply
+    real = wmod.apply_plan
 
     def spy(conn, plan):
         seen.append(threading.current_thread().name)
         return real(conn, plan)
 
-    monkeypatch.setattr(dbmod, "_apply", spy)
+    monkeypatch.setattr(wmod, "apply_plan", spy)
     return seen
 
 
@@ -83,13 +83,13 @@ async def test_aiosqlite_s_connection_cannot_write_once_the_loop_commits(tmp_pat
 def _spy_checkpoints(monkeypatch) -> list[str]:
     """The names of the threads each checkpoint runs on, in order."""
     threads: list[str] = []
-    real = dbmod._passive_checkpoint
+    real = wmod.passive_checkpoint
 
     def spy(conn):
         threads.append(threading.current_thread().name)
         return real(conn)
 
-    monkeypatch.setattr(dbmod, "_passive_checkpoint", spy)
+    monkeypatch.setattr(wmod, "passive_checkpoint", spy)
     return threads
 
 
@@ -124,13 +124,13 @@ async def test_checkpoints_run_off_the_loop_and_steady_commits_wait_for_a_catch_
     the next commit), so the WAL would grow with every commit (485 MB in 5 s at 1,000
     events/s); once a checkpoint leaves more than WAL_RESTART_FRAMES, the next commit waits for
     a catch-up and the WAL starts over."""
-    monkeypatch.setattr(dbmod, "CHECKPOINT_OPS", 20)
-    monkeypatch.setattr(dbmod, "WAL_RESTART_FRAMES", 40)
+    monkeypatch.setattr(wmod, "CHECKPOINT_OPS", 20)
+    monkeypatch.setattr(wmod, "WAL_RESTART_FRAMES", 40)
     threads = _spy_checkpoints(monkeypatch)
     bounded, store = await _commits(tmp_path / "sidecar.db", 400)
     assert store.counters.checkpoints >= 2 and store.counters.restarts >= 1
     assert threads and threading.current_thread().name not in threads
-    monkeypatch.setattr(dbmod, "CHECKPOINT_OPS", 10**9)
+    monkeypatch.setattr(wmod, "CHECKPOINT_OPS", 10**9)
     unbounded, _ = await _commits(tmp_path / "other.db", 400)  # every frame of every commit
     assert bounded < unbounded / 2, (bounded, unbounded)  # the WAL started over
     _all_there(tmp_path / "sidecar.db", 400)
@@ -141,3 +141,28 @@ async def test_a_commit_after_close_is_refused(tmp_path):
     await store.close()
     with pytest.raises(StoreError, match="closed"):
         await store.commit([PutMeta("k", "v")])
+
+
+async def test_a_new_file_gets_the_small_page_size_and_an_old_file_keeps_its_own(tmp_path, monkeypatch):
+    """Fewer WAL bytes per commit (writer.py, "Page size") for a new file; a file made with
+    SQLite's default 4 KiB pages (every file before this) opens, commits and reads as before."""
+    async def page_size(store: Store) -> int:
+        return await store.read(lambda c: c.execute("PRAGMA page_size").fetchone()[0])
+
+    new = await Store.open(tmp_path / "new" / "sidecar.db")
+    try:
+        assert await page_size(new) == wmod.PAGE_SIZE == 2048
+    finally:
+        await new.close()
+    monkeypatch.setattr(wmod, "PAGE_SIZE", 4096)  # as every file before this change was made
+    old = await Store.open(tmp_path / "old" / "sidecar.db")
+    await old.commit([PutTask(task(1))])
+    await old.close()
+    monkeypatch.undo()
+    old = await Store.open(tmp_path / "old" / "sidecar.db")
+    try:
+        assert await page_size(old) == 4096
+        await old.commit([PutTask(task(2))])
+        assert [t.task_id for t in await old.open_tasks("tu1")] == ["t-1", "t-2"]
+    finally:
+        await old.close()
