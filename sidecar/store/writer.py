@@ -22,11 +22,12 @@ Rules / theory of operation
 * **The WAL starts over.**  SQLite starts the WAL over only at a commit that finds every frame
   copied, which a steady stream of commits beside a background checkpoint never does (its
   fsyncs outlast the gap to the next commit; measured: 485 MB of WAL after 5 s at 1,000
-  events/s).  So when a checkpoint leaves more than :data:`WAL_RESTART_FRAMES` frames, the next
+  events/s).  So when a checkpoint leaves more than :data:`WAL_RESTART_BYTES` of frames, the next
   commit first awaits a catch-up checkpoint of what is left — the frames written since the last
   one and its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits — and
   then starts the WAL over.  A cancel during that wait writes nothing (the transaction has not
-  begun).  Under a steady 1,000 events/s that is ~1.2 waits a second (the bench's 5 s: 6–8).
+  begun).  Under a steady 1,000 events/s that is about one wait a second; at the rates of a
+  shift the WAL starts over by itself between commits.
 * **Page size.**  Every page a transaction touches is written whole to the WAL, and a lone
   event's 7 ops touch ~28 b-tree pages (the two Stack delivery rows 15 of them): 111 KB of WAL
   per event with SQLite's default 4 KiB pages — most of a commit's cost (the COMMIT writes them)
@@ -57,9 +58,9 @@ log = logging.getLogger("sidecar.store")
 CHECKPOINT_OPS = 256
 # bytes per page of a NEW database file (module rules, "Page size"); an existing file keeps its own
 PAGE_SIZE = 2048
-# WAL frames (pages) past which a commit waits for a catch-up checkpoint so that the WAL starts
-# over (module rules); 32 MiB of 2 KiB pages
-WAL_RESTART_FRAMES = 16384
+# WAL bytes past which a commit waits for a catch-up checkpoint so that the WAL starts over
+# (module rules): 64 MiB, about a second of a steady 1,000 events/s
+WAL_RESTART_BYTES = 64 << 20
 
 Plan = list[tuple[str, list[tuple]]]  # compiled ops (sidecar.store.ops.compile_ops)
 
@@ -123,6 +124,8 @@ class LoopWriter:
         self.restart_due = False  # a checkpoint left the WAL long: the next commit catches up
         self._restarts = 0  # catch-ups so far (a checkpoint begun before one does not ask again)
         self._closed = False
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        self._restart_frames = max(1, WAL_RESTART_BYTES // page)  # WAL frames of that many bytes
 
     async def commit(self, plan: Plan, n_ops: int) -> None:
         """``plan`` in one transaction on the loop (after a catch-up when one is due); raises
@@ -149,12 +152,12 @@ class LoopWriter:
         self.conn.close()
 
     async def _checkpoint_wal(self, restarts: int) -> None:
-        """A background checkpoint; when it leaves more than :data:`WAL_RESTART_FRAMES`, the
+        """A background checkpoint; when it leaves more than :data:`WAL_RESTART_BYTES`, the
         next commit catches up first (unless one did since this began).  A failure is logged —
         the next one, or the close, checkpoints what it left."""
         try:
             _, frames, _ = await self._run(passive_checkpoint)
-            if frames >= WAL_RESTART_FRAMES and restarts == self._restarts:
+            if frames >= self._restart_frames and restarts == self._restarts:
                 self.restart_due = True
         except StoreError as exc:
             if not self._closed:
@@ -175,5 +178,5 @@ class LoopWriter:
                 log.warning("WAL catch-up checkpoint failed (the WAL grows until one works): %s", exc)
 
 
-__all__ = ["CHECKPOINT_OPS", "PAGE_SIZE", "WAL_RESTART_FRAMES", "LoopWriter", "apply_plan",
+__all__ = ["CHECKPOINT_OPS", "PAGE_SIZE", "WAL_RESTART_BYTES", "LoopWriter", "apply_plan",
            "open_writer", "passive_checkpoint", "readers_only"]

@@ -122,10 +122,10 @@ async def test_checkpoints_run_off_the_loop_and_steady_commits_wait_for_a_catch_
     CHECKPOINT_OPS ops a PASSIVE checkpoint runs on aiosqlite's thread.  Beside a steady stream
     of commits SQLite never finds every frame copied (a checkpoint's fsyncs outlast the gap to
     the next commit), so the WAL would grow with every commit (485 MB in 5 s at 1,000
-    events/s); once a checkpoint leaves more than WAL_RESTART_FRAMES, the next commit waits for
+    events/s); once a checkpoint leaves more than WAL_RESTART_BYTES, the next commit waits for
     a catch-up and the WAL starts over."""
     monkeypatch.setattr(wmod, "CHECKPOINT_OPS", 20)
-    monkeypatch.setattr(wmod, "WAL_RESTART_FRAMES", 40)
+    monkeypatch.setattr(wmod, "WAL_RESTART_BYTES", 40 * wmod.PAGE_SIZE)
     threads = _spy_checkpoints(monkeypatch)
     bounded, store = await _commits(tmp_path / "sidecar.db", 400)
     assert store.counters.checkpoints >= 2 and store.counters.restarts >= 1
