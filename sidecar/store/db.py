@@ -120,6 +120,7 @@ class StoreCounters:
     ops: int = 0
     checkpoints: int = 0
     restarts: int = 0  # commits that waited for a catch-up checkpoint (sidecar.store.writer)
+    catch_up_timeouts: int = 0  # ... and went on before it was done
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}

@@ -25,9 +25,14 @@ Rules / theory of operation
   events/s).  So when a checkpoint leaves more than :data:`WAL_RESTART_BYTES` of frames, the next
   commit first awaits a catch-up checkpoint of what is left — the frames written since the last
   one and its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits — and
-  then starts the WAL over.  A cancel during that wait writes nothing (the transaction has not
-  begun).  Under a steady 1,000 events/s that is about one wait a second; at the rates of a
-  shift the WAL starts over by itself between commits.
+  then starts the WAL over.  That wait is bounded by :data:`CATCH_UP_WAIT_S`: an fsync on a busy
+  disk took 386 ms once here, and every event behind the commit waited for it (p99 400 ms).  A
+  catch-up not done by then goes on beside the commit (which appends to the WAL, so it does not
+  start over) and, when it ends, asks the next commit again; only past :data:`WAL_HARD_BYTES`
+  does a commit wait for it however long it takes — disk space bounded before latency.  A
+  cancel during the wait writes nothing (the transaction has not begun).  Under a steady 1,000
+  events/s that is about one wait a second; at the rates of a shift the WAL starts over by
+  itself between commits.
 * **Page size.**  Every page a transaction touches is written whole to the WAL, and a lone
   event's 7 ops touch ~28 b-tree pages (the two Stack delivery rows 15 of them): 111 KB of WAL
   per event with SQLite's default 4 KiB pages — most of a commit's cost (the COMMIT writes them)
@@ -61,6 +66,10 @@ PAGE_SIZE = 2048
 # WAL bytes past which a commit waits for a catch-up checkpoint so that the WAL starts over
 # (module rules): 64 MiB, about a second of a steady 1,000 events/s
 WAL_RESTART_BYTES = 64 << 20
+# seconds a commit waits for a catch-up at most (module rules) — unless the WAL passed
+# WAL_HARD_BYTES: then it waits until the catch-up is done, however slow the disk
+CATCH_UP_WAIT_S = 0.005
+WAL_HARD_BYTES = 4 * WAL_RESTART_BYTES
 
 Plan = list[tuple[str, list[tuple]]]  # compiled ops (sidecar.store.ops.compile_ops)
 
@@ -126,6 +135,8 @@ class LoopWriter:
         self._closed = False
         page = conn.execute("PRAGMA page_size").fetchone()[0]
         self._restart_frames = max(1, WAL_RESTART_BYTES // page)  # WAL frames of that many bytes
+        self._hard_frames = max(1, WAL_HARD_BYTES // page)
+        self._wal_frames = 0  # frames in the WAL at the last checkpoint's end
 
     async def commit(self, plan: Plan, n_ops: int) -> None:
         """``plan`` in one transaction on the loop (after a catch-up when one is due); raises
@@ -152,11 +163,12 @@ class LoopWriter:
         self.conn.close()
 
     async def _checkpoint_wal(self, restarts: int) -> None:
-        """A background checkpoint; when it leaves more than :data:`WAL_RESTART_BYTES`, the
-        next commit catches up first (unless one did since this began).  A failure is logged —
-        the next one, or the close, checkpoints what it left."""
+        """A checkpoint on aiosqlite's thread; when it leaves more than :data:`WAL_RESTART_BYTES`,
+        the next commit catches up first (unless one did since this began).  A failure is
+        logged — the next one, or the close, checkpoints what it left."""
         try:
             _, frames, _ = await self._run(passive_checkpoint)
+            self._wal_frames = frames
             if frames >= self._restart_frames and restarts == self._restarts:
                 self.restart_due = True
         except StoreError as exc:
@@ -166,17 +178,25 @@ class LoopWriter:
             self._checkpoint = None
 
     async def _catch_up(self) -> None:
-        """A checkpoint of what the last background one left (queued behind any in flight), so
-        the commit that follows finds every frame copied and starts the WAL over."""
+        """A checkpoint of what the last background one left, so that the commit which follows
+        finds every frame copied and starts the WAL over — awaited at most
+        :data:`CATCH_UP_WAIT_S` while the WAL is under :data:`WAL_HARD_BYTES` (module rules);
+        one not done by then goes on beside the commit and asks again when it ends."""
         self.restart_due = False
         self._restarts += 1
         self._counters.restarts += 1
-        try:
-            await self._run(passive_checkpoint)
-        except StoreError as exc:
-            if not self._closed:
-                log.warning("WAL catch-up checkpoint failed (the WAL grows until one works): %s", exc)
+        task = self._checkpoint
+        if task is None:  # (none in flight, as a finished one asked for this)
+            self._counters.checkpoints += 1
+            task = self._checkpoint = asyncio.get_running_loop().create_task(
+                self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
+        hard = self._wal_frames >= self._hard_frames
+        done, _ = await asyncio.wait({task}, timeout=None if hard else CATCH_UP_WAIT_S)
+        if done:  # every frame copied before this commit: it starts the WAL over, ask no more
+            self.restart_due = False
+        else:
+            self._counters.catch_up_timeouts += 1
 
 
-__all__ = ["CHECKPOINT_OPS", "PAGE_SIZE", "WAL_RESTART_BYTES", "LoopWriter", "apply_plan",
+__all__ = ["CATCH_UP_WAIT_S", "CHECKPOINT_OPS", "PAGE_SIZE", "WAL_HARD_BYTES", "WAL_RESTART_BYTES", "LoopWriter", "apply_plan",
            "open_writer", "passive_checkpoint", "readers_only"]

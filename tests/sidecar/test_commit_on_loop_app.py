@@ -1,7 +1,7 @@
 """The app with its store committing on the loop (sidecar/store/writer.py;
 issue 11): the wall clock's ordering rules hold on that path too — no ``task.created`` before
 the commit that holds its task, also when that commit first waits for a WAL catch-up (a new
-await before the transaction), and a commit SQLite itself refuses on the loop's connection is a
+await before the transaction, bounded unless the WAL is past its hard bound), and a commit SQLite itself refuses on the loop's connection is a
 failed step: nothing sent, every frame -32603, the process stops, a restart finds nothing."""
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ async def test_the_store_of_a_serving_app_commits_on_the_loop(tmp_path):
         await run.stop()
 
 
-async def test_a_group_waiting_for_a_wal_catch_up_sends_nothing_until_its_commit(tmp_path, monkeypatch):
-    """The catch-up runs on aiosqlite's thread while the loop goes on; the group's notes and
-    answers wait for the commit that follows it."""
+async def _group_behind_a_slow_catch_up(tmp_path, monkeypatch, *, hard: bool):
+    """A group whose commit is due a WAL catch-up while the disk holds the checkpoint: what was
+    sent, committed and answered while the checkpoint stays held (after the commit's wait)."""
     release = threading.Event()
     entered = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -49,24 +49,44 @@ async def test_a_group_waiting_for_a_wal_catch_up_sends_nothing_until_its_commit
         return real(conn)
 
     monkeypatch.setattr(wmod, "passive_checkpoint", slow_checkpoint)
+    monkeypatch.setattr(wmod, "CATCH_UP_WAIT_S", 0.3)
     run = await Run(tmp_path).start()
     try:
-        run.store._writer.restart_due = True  # a checkpoint left the WAL long: the next commit catches up
+        writer = run.store._writer
+        writer.restart_due = True  # a checkpoint left the WAL long: the next commit catches up
+        if hard:
+            writer._wal_frames = writer._hard_frames  # ... and past the hard bound
         group = asyncio.ensure_future(run.app._handle_group("platform.event", [event(0), event(1)]))
         await asyncio.wait_for(entered.wait(), 5)
-        for _ in range(20):
-            await asyncio.sleep(0)  # the loop runs on while the commit waits
+        await asyncio.sleep(0.1)  # the loop runs on while the commit waits
         assert not group.done()
         assert run.log == []  # nothing sent, nothing committed
         assert await asyncio.to_thread(_tasks_in_sqlite, tmp_path) == []
-        release.set()
+        await asyncio.sleep(0.4)  # past CATCH_UP_WAIT_S
+        if hard:  # disk space before latency: the commit waits for the catch-up
+            assert not group.done() and run.log == []
+            release.set()
         out = await asyncio.wait_for(group, 5)
         assert [o["ok"] for o in out] == [True, True]
         assert [e[0] for e in run.log] == ["commit", "note", "note"]
-        assert run.created() == ["c-ru-0", "c-ru-1"] and run.store.counters.restarts == 1
+        assert run.created() == ["c-ru-0", "c-ru-1"]
+        assert run.store.counters.restarts == 1
+        assert run.store.counters.catch_up_timeouts == (0 if hard else 1)
     finally:
         release.set()
         await run.stop()
+
+
+async def test_a_group_waits_a_bounded_time_for_a_wal_catch_up_and_sends_nothing_before_its_commit(
+        tmp_path, monkeypatch):
+    """The catch-up runs on aiosqlite's thread while the loop goes on; the group's commit waits
+    for it at most CATCH_UP_WAIT_S (an fsync on a busy disk once took 386 ms), then commits
+    beside it — its notes and answers only after that commit."""
+    await _group_behind_a_slow_catch_up(tmp_path, monkeypatch, hard=False)
+
+
+async def test_past_the_hard_bound_a_group_waits_for_the_catch_up_itself(tmp_path, monkeypatch):
+    await _group_behind_a_slow_catch_up(tmp_path, monkeypatch, hard=True)
 
 
 async def test_a_commit_sqlite_refuses_on_the_loop_is_a_failed_step(tmp_path):

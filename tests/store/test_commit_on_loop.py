@@ -166,3 +166,47 @@ async def test_a_new_file_gets_the_small_page_size_and_an_old_file_keeps_its_own
         assert [t.task_id for t in await old.open_tasks("tu1")] == ["t-1", "t-2"]
     finally:
         await old.close()
+
+
+async def test_a_slow_catch_up_holds_a_commit_at_most_catch_up_wait_s_then_asks_again(
+        tmp_path, monkeypatch):
+    """An fsync on a busy disk must not hold every event behind the commit (one took 386 ms
+    here): the commit goes on after CATCH_UP_WAIT_S, the catch-up beside it; when that ends it
+    asks the next commit again, and a catch-up done in time asks no more."""
+    release = threading.Event()
+    real = wmod.passive_checkpoint
+
+    def held(conn):
+        release.wait(5)
+        return real(conn)
+
+    monkeypatch.setattr(wmod, "CATCH_UP_WAIT_S", 0.05)
+    monkeypatch.setattr(wmod, "passive_checkpoint", held)
+    store = await Store.open(tmp_path / "sidecar.db")
+    try:
+        writer = store._writer
+        writer._restart_frames = 1  # any WAL is "long"
+        writer.restart_due = True
+        t0 = asyncio.get_running_loop().time()
+        await store.commit([PutMeta("k", "1")])
+        assert asyncio.get_running_loop().time() - t0 < 1.0  # not the held checkpoint's 5 s
+        assert await asyncio.to_thread(_meta_in_sqlite, tmp_path, "k") == "1"  # committed
+        assert store.counters.catch_up_timeouts == 1 and not writer.restart_due
+        release.set()
+        await writer._checkpoint  # the catch-up ends (beside the commit, so no restart) ...
+        assert writer.restart_due  # ... and asks again
+        await store.commit([PutMeta("k", "2")])  # this catch-up is done in time
+        assert store.counters.restarts == 2 and store.counters.catch_up_timeouts == 1
+        assert not writer.restart_due
+    finally:
+        release.set()
+        await store.close()
+
+
+def _meta_in_sqlite(path, key: str) -> str | None:
+    c = sqlite3.connect(path / "sidecar.db")
+    try:
+        row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+    finally:
+        c.close()
