@@ -126,6 +126,7 @@ async def test_checkpoints_run_off_the_loop_and_steady_commits_wait_for_a_catch_
     a catch-up and the WAL starts over."""
     monkeypatch.setattr(wmod, "CHECKPOINT_OPS", 20)
     monkeypatch.setattr(wmod, "WAL_RESTART_BYTES", 40 * wmod.PAGE_SIZE)
+    monkeypatch.setattr(wmod, "CATCH_UP_WAIT_S", 10.0)  # done in time (a slow one: the test below)
     threads = _spy_checkpoints(monkeypatch)
     bounded, store = await _commits(tmp_path / "sidecar.db", 400)
     assert store.counters.checkpoints >= 2 and store.counters.restarts >= 1
