@@ -16,7 +16,9 @@ Stages of event k (each ``a→b`` is ``b - a`` in ms; the stamps are module
 * ``notified→written`` — the writer task sending the frame;
 * ``written→client`` — the kernel and the client's read loop.
 
-``total`` is send → client.  Events lost on the way (none in a good run) are left out.
+``total`` is send → client; ``in the sidecar`` is queued → written, the part the sidecar's own
+work and waits make (the rest is the client, the kernel and the scheduler).  Events lost on the
+way (none in a good run) are left out.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import statistics
 from typing import Any
 
 STAGES = ("send→queued", "queued→taken", "taken→commit", "commit→thread", "thread",
-          "thread→loop", "loop→notified", "notified→written", "written→client", "total")
+          "thread→loop", "loop→notified", "notified→written", "written→client", "total",
+          "in the sidecar")
 
 
 def _q(xs: list[float]) -> dict[str, float]:
@@ -63,6 +66,7 @@ def breakdown(sent: list[float], received: list[float | None], probe: dict[str, 
         per["notified→written"].append((written[k] - notified[k]) * ms)
         per["written→client"].append((received[k] - written[k]) * ms)
         per["total"].append((received[k] - sent[k]) * ms)
+        per["in the sidecar"].append((written[k] - queued[k]) * ms)
     groups = probe["groups"]
     gc_pauses = [c[1] * 1000 for c in probe["gc"]]
     by_gen: dict[str, list[float]] = {}
