@@ -17,13 +17,17 @@ What is recorded (lists; the k-th entry of a per-event list belongs to the k-th
   send of that frame returned (websockets wrote it to the transport); ``commit_of`` — the
   index of the last commit that ended before the note (the group's commit);
 * per commit: ``start`` (on the loop, ops compiled next), ``thread_start`` / ``thread_end`` (the
-  transaction on aiosqlite's thread, BEGIN … COMMIT) and ``thread_cpu`` (its CPU seconds: the
-  rest of ``thread`` is waiting — for the GIL, or for a CPU), ``end`` (back on the loop), ``ops``;
+  transaction, BEGIN … COMMIT — on aiosqlite's thread, or on the loop, when the time from
+  ``start`` is a WAL catch-up's wait: :mod:`sidecar.store.writer`) and ``thread_cpu`` (its CPU
+  seconds: the rest of ``thread`` is waiting — for the GIL, a CPU, the disk), ``end`` (back on
+  the loop), ``ops``;
 * per group handed to :class:`sidecar.step_groups.StepGroups`: its size;
-* ``gc``: ``(start, duration)`` of every collection (``gc.callbacks``);
-* ``threads``: CPU seconds (user + system) per native thread at exit, the connection thread's
-  id as ``db_thread`` — how much of an event's CPU is the thread hop's other side;
-* ``store``: the store's counters (hops, commits, ops).
+* ``gc``: ``(start, duration, generation, collected, CPU seconds)`` of every collection
+  (``gc.callbacks``), and the tracked objects per generation at exit;
+* ``threads``: CPU seconds (user + system) per native thread when the store began to close,
+  the connection thread's id as ``db_thread`` (None when every commit ran on the loop);
+* ``store``: the store's counters (hops, commits, ops), its background checkpoints and the
+  commits that waited for a WAL catch-up, the WAL's size when the store began to close.
 
 ``BENCH_COMMIT_ON_LOOP=0`` / ``1`` in the environment opens the store with commits on aiosqlite's
 thread / on the loop (:meth:`sidecar.store.db.Store.open` ``commit_on_loop``), for an A/B run;
