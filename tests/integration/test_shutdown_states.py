@@ -172,23 +172,27 @@ async def test_a_request_in_flight_at_sigterm_that_cannot_finish_is_answered_shu
 
 
 async def test_a_request_in_flight_at_sigterm_that_finishes_in_time_gets_its_result(tmp_path):
-    """Virtual clock: an advance whose step awaits the client's answers (the login's poll
-    passes, answered after 50 ms): the connection stays open for them, the step commits, and
-    its result is the answer, before the 1001 close."""
-    asked = asyncio.Event()
+    """Virtual clock: a login whose step awaits the client's answer to a platform request when
+    SIGTERM comes; the client answers once the sidecar says it is shutting down.  The
+    connection stays open for that answer, the step (committed before it asked) keeps its
+    result, and the result is the login's answer, before the 1001 close."""
+    asked, release = asyncio.Event(), asyncio.Event()
 
-    async def slow(method, params):
+    async def held(method, params):
         asked.set()
-        await asyncio.sleep(0.05)
+        await release.wait()
         return await _answer(method, params)
 
     async with SidecarProcess(tmp_path, clock="virtual") as sc:
-        c = await BridgeClient.connect(sc.port, sc.token, on_request=slow)
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=held)
         await c.call("clock.advance_to", {"t": T0})
         login = asyncio.create_task(c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"}))
         async with asyncio.timeout(10):
             await asked.wait()  # the worker is inside the login step, awaiting our answer
-        assert await sc.stop("SIGTERM") == 0
+        sc.proc.send_signal(signal.SIGTERM)
+        await sc.wait_for_stderr("shutting down: signal:SIGTERM")
+        release.set()
+        assert await sc.wait_exit() == 0
         answer = await login
         assert isinstance(answer, dict) and answer.get("ok") is True, answer
         async with asyncio.timeout(2):
