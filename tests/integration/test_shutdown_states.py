@@ -204,12 +204,21 @@ async def test_a_request_in_flight_at_sigterm_that_finishes_in_time_gets_its_res
 async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
     """An advance under way at SIGTERM stops at its next timer: its answer is -32603 and says
     the instant it reached (the timers before it ran and are kept) — not "nothing was done"."""
+    asked = [0]
+
+    async def counted(method, params):
+        asked[0] += 1
+        return await _answer(method, params)
+
     async with SidecarProcess(tmp_path, clock="virtual") as sc:
-        c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=counted)
         await c.call("clock.advance_to", {"t": T0})
         await c.call("session.login", {"tu": "g-tu-1", "project": "golden"})
+        before = asked[0]
         far = asyncio.create_task(c.call("clock.advance_to", {"t": T0 + 86400 * 365}))
-        await asyncio.sleep(0.3)  # inside the advance (thousands of poll timers)
+        async with asyncio.timeout(10):  # inside the advance: its poll timers ask the platform
+            while asked[0] < before + 5:
+                await asyncio.sleep(0.005)
         assert await sc.stop("SIGTERM") in (0, 5)
         with pytest.raises(RemoteError) as info:
             await far
