@@ -67,7 +67,8 @@ class Router:
             return route(state, events, now, self.targets, after)
         prefix = make_prefix(self.rng, now)
         routing = route(dataclasses.replace(self.state, prefix=prefix), events, now, self.targets, after)
-        return dataclasses.replace(routing, prefix=prefix)
+        routing.prefix = prefix  # made just now: nobody else holds it yet
+        return routing
 
     def apply(self, routing: Routing) -> None:
         self.state.apply(routing)

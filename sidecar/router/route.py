@@ -142,6 +142,8 @@ class RouterState:
     seq: int = 1  # next event number
     match_mode: str = "all"
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+    # (rules key, ordered rules, reachable sources) of :meth:`plan`; never compared or copied
+    _plan: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
@@ -153,11 +155,31 @@ class RouterState:
 
     def apply(self, routing: "Routing") -> None:
         """Evolve after the routing's ops were committed."""
-        self.dedup.update(routing.dedup)
-        self.last_real.update(routing.last_real)
-        self.seq = max(self.seq, routing.next_seq)
+        if routing.dedup:
+            self.dedup.update(routing.dedup)
+        if routing.last_real:
+            self.last_real.update(routing.last_real)
+        if routing.next_seq > self.seq:
+            self.seq = routing.next_seq
         if routing.prefix is not None:
             self.prefix = routing.prefix
+
+    def plan(self) -> "tuple[list[Rule], frozenset[str] | None]":
+        """The rules in application order and the sources an enabled rule may match (None: a
+        rule with no ``source`` condition may match any), worked out once per rule set — not per
+        routing (issue 11 item 5).  Recomputed whenever ``rules`` holds other values (a rule
+        created, patched, deleted or the dict replaced)."""
+        key = tuple(self.rules.values())
+        cached = self._plan
+        if cached is not None and cached[0] == key:  # identity per rule: frozen values
+            return cached[1], cached[2]
+        rules = ordered(key)
+        reach: frozenset[str] | None = frozenset(
+            r.conditions.source for r in rules if r.enabled and r.conditions.source is not None)
+        if any(r.enabled and r.conditions.source is None for r in rules):
+            reach = None
+        self._plan = (key, rules, reach)
+        return rules, reach
 
     def prune(self, now: float) -> None:
         """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
@@ -165,32 +187,67 @@ class RouterState:
             del self.dedup[k]
 
 
-@dataclass(frozen=True, slots=True)
 class Routing:
-    """What :func:`route` decided: new rows and state changes (apply after commit)."""
+    """What :func:`route` decided: new rows and state changes (apply after commit).
 
-    now: float
-    deliveries: tuple[Delivery, ...]
-    event_ids: tuple[str, ...]  # one per routed event, in order
-    dedup: dict[tuple[str, str], float]
-    last_real: dict[tuple[str, str], float]
-    next_seq: int
-    prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
+    A plain slotted class, not a frozen dataclass: one is made per step, and a frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field) was ~3 µs of it (issue 11
+    item 5).  Treat it as read-only once :func:`route` returned it.  ``pending`` (the rows
+    created ``pending``, in order) and ``channels`` (their channels) are worked out once, when
+    the routing is made, not on every read."""
+
+    __slots__ = ("now", "deliveries", "event_ids", "dedup", "last_real", "next_seq", "prefix",
+                 "pending", "channels")
+
+    def __init__(self, now: float, deliveries: tuple[Delivery, ...], event_ids: tuple[str, ...],
+                 dedup: dict[tuple[str, str], float], last_real: dict[tuple[str, str], float],
+                 next_seq: int, prefix: str | None = None, *,
+                 pending: tuple[Delivery, ...] | None = None,
+                 channels: frozenset[str] | None = None) -> None:
+        self.now = now
+        self.deliveries = deliveries
+        self.event_ids = event_ids  # one per routed event, in order
+        self.dedup = dedup
+        self.last_real = last_real
+        self.next_seq = next_seq
+        self.prefix = prefix  # set when this routing drew the data dir's event-id prefix
+        if pending is None:
+            pending = tuple(d for d in deliveries if d.status == _PENDING)
+        self.pending = pending
+        if channels is None:
+            channels = frozenset(d.channel for d in pending)
+        self.channels = channels  # the channels of the pending rows (``stack``, ``webhook``, …)
+
+    def _key(self) -> tuple:
+        return (self.now, self.deliveries, self.event_ids, self.dedup, self.last_real,
+                self.next_seq, self.prefix)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Routing:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (f"Routing(now={self.now!r}, deliveries={self.deliveries!r}, "
+                f"event_ids={self.event_ids!r}, dedup={self.dedup!r}, "
+                f"last_real={self.last_real!r}, next_seq={self.next_seq!r}, prefix={self.prefix!r})")
 
     def ops(self) -> list[Op]:
+        """The store ops of this routing, for the step's transaction: the rows, the prefix
+        when drawn, dedup keys, throttle windows, the next event number."""
         if not self.event_ids:
             return []
         out: list[Op] = [PutDelivery(d) for d in self.deliveries]
         if self.prefix is not None:
             out.append(PutMeta(PREFIX_KEY, self.prefix))
-        out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
-        out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
+        if self.dedup:
+            out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
+        if self.last_real:
+            out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
         out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
         return out
-
-    @property
-    def pending(self) -> tuple[Delivery, ...]:
-        return tuple(d for d in self.deliveries if d.status == _PENDING)
 
 
 class Ahead(Sequence[Routing]):
@@ -236,10 +293,33 @@ def route(state: RouterState, events: Sequence[Event], now: float,
           targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
     """Route ``events`` at ``now`` (unix seconds).  ``targets``: configured target name →
     channel (``stack`` is always there).  ``ahead``: routings decided but not yet applied, in
-    order (module rules).  Pure: see module rules."""
+    order (module rules).  Pure: see module rules.
+
+    A Stack write no rule can reach (its source is no enabled rule's ``source`` condition, and
+    every enabled rule has one) and without a ``dedup_key`` takes the **direct path**: its one
+    ``stack`` row is built straight from the write — no rule matching, no render, no throttle
+    look-up (the built-in route has none) — the same row, ids and state changes
+    :func:`route_general` makes for it (tests/router/test_router_direct.py holds them equal)."""
+    return _route(state, events, now, targets, ahead, True)
+
+
+def route_general(state: RouterState, events: Sequence[Event], now: float,
+                  targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
+    """:func:`route` with every event through the general rule matching and :func:`_row` — the
+    reference the direct path is held equal to."""
+    return _route(state, events, now, targets, ahead, False)
+
+
+_STACK_KEY = (STACK_TARGET, STACK_TARGET)  # (channel, target) of the built-in route's rows
+_STACK_ONLY = frozenset((STACK_TARGET,))
+
+
+def _route(state: RouterState, events: Sequence[Event], now: float,
+           targets: Mapping[str, str], ahead: Sequence[Routing], direct: bool) -> Routing:
     dedup: dict[tuple[str, str], float] = {}
     last_real: dict[tuple[str, str], float] = {}
     rows: list[Delivery] = []
+    pending: list[Delivery] = []
     ids: list[str] = []
     seq = state.seq
     seen: Mapping[tuple[str, str], float] = state.dedup
@@ -255,17 +335,35 @@ def route(state: RouterState, events: Sequence[Event], now: float,
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
-    rules = ordered(state.rules.values()) if state.rules else []  # ordered once per routing
+    rules, reach = state.plan()  # ordered once per rule set
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
+    prefix = state.prefix
+    only_stack = True  # every pending row so far is a stack row
     for event in events:
-        event_id = f"{state.prefix}{seq}"
+        event_id = f"{prefix}{seq}"
         seq += 1
         ids.append(event_id)
+        w = event.write
+        source = event.source
+        if (direct and w is not None and event.dedup_key is None and source in STACK_SOURCES
+                and reach is not None and source not in reach):
+            # the built-in route alone: _row's pending stack row, built once (module rules)
+            ttl = event.ttl_s
+            row = Delivery(id=f"{event_id}.0", event_id=event_id, event_at=now, source=source,
+                           subject=event.subject, action=event.action, priority=event.priority,
+                           rule=None, target=STACK_TARGET, channel=STACK_TARGET, status=_PENDING,
+                           message=w.body, next_attempt_at=now,
+                           expires_at=None if ttl is None else now + ttl, pair=w.pair,
+                           idem_key=w.idem_key, method=w.method, path=w.path, tu=w.tu, ru=w.ru)
+            rows.append(row)
+            pending.append(row)
+            last_real[_STACK_KEY] = now
+            continue
         duplicate_of: float | None = None
         if event.dedup_key is not None:
-            k = (event.source, event.dedup_key)
+            k = (source, event.dedup_key)
             accepted = dedup.get(k, seen.get(k))
             if accepted is not None and now < accepted + state.dedup_window_s:
                 duplicate_of = accepted
@@ -282,10 +380,16 @@ def route(state: RouterState, events: Sequence[Event], now: float,
         pool = EventWork()  # the event's renders share it (a fan-out of costly templates)
         for n, (by, target, template) in enumerate(fan):
             channel = "stack" if target == STACK_TARGET else targets.get(target)
-            rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
-                             real, last_real, pool))
-    return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
-                   last_real=last_real, next_seq=seq)
+            row = _row(event, event_id, n, now, by, target, channel, template, duplicate_of,
+                       real, last_real, pool)
+            rows.append(row)
+            if row.status == _PENDING:
+                pending.append(row)
+                if row.channel != STACK_TARGET:
+                    only_stack = False
+    return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, pending=tuple(pending),
+                   channels=(_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
+                   if pending else frozenset())
 
 
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the

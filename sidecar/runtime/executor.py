@@ -109,10 +109,10 @@ class RouterPort(Protocol):
     """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
 
     def decide(self, events: list, now: float, after: Sequence[Any] = ()) -> Any:
-        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet).  ``after``: the
-        routings of the open group's earlier steps, decided but not yet applied (their commit is
-        still to come) — this routing sees their dedup keys, throttle windows and event numbers
-        exactly as if they had been applied."""
+        """A routing with ``ops()``, ``pending`` and ``channels`` (the pending rows' channels;
+        pure: nothing changes yet).  ``after``: the routings of the open group's earlier steps,
+        decided but not yet applied (their commit is still to come) — this routing sees their
+        dedup keys, throttle windows and event numbers exactly as if they had been applied."""
 
     def apply(self, routing: Any) -> None:
         """Evolve after the routing's ops were committed."""
@@ -398,5 +398,6 @@ class StepExecutor:
 
 
 def _channels(routing: Any) -> frozenset[str]:
-    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …)."""
-    return frozenset(d.channel for d in routing.pending)
+    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …): the router's
+    routing works them out once when it is made (``channels``)."""
+    return routing.channels
