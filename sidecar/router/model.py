@@ -103,8 +103,13 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool = True
 
 
-class Delivery(msgspec.Struct, frozen=True, kw_only=True):
-    """One delivery row (see module rules)."""
+class Delivery(msgspec.Struct, frozen=True, gc=False):
+    """One delivery row (see module rules).
+
+    Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
+    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`) — msgspec
+    matches each keyword against every field, so a 21-keyword row cost ~12 k instructions
+    against ~2 k positionally (issue 11 item 5).  ``gc=False``: a row holds plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str
@@ -131,6 +136,14 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
     tu: str | None = None  # stack only: the TU the write is about
     ru: str | None = None  # stack only: the RU the write is about
     seq: int = 0  # insertion order (the store's rowid); 0 before it is stored
+
+
+#: :class:`Delivery`'s fields in order: what a positional construction must follow
+DELIVERY_FIELDS = ("id", "event_id", "event_at", "source", "subject", "action", "priority", "rule",
+                   "channel", "target", "status", "message", "attempts", "next_attempt_at",
+                   "expires_at", "last_error", "note", "delivered_at", "pair", "idem_key", "method",
+                   "path", "tu", "ru", "seq")
+assert Delivery.__struct_fields__ == DELIVERY_FIELDS, "positional Delivery(...) calls follow this order"
 
 
 def _name(v: Any, field: str) -> str:

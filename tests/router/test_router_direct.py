@@ -124,3 +124,16 @@ def test_the_rule_plan_follows_rule_changes():
     assert [d.target for d in route(state, [ev], T0, TARGETS).deliveries] == ["stack", "audit"]
     del state.rules["c"]
     assert [d.target for d in route(state, [ev], T0, TARGETS).deliveries] == ["stack"]
+
+
+def test_positional_rows_equal_keyword_rows():
+    """Rows are built positionally where it is hot (the direct path above, the store's reader):
+    the store's reader gives the row a keyword construction gives, for every column."""
+    from sidecar.router.model import DELIVERY_FIELDS, Delivery
+    from sidecar.router.storage import _COLS, delivery_from_row
+    cols = [c.strip() for c in _COLS.split(",")]
+    assert sorted(cols) == sorted(DELIVERY_FIELDS)
+    floats = ("event_at", "next_attempt_at", "expires_at", "delivered_at")
+    row = tuple(i if c in ("seq", "attempts") else float(i) if c in floats
+                else b"msg" if c == "message" else f"{c}-{i}" for i, c in enumerate(cols))
+    assert delivery_from_row(row) == Delivery(**dict(zip(cols, row)))
