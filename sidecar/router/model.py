@@ -55,9 +55,11 @@ class RouterInputError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
-class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
+class StackWrite(msgspec.Struct, frozen=True, gc=False):
     """The Stack write a built-in-route event stands for (same fields as
-    :class:`sidecar.stack.writes.StackWrite`, which the integration converts)."""
+    :class:`sidecar.stack.writes.StackWrite`, which the integration converts).  Not
+    ``kw_only``: :mod:`sidecar.stack.writes` builds two per event positionally (see
+    :class:`Delivery`); ``gc=False``: plain values only."""
 
     pair: str  # ordering lane "tu/ru"
     idem_key: str  # Idempotency-Key
@@ -68,8 +70,9 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
     ru: str | None = None  # a login reads its unacknowledged markers by them, DESIGN §9)
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """A routing event (DESIGN §10)."""
+class Event(msgspec.Struct, frozen=True):
+    """A routing event (DESIGN §10).  Not ``kw_only``: the Stack writes' events are built
+    positionally, in this field order (see :class:`Delivery`)."""
 
     source: str
     subject: str

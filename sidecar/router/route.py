@@ -239,13 +239,15 @@ class Routing:
         when drawn, dedup keys, throttle windows, the next event number."""
         if not self.event_ids:
             return []
-        out: list[Op] = [PutDelivery(d) for d in self.deliveries]
+        # map and plain loops, no comprehensions: each of those is a function call on 3.11
+        out: list[Op] = list(map(PutDelivery, self.deliveries))
         if self.prefix is not None:
             out.append(PutMeta(PREFIX_KEY, self.prefix))
         if self.dedup:
-            out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
-        if self.last_real:
-            out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
+            for (src, key), at in self.dedup.items():
+                out.append(PutDedup(src, key, at))
+        for (ch, tgt), at in self.last_real.items():
+            out.append(PutThrottle(ch, tgt, at))
         out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
         return out
 
@@ -324,7 +326,9 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
     seq = state.seq
     seen: Mapping[tuple[str, str], float] = state.dedup
     real: Mapping[tuple[str, str], float] = state.last_real
-    if ahead:  # the open group's small dicts over the state's (never copied)
+    if isinstance(ahead, Ahead) and not ahead._routings:
+        pass  # an empty group (its first step): nothing ahead, and no __len__ call to ask
+    elif ahead:  # the open group's small dicts over the state's (never copied)
         if isinstance(ahead, Ahead):  # merged as the group grew: read, never written here
             group_dedup, group_real = ahead.dedup, ahead.last_real
             seq = max(seq, ahead.next_seq)
