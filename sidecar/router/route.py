@@ -223,9 +223,9 @@ class Routing:
                 self.next_seq, self.prefix)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not Routing:
+        if not isinstance(other, Routing):
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key()
 
     __hash__ = None  # type: ignore[assignment]  # holds dicts, like the dataclass it replaced
 
