@@ -164,22 +164,21 @@ class RouterState:
         if routing.prefix is not None:
             self.prefix = routing.prefix
 
-    def plan(self) -> "tuple[list[Rule], frozenset[str] | None]":
-        """The rules in application order and the sources an enabled rule may match (None: a
-        rule with no ``source`` condition may match any), worked out once per rule set — not per
-        routing (issue 11 item 5).  Recomputed whenever ``rules`` holds other values (a rule
-        created, patched, deleted or the dict replaced)."""
+    def plan(self) -> "tuple[list[Rule], frozenset[str]]":
+        """The rules in application order and the Stack sources no enabled rule can reach
+        (their writes take :func:`route`'s direct path; none when a rule has no ``source``
+        condition), worked out once per rule set — not per routing (issue 11 item 5).
+        Recomputed whenever ``rules`` holds other values (a rule created, patched, deleted or
+        the dict replaced)."""
         key = tuple(self.rules.values())
         cached = self._plan
         if cached is not None and cached[0] == key:  # identity per rule: frozen values
             return cached[1], cached[2]
         rules = ordered(key)
-        reach: frozenset[str] | None = frozenset(
-            r.conditions.source for r in rules if r.enabled and r.conditions.source is not None)
-        if any(r.enabled and r.conditions.source is None for r in rules):
-            reach = None
-        self._plan = (key, rules, reach)
-        return rules, reach
+        enabled = [r.conditions.source for r in rules if r.enabled]
+        direct = frozenset() if None in enabled else frozenset(STACK_SOURCES).difference(enabled)
+        self._plan = (key, rules, direct)
+        return rules, direct
 
     def prune(self, now: float) -> None:
         """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
@@ -339,7 +338,9 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
-    rules, reach = state.plan()  # ordered once per rule set
+    rules, direct_sources = state.plan()  # ordered once per rule set
+    if not direct:
+        direct_sources = frozenset()
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
@@ -351,8 +352,7 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
         ids.append(event_id)
         w = event.write
         source = event.source
-        if (direct and w is not None and event.dedup_key is None and source in STACK_SOURCES
-                and reach is not None and source not in reach):
+        if source in direct_sources and w is not None and event.dedup_key is None:
             # the built-in route alone: _row's pending stack row, built once (module rules)
             # (positional, in DELIVERY_FIELDS order: keywords cost ~5x more, see model.Delivery)
             ttl = event.ttl_s

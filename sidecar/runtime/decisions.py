@@ -129,9 +129,9 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
                                     dict(d.detail)))  # positional: PutDecision's field order
     if d.outcome.partition(":")[0] in CANDIDATE_OUTCOMES:
         # the candidate's detail is encoded into the write's body at once: no copy needed
-        step.emit(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
-                                            outcome=d.outcome, task_id=d.task_id,
-                                            detail=d.detail))
+        step.events.append(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
+                                                     outcome=d.outcome, task_id=d.task_id,
+                                                     detail=d.detail))  # step.emit, inlined
     return True
 
 
@@ -160,8 +160,11 @@ def recorded(propose: Callable) -> Callable:
     def wrapper(self, step: Step, rt: Recorder, cand: Any) -> Any:
         result = propose(self, step, rt, cand)
         task_id = getattr(result, "task_id", None)
-        if task_id is not None:
-            record_outcome(step, rt, cand.ru, cand.type, cand.source, "created", task_id=task_id)
+        if task_id is not None:  # record_outcome(..., "created", task_id=task_id), inlined: one
+            # per created task, and "created" needs none of its normalising
+            type_ = cand.type
+            record(step, rt, Decision(rt.tu, cand.ru, step.now, getattr(type_, "_value_", type_),
+                                      cand.source, "created", task_id, {}))
         else:
             record_outcome(step, rt, cand.ru, cand.type, cand.source,
                            getattr(result, "reason", "unknown"))
