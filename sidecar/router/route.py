@@ -317,6 +317,16 @@ _STACK_ONLY = frozenset((STACK_TARGET,))
 
 def _route(state: RouterState, events: Sequence[Event], now: float,
            targets: Mapping[str, str], ahead: Sequence[Routing], direct: bool) -> Routing:
+    rules, direct_sources = state.plan()  # ordered once per rule set
+    if direct and direct_sources:
+        for event in events:
+            if (event.source not in direct_sources or event.write is None
+                    or event.dedup_key is not None):
+                break
+        else:  # every event a Stack write no rule reaches (most steps): rows straight from them
+            return _stack_only(state, events, now, ahead)
+    else:
+        direct_sources = frozenset()
     dedup: dict[tuple[str, str], float] = {}
     last_real: dict[tuple[str, str], float] = {}
     rows: list[Delivery] = []
@@ -338,9 +348,6 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
-    rules, direct_sources = state.plan()  # ordered once per rule set
-    if not direct:
-        direct_sources = frozenset()
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
@@ -393,6 +400,42 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
     return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, pending=tuple(pending),
                    channels=(_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
                    if pending else frozenset())
+
+
+def _stack_only(state: RouterState, events: Sequence[Event], now: float,
+                ahead: Sequence[Routing]) -> Routing:
+    """:func:`_route` of a step whose every event takes the direct path: only the event numbers
+    of the routings ahead matter (no dedup key, no throttle is read or written but the
+    built-in route's own window, ``(stack, stack)``)."""
+    if events and state.match_mode not in MATCH_MODES:  # as the general path raises
+        raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
+    seq = state.seq
+    if isinstance(ahead, Ahead):
+        if ahead.next_seq > seq:
+            seq = ahead.next_seq
+    else:
+        for r in ahead:
+            seq = max(seq, r.next_seq)
+    prefix = state.prefix
+    rows: list[Delivery] = []
+    ids: list[str] = []
+    for event in events:
+        event_id = f"{prefix}{seq}"
+        seq += 1
+        ids.append(event_id)
+        w = event.write
+        assert w is not None  # (checked by the caller)
+        ttl = event.ttl_s
+        # positional, in DELIVERY_FIELDS order (keywords cost ~5x more, see model.Delivery)
+        rows.append(Delivery(f"{event_id}.0", event_id, now, event.source, event.subject,
+                             event.action, event.priority, None, STACK_TARGET, STACK_TARGET,
+                             _PENDING, w.body, 0, now, None if ttl is None else now + ttl, None,
+                             None, None, w.pair, w.idem_key, w.method, w.path, w.tu, w.ru))
+    if not rows:
+        return Routing(now, (), (), {}, {}, seq, pending=(), channels=frozenset())
+    out = tuple(rows)
+    return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, pending=out,
+                   channels=_STACK_ONLY)
 
 
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the

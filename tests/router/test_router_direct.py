@@ -62,13 +62,15 @@ def fresh(rule_list, mode) -> RouterState:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rule_list=rules(), mode=st.sampled_from(("all", "first")),
        steps=st.lists(st.tuples(st.lists(events(), max_size=4), st.floats(0, 40),
-                                st.integers(1, 3)), max_size=12))
-def test_direct_path_routes_as_the_general_path(rule_list, mode, steps):
+                                st.integers(1, 3)), max_size=12),
+       group=st.sampled_from((Ahead, list)))
+def test_direct_path_routes_as_the_general_path(rule_list, mode, steps, group):
     """Step by step (a step's events routed together; groups of ``size`` steps decided ahead of
-    the state, then applied in order), both paths give equal routings and equal store ops."""
+    the state — an :class:`Ahead` or a plain list — then applied in order), both paths give
+    equal routings and equal store ops."""
     direct, general = fresh(rule_list, mode), fresh(rule_list, mode)
     now = T0
-    group_d, group_g = Ahead(), Ahead()
+    group_d, group_g = group(), group()
     for evs, dt, size in steps:
         now += dt
         a = route(direct, evs, now, TARGETS, group_d)
@@ -83,7 +85,7 @@ def test_direct_path_routes_as_the_general_path(rule_list, mode, steps):
                 direct.apply(r)
             for r in group_g:
                 general.apply(r)
-            group_d, group_g = Ahead(), Ahead()
+            group_d, group_g = group(), group()
         assert (direct.dedup, direct.last_real, direct.seq) == (general.dedup, general.last_real, general.seq)
 
 
