@@ -59,6 +59,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 from dataclasses import dataclass, field
 
+import msgspec
+
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
@@ -186,52 +188,25 @@ class RouterState:
             del self.dedup[k]
 
 
-class Routing:
+class Routing(msgspec.Struct):
     """What :func:`route` decided: new rows and state changes (apply after commit).
 
-    A plain slotted class, not a frozen dataclass: one is made per step, and a frozen
-    dataclass's ``__init__`` (an ``object.__setattr__`` per field) was ~3 µs of it (issue 11
-    item 5).  Treat it as read-only once :func:`route` returned it.  ``pending`` (the rows
-    created ``pending``, in order) and ``channels`` (their channels) are worked out once, when
-    the routing is made, not on every read."""
+    A msgspec Struct built positionally, not a frozen dataclass: one is made per step, and a
+    frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) or a Python
+    ``__init__`` cost 3–5 k instructions of it (issue 11 item 5).  Treat it as read-only once
+    :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
+    ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
+    made, not on every read."""
 
-    __slots__ = ("now", "deliveries", "event_ids", "dedup", "last_real", "next_seq", "prefix",
-                 "pending", "channels")
-
-    def __init__(self, now: float, deliveries: tuple[Delivery, ...], event_ids: tuple[str, ...],
-                 dedup: dict[tuple[str, str], float], last_real: dict[tuple[str, str], float],
-                 next_seq: int, prefix: str | None = None, *,
-                 pending: tuple[Delivery, ...] | None = None,
-                 channels: frozenset[str] | None = None) -> None:
-        self.now = now
-        self.deliveries = deliveries
-        self.event_ids = event_ids  # one per routed event, in order
-        self.dedup = dedup
-        self.last_real = last_real
-        self.next_seq = next_seq
-        self.prefix = prefix  # set when this routing drew the data dir's event-id prefix
-        if pending is None:
-            pending = tuple(d for d in deliveries if d.status == _PENDING)
-        self.pending = pending
-        if channels is None:
-            channels = frozenset(d.channel for d in pending)
-        self.channels = channels  # the channels of the pending rows (``stack``, ``webhook``, …)
-
-    def _key(self) -> tuple:
-        return (self.now, self.deliveries, self.event_ids, self.dedup, self.last_real,
-                self.next_seq, self.prefix)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Routing):
-            return NotImplemented
-        return self._key() == other._key()
-
-    __hash__ = None  # type: ignore[assignment]  # holds dicts, like the dataclass it replaced
-
-    def __repr__(self) -> str:
-        return (f"Routing(now={self.now!r}, deliveries={self.deliveries!r}, "
-                f"event_ids={self.event_ids!r}, dedup={self.dedup!r}, "
-                f"last_real={self.last_real!r}, next_seq={self.next_seq!r}, prefix={self.prefix!r})")
+    now: float
+    deliveries: tuple[Delivery, ...]
+    event_ids: tuple[str, ...]  # one per routed event, in order
+    dedup: dict[tuple[str, str], float]
+    last_real: dict[tuple[str, str], float]
+    next_seq: int
+    prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
+    pending: tuple[Delivery, ...] = ()  # the rows created pending, in order
+    channels: frozenset[str] = frozenset()  # the channels of the pending rows
 
     def ops(self) -> list[Op]:
         """The store ops of this routing, for the step's transaction: the rows, the prefix
@@ -317,7 +292,11 @@ _STACK_ONLY = frozenset((STACK_TARGET,))
 
 def _route(state: RouterState, events: Sequence[Event], now: float,
            targets: Mapping[str, str], ahead: Sequence[Routing], direct: bool) -> Routing:
-    rules, direct_sources = state.plan()  # ordered once per rule set
+    plan = state._plan  # state.plan(), its cache read here (one call less per step)
+    if plan is not None and plan[0] == tuple(state.rules.values()):
+        rules, direct_sources = plan[1], plan[2]
+    else:
+        rules, direct_sources = state.plan()  # ordered once per rule set
     if direct and direct_sources:
         for event in events:
             if (event.source not in direct_sources or event.write is None
@@ -397,8 +376,8 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
                 pending.append(row)
                 if row.channel != STACK_TARGET:
                     only_stack = False
-    return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, pending=tuple(pending),
-                   channels=(_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
+    return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, None, tuple(pending),
+                   (_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
                    if pending else frozenset())
 
 
@@ -432,10 +411,9 @@ def _stack_only(state: RouterState, events: Sequence[Event], now: float,
                              _PENDING, w.body, 0, now, None if ttl is None else now + ttl, None,
                              None, None, w.pair, w.idem_key, w.method, w.path, w.tu, w.ru))
     if not rows:
-        return Routing(now, (), (), {}, {}, seq, pending=(), channels=frozenset())
+        return Routing(now, (), (), {}, {}, seq, None, (), frozenset())
     out = tuple(rows)
-    return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, pending=out,
-                   channels=_STACK_ONLY)
+    return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, None, out, _STACK_ONLY)
 
 
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the
