@@ -275,7 +275,10 @@ class _Port:
         self.owner.router.apply(routing)
         if routing.event_ids:
             self.last_event_id = routing.event_ids[-1]
+        if len(routing.pending) == len(routing.deliveries):
+            return  # every row pending (most steps: the Stack writes alone): no note to send
+        pending = Status.PENDING.value  # read once: Enum.value is a slow descriptor on 3.11
         for row in routing.deliveries:
-            if row.status != Status.PENDING.value and row.channel != "stack":
+            if row.status != pending and row.channel != "stack":
                 self.owner.notify("delivery", delivery_note(row, row.status, row.attempts,
                                                             routing.now, row.last_error or row.note))

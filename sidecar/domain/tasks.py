@@ -129,10 +129,12 @@ def vip_tier(spend_30d_usd: float | None) -> str | None:
     return None
 
 
-class Task(msgspec.Struct, kw_only=True, gc=False):
+class Task(msgspec.Struct, gc=False):
     """A task on the operator's list.  Times are unix seconds (UTC).  ``gc=False``: a task holds
     plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
-    the garbage collector need not track every open task (issue 11 item 5)."""
+    the garbage collector need not track every open task (issue 11 item 5).  Not ``kw_only``:
+    the Task Factory builds one per created task positionally, in this field order (msgspec
+    matches keywords field by field: ~2.5 k instructions more per task)."""
 
     task_id: str
     type: TaskType

@@ -30,7 +30,7 @@ from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
-from .route import Ahead, Routing, RouterState, make_prefix, route
+from .route import Ahead, Routing, RouterState, _route, make_prefix, route
 from .storage import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
@@ -61,13 +61,16 @@ class Router:
         instant) and stores it with the rows (:func:`~.route.make_prefix`), so ids never repeat
         across data dirs and a replay re-derives them; a later step of the same group uses the
         prefix that routing drew."""
-        prefix = self.state.prefix or next((r.prefix for r in after if r.prefix), "")
+        state = self.state
+        if state.prefix:  # every routing but a data dir's first (the hot path: straight on)
+            return _route(state, events, now, self.targets, after, True)
+        prefix = next((r.prefix for r in after if r.prefix), "")
         if prefix:
-            state = self.state if prefix == self.state.prefix else dataclasses.replace(self.state, prefix=prefix)
-            return route(state, events, now, self.targets, after)
+            return route(dataclasses.replace(state, prefix=prefix), events, now, self.targets, after)
         prefix = make_prefix(self.rng, now)
         routing = route(dataclasses.replace(self.state, prefix=prefix), events, now, self.targets, after)
-        return dataclasses.replace(routing, prefix=prefix)
+        routing.prefix = prefix  # made just now: nobody else holds it yet
+        return routing
 
     def apply(self, routing: Routing) -> None:
         self.state.apply(routing)

@@ -55,9 +55,11 @@ class RouterInputError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
-class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
+class StackWrite(msgspec.Struct, frozen=True, gc=False):
     """The Stack write a built-in-route event stands for (same fields as
-    :class:`sidecar.stack.writes.StackWrite`, which the integration converts)."""
+    :class:`sidecar.stack.writes.StackWrite`, which the integration converts).  Not
+    ``kw_only``: :mod:`sidecar.stack.writes` builds two per event positionally (see
+    :class:`Delivery`); ``gc=False``: plain values only."""
 
     pair: str  # ordering lane "tu/ru"
     idem_key: str  # Idempotency-Key
@@ -68,8 +70,9 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True):
     ru: str | None = None  # a login reads its unacknowledged markers by them, DESIGN §9)
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True):
-    """A routing event (DESIGN §10)."""
+class Event(msgspec.Struct, frozen=True):
+    """A routing event (DESIGN §10).  Not ``kw_only``: the Stack writes' events are built
+    positionally, in this field order (see :class:`Delivery`)."""
 
     source: str
     subject: str
@@ -103,8 +106,13 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool = True
 
 
-class Delivery(msgspec.Struct, frozen=True, kw_only=True):
-    """One delivery row (see module rules)."""
+class Delivery(msgspec.Struct, frozen=True, gc=False):
+    """One delivery row (see module rules).
+
+    Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
+    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`) — msgspec
+    matches each keyword against every field, so a 21-keyword row cost ~12 k instructions
+    against ~2 k positionally (issue 11 item 5).  ``gc=False``: a row holds plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str
@@ -131,6 +139,14 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
     tu: str | None = None  # stack only: the TU the write is about
     ru: str | None = None  # stack only: the RU the write is about
     seq: int = 0  # insertion order (the store's rowid); 0 before it is stored
+
+
+#: :class:`Delivery`'s fields in order: what a positional construction must follow
+DELIVERY_FIELDS = ("id", "event_id", "event_at", "source", "subject", "action", "priority", "rule",
+                   "channel", "target", "status", "message", "attempts", "next_attempt_at",
+                   "expires_at", "last_error", "note", "delivered_at", "pair", "idem_key", "method",
+                   "path", "tu", "ru", "seq")
+assert Delivery.__struct_fields__ == DELIVERY_FIELDS, "positional Delivery(...) calls follow this order"
 
 
 def _name(v: Any, field: str) -> str:

@@ -59,6 +59,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 from dataclasses import dataclass, field
 
+import msgspec
+
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
@@ -142,6 +144,8 @@ class RouterState:
     seq: int = 1  # next event number
     match_mode: str = "all"
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+    # (rules key, ordered rules, reachable sources) of :meth:`plan`; never compared or copied
+    _plan: Any = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
@@ -153,11 +157,30 @@ class RouterState:
 
     def apply(self, routing: "Routing") -> None:
         """Evolve after the routing's ops were committed."""
-        self.dedup.update(routing.dedup)
-        self.last_real.update(routing.last_real)
-        self.seq = max(self.seq, routing.next_seq)
+        if routing.dedup:
+            self.dedup.update(routing.dedup)
+        if routing.last_real:
+            self.last_real.update(routing.last_real)
+        if routing.next_seq > self.seq:
+            self.seq = routing.next_seq
         if routing.prefix is not None:
             self.prefix = routing.prefix
+
+    def plan(self) -> "tuple[list[Rule], frozenset[str]]":
+        """The rules in application order and the Stack sources no enabled rule can reach
+        (their writes take :func:`route`'s direct path; none when a rule has no ``source``
+        condition), worked out once per rule set — not per routing (issue 11 item 5).
+        Recomputed whenever ``rules`` holds other values (a rule created, patched, deleted or
+        the dict replaced)."""
+        key = tuple(self.rules.values())
+        cached = self._plan
+        if cached is not None and cached[0] == key:  # identity per rule: frozen values
+            return cached[1], cached[2]
+        rules = ordered(key)
+        enabled = [r.conditions.source for r in rules if r.enabled]
+        direct = frozenset() if None in enabled else frozenset(STACK_SOURCES).difference(enabled)
+        self._plan = (key, rules, direct)
+        return rules, direct
 
     def prune(self, now: float) -> None:
         """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
@@ -165,9 +188,15 @@ class RouterState:
             del self.dedup[k]
 
 
-@dataclass(frozen=True, slots=True)
-class Routing:
-    """What :func:`route` decided: new rows and state changes (apply after commit)."""
+class Routing(msgspec.Struct):
+    """What :func:`route` decided: new rows and state changes (apply after commit).
+
+    A msgspec Struct built positionally, not a frozen dataclass: one is made per step, and a
+    frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) or a Python
+    ``__init__`` cost 3–5 k instructions of it (issue 11 item 5).  Treat it as read-only once
+    :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
+    ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
+    made, not on every read."""
 
     now: float
     deliveries: tuple[Delivery, ...]
@@ -176,21 +205,25 @@ class Routing:
     last_real: dict[tuple[str, str], float]
     next_seq: int
     prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
+    pending: tuple[Delivery, ...] = ()  # the rows created pending, in order
+    channels: frozenset[str] = frozenset()  # the channels of the pending rows
 
     def ops(self) -> list[Op]:
+        """The store ops of this routing, for the step's transaction: the rows, the prefix
+        when drawn, dedup keys, throttle windows, the next event number."""
         if not self.event_ids:
             return []
-        out: list[Op] = [PutDelivery(d) for d in self.deliveries]
+        # map and plain loops, no comprehensions: each of those is a function call on 3.11
+        out: list[Op] = list(map(PutDelivery, self.deliveries))
         if self.prefix is not None:
             out.append(PutMeta(PREFIX_KEY, self.prefix))
-        out += [PutDedup(src, key, at) for (src, key), at in self.dedup.items()]
-        out += [PutThrottle(ch, tgt, at) for (ch, tgt), at in self.last_real.items()]
+        if self.dedup:
+            for (src, key), at in self.dedup.items():
+                out.append(PutDedup(src, key, at))
+        for (ch, tgt), at in self.last_real.items():
+            out.append(PutThrottle(ch, tgt, at))
         out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
         return out
-
-    @property
-    def pending(self) -> tuple[Delivery, ...]:
-        return tuple(d for d in self.deliveries if d.status == _PENDING)
 
 
 class Ahead(Sequence[Routing]):
@@ -236,15 +269,54 @@ def route(state: RouterState, events: Sequence[Event], now: float,
           targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
     """Route ``events`` at ``now`` (unix seconds).  ``targets``: configured target name →
     channel (``stack`` is always there).  ``ahead``: routings decided but not yet applied, in
-    order (module rules).  Pure: see module rules."""
+    order (module rules).  Pure: see module rules.
+
+    A Stack write no rule can reach (its source is no enabled rule's ``source`` condition, and
+    every enabled rule has one) and without a ``dedup_key`` takes the **direct path**: its one
+    ``stack`` row is built straight from the write — no rule matching, no render, no throttle
+    look-up (the built-in route has none) — the same row, ids and state changes
+    :func:`route_general` makes for it (tests/router/test_router_direct.py holds them equal)."""
+    return _route(state, events, now, targets, ahead, True)
+
+
+def route_general(state: RouterState, events: Sequence[Event], now: float,
+                  targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
+    """:func:`route` with every event through the general rule matching and :func:`_row` — the
+    reference the direct path is held equal to."""
+    return _route(state, events, now, targets, ahead, False)
+
+
+_STACK_KEY = (STACK_TARGET, STACK_TARGET)  # (channel, target) of the built-in route's rows
+_STACK_ONLY = frozenset((STACK_TARGET,))
+
+
+def _route(state: RouterState, events: Sequence[Event], now: float,
+           targets: Mapping[str, str], ahead: Sequence[Routing], direct: bool) -> Routing:
+    plan = state._plan  # state.plan(), its cache read here (one call less per step)
+    if plan is not None and plan[0] == tuple(state.rules.values()):
+        rules, direct_sources = plan[1], plan[2]
+    else:
+        rules, direct_sources = state.plan()  # ordered once per rule set
+    if direct and direct_sources:
+        for event in events:
+            if (event.source not in direct_sources or event.write is None
+                    or event.dedup_key is not None):
+                break
+        else:  # every event a Stack write no rule reaches (most steps): rows straight from them
+            return _stack_only(state, events, now, ahead)
+    else:
+        direct_sources = frozenset()
     dedup: dict[tuple[str, str], float] = {}
     last_real: dict[tuple[str, str], float] = {}
     rows: list[Delivery] = []
+    pending: list[Delivery] = []
     ids: list[str] = []
     seq = state.seq
     seen: Mapping[tuple[str, str], float] = state.dedup
     real: Mapping[tuple[str, str], float] = state.last_real
-    if ahead:  # the open group's small dicts over the state's (never copied)
+    if isinstance(ahead, Ahead) and not ahead._routings:
+        pass  # an empty group (its first step): nothing ahead, and no __len__ call to ask
+    elif ahead:  # the open group's small dicts over the state's (never copied)
         if isinstance(ahead, Ahead):  # merged as the group grew: read, never written here
             group_dedup, group_real = ahead.dedup, ahead.last_real
             seq = max(seq, ahead.next_seq)
@@ -255,17 +327,32 @@ def route(state: RouterState, events: Sequence[Event], now: float,
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
-    rules = ordered(state.rules.values()) if state.rules else []  # ordered once per routing
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
+    prefix = state.prefix
+    only_stack = True  # every pending row so far is a stack row
     for event in events:
-        event_id = f"{state.prefix}{seq}"
+        event_id = f"{prefix}{seq}"
         seq += 1
         ids.append(event_id)
+        w = event.write
+        source = event.source
+        if source in direct_sources and w is not None and event.dedup_key is None:
+            # the built-in route alone: _row's pending stack row, built once (module rules)
+            # (positional, in DELIVERY_FIELDS order: keywords cost ~5x more, see model.Delivery)
+            ttl = event.ttl_s
+            row = Delivery(f"{event_id}.0", event_id, now, source, event.subject, event.action,
+                           event.priority, None, STACK_TARGET, STACK_TARGET, _PENDING, w.body, 0,
+                           now, None if ttl is None else now + ttl, None, None, None, w.pair,
+                           w.idem_key, w.method, w.path, w.tu, w.ru)
+            rows.append(row)
+            pending.append(row)
+            last_real[_STACK_KEY] = now
+            continue
         duplicate_of: float | None = None
         if event.dedup_key is not None:
-            k = (event.source, event.dedup_key)
+            k = (source, event.dedup_key)
             accepted = dedup.get(k, seen.get(k))
             if accepted is not None and now < accepted + state.dedup_window_s:
                 duplicate_of = accepted
@@ -282,10 +369,51 @@ def route(state: RouterState, events: Sequence[Event], now: float,
         pool = EventWork()  # the event's renders share it (a fan-out of costly templates)
         for n, (by, target, template) in enumerate(fan):
             channel = "stack" if target == STACK_TARGET else targets.get(target)
-            rows.append(_row(event, event_id, n, now, by, target, channel, template, duplicate_of,
-                             real, last_real, pool))
-    return Routing(now=now, deliveries=tuple(rows), event_ids=tuple(ids), dedup=dedup,
-                   last_real=last_real, next_seq=seq)
+            row = _row(event, event_id, n, now, by, target, channel, template, duplicate_of,
+                       real, last_real, pool)
+            rows.append(row)
+            if row.status == _PENDING:
+                pending.append(row)
+                if row.channel != STACK_TARGET:
+                    only_stack = False
+    return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, None, tuple(pending),
+                   (_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
+                   if pending else frozenset())
+
+
+def _stack_only(state: RouterState, events: Sequence[Event], now: float,
+                ahead: Sequence[Routing]) -> Routing:
+    """:func:`_route` of a step whose every event takes the direct path: only the event numbers
+    of the routings ahead matter (no dedup key, no throttle is read or written but the
+    built-in route's own window, ``(stack, stack)``)."""
+    if events and state.match_mode not in MATCH_MODES:  # as the general path raises
+        raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
+    seq = state.seq
+    if isinstance(ahead, Ahead):
+        if ahead.next_seq > seq:
+            seq = ahead.next_seq
+    else:
+        for r in ahead:
+            seq = max(seq, r.next_seq)
+    prefix = state.prefix
+    rows: list[Delivery] = []
+    ids: list[str] = []
+    for event in events:
+        event_id = f"{prefix}{seq}"
+        seq += 1
+        ids.append(event_id)
+        w = event.write
+        assert w is not None  # (checked by the caller)
+        ttl = event.ttl_s
+        # positional, in DELIVERY_FIELDS order (keywords cost ~5x more, see model.Delivery)
+        rows.append(Delivery(f"{event_id}.0", event_id, now, event.source, event.subject,
+                             event.action, event.priority, None, STACK_TARGET, STACK_TARGET,
+                             _PENDING, w.body, 0, now, None if ttl is None else now + ttl, None,
+                             None, None, w.pair, w.idem_key, w.method, w.path, w.tu, w.ru))
+    if not rows:
+        return Routing(now, (), (), {}, {}, seq, None, (), frozenset())
+    out = tuple(rows)
+    return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, None, out, _STACK_ONLY)
 
 
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the

@@ -50,8 +50,9 @@ HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
 CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One row of the decision log.  ``at``: unix seconds (UTC)."""
+class Decision(msgspec.Struct, frozen=True, gc=False):
+    """One row of the decision log.  ``at``: unix seconds (UTC).  Not ``kw_only``: one is
+    built per decision, positionally in this field order (see :class:`~sidecar.domain.tasks.Task`)."""
 
     tu: str
     ru: str
@@ -62,6 +63,11 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     task_id: str | None = None  # the created (or blocking) task, when there is one
     detail: dict = {}  # e.g. {"step": 1, "chance": 0.75} or {"open_type": "like"}
 
+
+# record / record_outcome build these positionally: keep in step with their fields
+assert Decision.__struct_fields__ == ("tu", "ru", "at", "type", "source", "outcome", "task_id", "detail")
+assert ops.PutDecision.__struct_fields__ == ("tu", "ru", "at", "task_type", "source", "outcome",
+                                             "task_id", "detail")
 
 def refused(reason: str) -> tuple[str, dict]:
     """``(outcome, detail)`` for a refusal reason as services and the factory return it.
@@ -119,13 +125,13 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
     log: DecisionLog = rt.decisions
     if not log.admit(d):
         return False
-    step.ops.append(ops.PutDecision(tu=d.tu, ru=d.ru, at=d.at, task_type=d.type, source=d.source,
-                                    outcome=d.outcome, task_id=d.task_id, detail=dict(d.detail)))
+    step.ops.append(ops.PutDecision(d.tu, d.ru, d.at, d.type, d.source, d.outcome, d.task_id,
+                                    dict(d.detail)))  # positional: PutDecision's field order
     if d.outcome.partition(":")[0] in CANDIDATE_OUTCOMES:
         # the candidate's detail is encoded into the write's body at once: no copy needed
-        step.emit(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
-                                            outcome=d.outcome, task_id=d.task_id,
-                                            detail=d.detail))
+        step.events.append(stack_out.candidate_event(d.tu, d.ru, d.type, d.source, d.at,
+                                                     outcome=d.outcome, task_id=d.task_id,
+                                                     detail=d.detail))  # step.emit, inlined
     return True
 
 
@@ -143,8 +149,7 @@ def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, o
         detail = {**extra, **detail} if detail else extra
     else:
         detail = dict(detail) if detail else {}  # the row owns its detail
-    return record(step, rt, Decision(tu=rt.tu, ru=ru, at=step.now, type=type_, source=source,
-                                     outcome=outcome, task_id=task_id, detail=detail))
+    return record(step, rt, Decision(rt.tu, ru, step.now, type_, source, outcome, task_id, detail))
 
 
 def recorded(propose: Callable) -> Callable:
@@ -155,8 +160,11 @@ def recorded(propose: Callable) -> Callable:
     def wrapper(self, step: Step, rt: Recorder, cand: Any) -> Any:
         result = propose(self, step, rt, cand)
         task_id = getattr(result, "task_id", None)
-        if task_id is not None:
-            record_outcome(step, rt, cand.ru, cand.type, cand.source, "created", task_id=task_id)
+        if task_id is not None:  # record_outcome(..., "created", task_id=task_id), inlined: one
+            # per created task, and "created" needs none of its normalising
+            type_ = cand.type
+            record(step, rt, Decision(rt.tu, cand.ru, step.now, getattr(type_, "_value_", type_),
+                                      cand.source, "created", task_id, {}))
         else:
             record_outcome(step, rt, cand.ru, cand.type, cand.source,
                            getattr(result, "reason", "unknown"))

@@ -59,7 +59,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from sidecar.core.clock import Clock
 from sidecar.runtime.engine import Engine
@@ -109,10 +109,10 @@ class RouterPort(Protocol):
     """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
 
     def decide(self, events: list, now: float, after: Sequence[Any] = ()) -> Any:
-        """A routing with ``ops()`` and ``pending`` (pure: nothing changes yet).  ``after``: the
-        routings of the open group's earlier steps, decided but not yet applied (their commit is
-        still to come) — this routing sees their dedup keys, throttle windows and event numbers
-        exactly as if they had been applied."""
+        """A routing with ``ops()``, ``pending`` and ``channels`` (the pending rows' channels;
+        pure: nothing changes yet).  ``after``: the routings of the open group's earlier steps,
+        decided but not yet applied (their commit is still to come) — this routing sees their
+        dedup keys, throttle windows and event numbers exactly as if they had been applied."""
 
     def apply(self, routing: Any) -> None:
         """Evolve after the routing's ops were committed."""
@@ -200,7 +200,7 @@ class StepExecutor:
             raise StepFailed("the sidecar stopped after a failed step; it must be restarted")
         if self.stopping:
             raise Stopping("the sidecar is shutting down; the step was not started")
-        step = Step(now=self.clock.now() if now is None else now)
+        step = Step(self.clock.now() if now is None else now)
         try:
             result = fn(step)
             routing = self._route(step)
@@ -235,19 +235,27 @@ class StepExecutor:
             self.commits += 1
             await self.ports.commit(ops)
         except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
-            self._pending = None  # nothing of the group may leave the process
-            if self.stopping:  # the store closed beneath it: nothing was written, we exit
-                raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
-            self._fail(exc)
-            raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
+            self._commit_failed(exc)
+
+    def _commit_failed(self, exc: Exception) -> NoReturn:
+        """:meth:`_commit`'s failure (also :meth:`_finish`'s, which awaits the port itself)."""
+        self._pending = None  # nothing of the group may leave the process
+        if self.stopping:  # the store closed beneath it: nothing was written, we exit
+            raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
+        self._fail(exc)
+        raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
 
     async def _finish(self, step: Step, routing: Any = None) -> None:
         pending = self._pending
         if pending is not None:
             await self._join(pending, step, routing)
             return
-        if step.ops:
-            await self._commit(step.ops)
+        if step.ops:  # _commit, inlined: one coroutine less per step (issue 11 item 5)
+            self.commits += 1
+            try:
+                await self.ports.commit(step.ops)
+            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                self._commit_failed(exc)
         self._committed(routing, step.notes)
         if routing is not None and routing.pending:
             self.ports.outbox_queued(step.now, _channels(routing))
@@ -411,5 +419,6 @@ class StepExecutor:
 
 
 def _channels(routing: Any) -> frozenset[str]:
-    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …)."""
-    return frozenset(d.channel for d in routing.pending)
+    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …): the router's
+    routing works them out once when it is made (``channels``)."""
+    return routing.channels

@@ -39,7 +39,7 @@ import msgspec
 from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
-from sidecar.domain.notes import TaskClosed, TaskCreated, TaskSnapshot, TaskUpdated
+from sidecar.domain.notes import TaskClosed, TaskCreated, TaskUpdated
 from sidecar.router.model import Event
 
 OVERDUE_ALERT_S = 600.0  # one task overdue this long alerts the shift lead (DESIGN §10)
@@ -93,6 +93,11 @@ class TaskOwner(Recorder, Protocol):
     def task_created(self, step: "Step", task: Task) -> None: ...
     def task_closed(self, step: "Step", task: Task) -> None: ...
 
+
+#: what ``propose`` builds a Task from, positionally: keep in step with Task's fields
+assert Task.__struct_fields__[:12] == ("task_id", "type", "project", "tu", "ru", "source",
+                                       "created_at", "deadline", "vip", "closed_at", "reason",
+                                       "meta"), "TaskFactory.propose builds Task positionally"
 
 class TaskFactory:
     """Open tasks of every TU, indexed by id and by (tu, ru, type)."""
@@ -148,11 +153,11 @@ class TaskFactory:
             return Refused("offline")
         now = step.now
         anchor = now if cand.anchor is None else cand.anchor
-        task = Task(
-            task_id=task_id_for(tu, ru, type_, now, cand.source),
-            type=type_, project=rt.project, tu=tu, ru=ru, source=cand.source,
-            created_at=now, deadline=anchor + spec.ttl_s, vip=vip_tier(rt.spend_30d(ru)),
-            meta=dict(cand.meta) if cand.meta else {})
+        source = cand.source
+        task = Task(  # positional, in Task's field order (see Task)
+            task_id_for(tu, ru, type_, now, source), type_, rt.project, tu, ru, source, now,
+            anchor + spec.ttl_s, vip_tier(rt.spend_30d(ru)), None, None,
+            dict(cand.meta) if cand.meta else {})
         if cand.online_required is not None and cand.online_required != spec.online_only:
             task.meta[ONLINE_REQUIRED] = cand.online_required  # the task keeps the override
         weaker = [pair[w] for w in weaker_than(type_) if w in pair] if pair else []
@@ -160,7 +165,7 @@ class TaskFactory:
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notify("task.created", TaskCreated(task=TaskSnapshot.of(task)))
+        step.notify("task.created", TaskCreated.of(task))
         rt.task_created(step, task)  # the TU tells its services
         for old in weaker:  # after the hooks: see the module rules
             self.close(step, rt, old, CloseReason.SUPERSEDED)

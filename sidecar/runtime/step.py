@@ -21,8 +21,10 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot, DomainEvent
@@ -45,15 +47,18 @@ class Request:
     at: float | None = None  # instant (unix s) of the step that asked
 
 
-@dataclass(slots=True)
-class Step:
-    """Effects of handling one input.  ``now``: unix seconds (UTC)."""
+class Step(msgspec.Struct):
+    """Effects of handling one input.  ``now``: unix seconds (UTC).
+
+    A msgspec Struct: one is made per input, and msgspec builds it (copying the empty list
+    defaults) for ~1.5 k instructions against ~5 k for the slotted dataclass it was (issue 11
+    item 5).  Same fields, same defaults, mutable."""
 
     now: float
-    ops: list = field(default_factory=list)  # sidecar.store.ops.* committed together
-    notes: list[tuple[str, Any]] = field(default_factory=list)  # (method, domain note) to Electron
-    requests: list[Request] = field(default_factory=list)  # made after the commit
-    events: list = field(default_factory=list)  # sidecar.router.model.Event, routed in the commit
+    ops: list = []  # sidecar.store.ops.* committed together
+    notes: list[tuple[str, Any]] = []  # (method, domain note) to Electron
+    requests: list[Request] = []  # made after the commit
+    events: list = []  # sidecar.router.model.Event, routed in the commit
     outbox_due: bool = False  # the delivery timer fired: the executor tells the pump to send
 
     def notify(self, method: str, params: Any) -> None:

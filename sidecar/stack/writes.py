@@ -81,12 +81,46 @@ def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair:
             ru: str | None) -> Event:
     """The routing event of a Stack write of ``kind``, built straight from the write's fields:
     the three hot builders below skip the intermediate :class:`StackWrite` (one Struct and a
-    field-by-field copy per write; issue 11 item 5).  Equal to ``StackWrite(...).event(...)``."""
+    field-by-field copy per write; issue 11 item 5).  Equal to ``StackWrite(...).event(...)``.
+    Positional, in the Structs' field order (msgspec matches keywords field by field)."""
     source, priority = _SOURCES[kind]
-    return Event(source=source, subject=subject, action=action, priority=priority,
-                 payload=payload,
-                 write=RoutedWrite(pair=pair, idem_key=idem_key, method=method, path=path,
-                                   body=body, tu=tu, ru=ru))
+    return Event(source, subject, action, priority, payload, None, None,
+                 RoutedWrite(pair, idem_key, method, path, body, tu, ru))
+
+
+class _TaskBody(msgspec.Struct, gc=False):
+    """:func:`task_body` as a Struct, its keys in the same order: encoding a Struct is cheaper
+    than building and encoding the dict, and gives the same bytes (tests/stack/test_writes.py)."""
+
+    task_id: str
+    type: str
+    project: str
+    tu: str
+    ru: str
+    source: str
+    created_at: float
+    deadline: float
+    closed_at: float | None
+    reason: str | None
+    vip: str | None
+    meta: dict
+
+
+class _TaskEventBody(msgspec.Struct, gc=False):
+    event: str
+    task: _TaskBody
+
+
+class _CandidateBody(msgspec.Struct, gc=False):
+    """A candidate write's body, keys in :func:`candidate`'s order (same bytes)."""
+
+    ru: str
+    type: str
+    source: str
+    at: float
+    outcome: str
+    task_id: str | None
+    detail: dict
 
 
 def _value(v: Any) -> Any:
@@ -113,15 +147,14 @@ def task_routed(task: Task, event: str) -> Event:
         _check_task_event(task, event)
     type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
     tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
-    body = {"event": event, "task": {  # task_body(task), with the values read above
-        "task_id": task_id, "type": type_, "project": project, "tu": tu, "ru": ru,
-        "source": source, "created_at": task.created_at, "deadline": task.deadline,
-        "closed_at": task.closed_at, "reason": reason, "vip": vip, "meta": task.meta}}
-    return _routed("task", "task", event, {
+    body = _TaskEventBody(event, _TaskBody(  # task_body(task), with the values read above
+        task_id, type_, project, tu, ru, source, task.created_at, task.deadline, task.closed_at,
+        reason, vip, task.meta))
+    return Event("tasks", "task", event, "normal", {  # _routed("task", ...), inlined
         "tu": tu, "ru": ru, "project": project, "task_id": task_id, "type": type_,
-        "source": source, "reason": reason, "vip": vip},
-        f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
-        _encode(body), tu, ru)
+        "source": source, "reason": reason, "vip": vip}, None, None,
+        RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
+                    _encode(body), tu, ru))
 
 
 def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
@@ -129,13 +162,12 @@ def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outc
     """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
     write (``outcome`` keeps the reason: ``refused:offline``)."""
     type_ = getattr(type, "_value_", type)
-    return _routed("candidate", type_, outcome.partition(":")[0], {
+    return Event("candidates", type_, outcome.partition(":")[0], "low", {  # _routed, inlined
         "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
-        "task_id": task_id}, f"{tu}/{ru}",
-        f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
-        f"/v1/tus/{seg(tu)}/candidates",
-        _encode({"ru": ru, "type": type_, "source": source, "at": at, "outcome": outcome,
-                 "task_id": task_id, "detail": detail or {}}), tu, ru)
+        "task_id": task_id}, None, None, RoutedWrite(
+            f"{tu}/{ru}", f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
+            f"/v1/tus/{seg(tu)}/candidates",
+            _encode(_CandidateBody(ru, type_, source, at, outcome, task_id, detail or {})), tu, ru))
 
 
 def pair_of(tu: str, ru: str) -> str:

@@ -77,3 +77,16 @@ def test_task_snapshot_of_is_the_constructors_value_and_stays_frozen():
         assert snap.meta is not t.meta
         with pytest.raises(dataclasses.FrozenInstanceError):
             snap.tu = "other"  # type: ignore[misc]
+
+
+def test_task_created_of_is_the_constructors_value_and_stays_frozen():
+    """``TaskCreated.of`` (issue 11 item 5) equals ``TaskCreated(task=TaskSnapshot.of(t))`` and
+    is frozen like it."""
+    from sidecar.domain.tasks import Task, TaskType
+
+    t = Task(task_id="t-1", type=TaskType.LIKE, project="prime", tu="p-tu", ru="p-ru",
+             source="socket", created_at=1.5, deadline=301.5, meta={"answer_by": "mail"})
+    note = notes.TaskCreated.of(t)
+    assert type(note) is notes.TaskCreated and note == notes.TaskCreated(task=notes.TaskSnapshot.of(t))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        note.task = None  # type: ignore[misc]

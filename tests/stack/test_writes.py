@@ -115,3 +115,26 @@ def test_routing_events_carry_exactly_the_writes_builders_make():
         assert (ev.source, ev.priority) == ("markers", "high")
     with pytest.raises(ValueError):
         marker_event("tu", "ru", "somethingElse", {}, "k")
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(created=st.floats(0, 4e9), deadline=st.floats(0, 4e9), closed=st.none() | st.floats(0, 4e9),
+       vip=st.none() | st.sampled_from(("red", "green")), meta=st.dictionaries(st.text(max_size=6), _scalars, max_size=3),
+       detail=st.none() | st.dictionaries(st.text(max_size=6), _scalars, max_size=3),
+       task_id=st.none() | st.text(max_size=10), ru=st.text(min_size=1, max_size=10))
+def test_hot_builders_write_the_reference_bytes(created, deadline, closed, vip, meta, detail, task_id, ru):
+    """The task and candidate bodies are encoded from Structs on the hot path (issue 11 item 5):
+    the same bytes as the reference builders' dicts, for any instants, meta and detail."""
+    from sidecar.stack.writes import candidate_event, task_routed
+    task = _task(created_at=created, deadline=deadline, vip=vip, meta=meta, ru=ru,
+                 **({} if closed is None else {"closed_at": closed, "reason": CloseReason.EXPIRED}))
+    for event in ("created",) if closed is None else ("created", "closed"):
+        assert task_routed(task, event).write.body == task_event(task, event).body
+    assert candidate_event("c-tu", ru, "like", "chain", created, outcome="miss", task_id=task_id,
+                           detail=detail).write.body == candidate(
+        "c-tu", ru, "like", "chain", created, outcome="miss", task_id=task_id, detail=detail).body
