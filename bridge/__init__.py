@@ -8,8 +8,12 @@ method names and JSON params.  See ``docs/architecture.md`` ("Bridge API").
 Modules: ``errors`` (exception tree, codes), ``jsonrpc`` (envelope codec), ``stream`` (resumable
 stream, sans-I/O), ``auth`` (handshake and token rules, sans-I/O), ``server`` (BridgeServer),
 ``client`` (BridgeClient), ``lifecycle`` (wait_for_shutdown).
+
+``BridgeClient`` is imported on first use: the sidecar serves and never dials, and the
+websockets client side is ~8 ms of its start (issue 11).
 """
-from .client import BridgeClient
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CLOSE_AUTH_TIMEOUT,
     CLOSE_FORBIDDEN_ORIGIN,
@@ -32,6 +36,16 @@ from .errors import (
 from .lifecycle import wait_for_shutdown
 from .server import PROTOCOL, BridgeServer, Handler
 from .stream import OutboundStream
+
+if TYPE_CHECKING:
+    from .client import BridgeClient
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BridgeClient":
+        from .client import BridgeClient
+        return BridgeClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "BridgeServer",

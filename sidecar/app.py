@@ -58,7 +58,7 @@ import asyncio
 import logging
 import math
 from functools import partial
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
 from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
@@ -81,9 +81,11 @@ from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
 from sidecar.step_groups import StepGroups
 from sidecar.routing import RouterComponent
-from sidecar.stack.client import StackClient
 from sidecar.store.db import Store
 from sidecar.wire import to_wire
+
+if TYPE_CHECKING:
+    from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
 
 log = logging.getLogger("sidecar.app")
 
@@ -121,7 +123,11 @@ class SidecarApp:
         self.clock = clock or make_clock(settings)  # the one clock
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
         self.store = store  # SQLite, opened (and locked) by the caller
-        self.stack = StackClient(settings.stack_url) if settings.stack_url else None
+        self.stack: StackClient | None = None
+        if settings.stack_url:
+            # imported here: httpx is loaded only by a sidecar that has a Stack (issue 11)
+            from sidecar.stack.client import StackClient
+            self.stack = StackClient(settings.stack_url)
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,

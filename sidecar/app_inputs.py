@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import msgspec
 
@@ -39,11 +39,13 @@ from sidecar.routing import RouterComponent
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import Engine
 from sidecar.runtime.step import Request, Step
-from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackError
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
 from sidecar.wire import task_view
+
+if TYPE_CHECKING:
+    from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
 
 log = logging.getLogger("sidecar.app")
 

@@ -91,11 +91,47 @@ def pytest_xdist_make_scheduler(config, log):
     return TableGroupScheduling(config, log)
 
 
+#: tests known to run long on their own (≥ ~15 s each, and 80–250 s for the first ones, on a loaded
+#: 2-core machine; ``--durations`` of a full run), longest first.  Under xdist they start right
+#: after the groups: units are dealt in collection order, and one that starts late becomes the
+#: run's tail (the 50-cycle stress test started at 6 min of a 12 min run, the signal tests at
+#: 7–8 min).  Entries are node id prefixes; tests/test_suite_order.py checks each names a test.
+LONG_FIRST = (
+    "tests/integration/test_shutdown_stress.py::test_sigterm_after_login_and_disconnect_always_exits_within_2_s",
+    "tests/integration/test_stop_signals.py::test_a_signal_right_after_ready_is_a_clean_exit_0",
+    "tests/integration/test_shutdown_stress.py::test_other_stop_requests_after_login_and_disconnect_exit_within_2_s",
+    "tests/integration/test_seed_scenarios.py::test_seed_scenario[r03_dedup_window]",
+    "tests/electron_stub/test_stub_batched.py::test_batched_replay_equals_one_by_one_on_seed_scenarios[r03_dedup_window]",
+    "tests/bench/test_bench_quick.py::test_quick_bench_prints_every_figure_beside_its_limit",
+    "tests/integration/test_bad_input.py::test_far_future_advance_is_cut_off_and_other_frames_are_served",
+    "tests/electron_stub/test_stub_batched.py::test_batched_replay_equals_one_by_one_on_the_generated_demo_shift",
+    "tests/electron_stub/test_stub_batched.py::test_batched_replay_equals_one_by_one_on_a_generated_smoke_shift",
+    "tests/sidecar/test_follow_up_mail_service.py::test_burst_rolls_through_the_service_hit_half_within_4_sigma",
+    "tests/electron_stub/test_stub_replay_e2e.py::test_no_idempotency_key_is_reused_for_a_different_write_over_a_shift_like_replay",
+    "tests/integration/test_stop_signals.py::test_a_second_signal_during_a_busy_shutdown_exits_at_once_with_128_plus_n",
+    "tests/electron_stub/test_stub_scale.py::test_harness_cost_per_event_is_flat_from_12_to_60_tus",
+    "tests/router/test_router_durability.py::test_sigkill_between_claim_send_and_settle_delivers_exactly_once",
+    "tests/electron_stub/test_stub_trace_canonical.py::test_two_replays_of_one_scenario_write_byte_identical_traces",
+    "tests/integration/test_seed_scenarios.py::test_seed_scenario[k05_unconfirmed_extends_then_fail_open]",
+    "tests/integration/test_why.py::test_why_on_the_bridge_and_the_cli",
+    "tests/test_lint.py::test_mypy_is_clean",
+)
+
+
+def run_order(nodeid: str, slow: bool) -> tuple[int, int]:
+    """Where a test goes under xdist: the slow ones (the groups) first, then :data:`LONG_FIRST`
+    in its order, then the rest (the sort is stable: they keep the collection's order)."""
+    if slow:
+        return (0, 0)
+    rank = next((i for i, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), None)
+    return (1, rank) if rank is not None else (2, 0)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The ``xdist_group`` marks and :data:`XDIST_GROUPS` must agree (a new shared fixture needs
-    both).  Under xdist the long poles start first: the slow tests go to the front, so the rest
-    of the suite runs beside them instead of after them.  The order is deterministic (every
-    worker must collect the same list)."""
+    both).  Under xdist the long poles start first: the slow tests go to the front, then the long
+    ones (:func:`run_order`), so the rest of the suite runs beside them instead of after them.
+    The order is deterministic (every worker must collect the same list)."""
     for it in items:
         mark = it.get_closest_marker("xdist_group")
         marked = (mark.args[0] if mark.args else mark.kwargs.get("name", "default")) if mark else None
@@ -103,4 +139,4 @@ def pytest_collection_modifyitems(session, config, items):
             raise pytest.UsageError(f"{it.nodeid}: xdist_group mark {marked!r} but tests/conftest.py "
                                     f"XDIST_GROUPS says {xdist_group_of(it.nodeid)!r}; make them agree")
     if getattr(config.option, "numprocesses", None) or WORKER is not None:
-        items.sort(key=lambda it: it.get_closest_marker("slow") is None)  # stable: keeps the rest's order
+        items.sort(key=lambda it: run_order(it.nodeid, it.get_closest_marker("slow") is not None))

@@ -71,3 +71,32 @@ def test_run_test_leaves_parallelism_to_arguments_that_choose_it(monkeypatch, ar
 def test_test_workers_sets_the_number_of_processes(monkeypatch, env, expected):
     monkeypatch.setenv("TEST_WORKERS", env)
     assert _parallel_args()(["-q"]) == expected
+
+
+def test_run_compiles_the_checkouts_modules_even_where_bytecode_is_never_written(tmp_path, monkeypatch):
+    """Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it) no process writes the
+    bytecode of the checkout's modules (an editable install: pip compiles only what it copies),
+    so every sidecar the suite started compiled its ~90 modules again (issue 11).  ``./run``
+    compiles them once per change; the next interpreter loads them without compiling."""
+    import importlib.util
+    import runpy
+
+    pkg = tmp_path / "sidecar"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("VALUE = 42\n")
+    compile_sources = runpy.run_path(str(ROOT / "run"), run_name="run_script")["compile_sources"]
+    monkeypatch.setitem(compile_sources.__globals__, "ROOT", tmp_path)
+    monkeypatch.setitem(compile_sources.__globals__, "PY", Path(sys.executable))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    compile_sources()
+    assert Path(importlib.util.cache_from_source(str(pkg / "mod.py"))).is_file()
+    # a fresh interpreter with the variable set imports it from bytecode: no source compiled
+    probe = ("import importlib._bootstrap_external as b, sys\n"
+             "seen = []\n"
+             "orig = b.SourceLoader.source_to_code\n"
+             "b.SourceLoader.source_to_code = lambda self, data, path, *a, **k: seen.append(path) or orig(self, data, path, *a, **k)\n"
+             "import sidecar.mod\n"
+             "print(sidecar.mod.VALUE, seen)")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert r.stdout.strip() == "42 []", r.stdout + r.stderr

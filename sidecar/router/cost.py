@@ -35,9 +35,8 @@ from jinja2.nodes import Node
 from jinja2.sandbox import SecurityError
 from markupsafe import Markup
 
-MAX_STEPS = 10_000  # loop iterations + range() items per render
-MAX_WORK = 1_000_000  # work units per render (see module rules)
-EVENT_WORK = 4 * MAX_WORK  # work units of every render of one event together (its fan-out)
+from .budget import EVENT_WORK, MAX_STEPS, MAX_WORK, EventWork  # noqa: F401 - re-exported
+
 MAX_SIZE = 256 * 1024  # characters / items of any value a template produces
 CALL_COST = 200  # a call: a macro invocation ~4 µs, a method ~9 µs, a recursive loop() ~10 µs
 FILTER_COST = 20  # a filter or test call, apart from its input
@@ -51,20 +50,6 @@ WEIGHTS: dict[str, int] = {
     "urlencode": 1, "capitalize": 1, "items": 3, "xmlattr": 20, "filesizeformat": 1,
 }
 LOG_WEIGHTS: dict[str, int] = {"sort": 2, "dictsort": 2, "groupby": 2}
-
-
-class EventWork:
-    """The work units left to the renders of one event (:data:`EVENT_WORK`): an event fanned out
-    to many rules × 50 actions, each at its own budget, cost that many times the budget."""
-
-    def __init__(self, units: int = EVENT_WORK) -> None:
-        self.left = units
-
-    def steps(self) -> Steps:
-        if self.left >= MAX_WORK:
-            return Steps()
-        return Steps(work_limit=self.left, budget=f"the event's remaining budget ({EVENT_WORK} units "
-                                                  "for all its templates)")
 
 
 class TemplateTooCostly(SecurityError):
@@ -81,6 +66,15 @@ class Steps:
         self.budget = budget
         self.taken = 0
         self.work = 0
+
+    @classmethod
+    def drawing_on(cls, pool: EventWork) -> Steps:
+        """A render's counter whose work is capped by what is left of its event's ``pool``
+        (:class:`~.budget.EventWork`); the caller charges the pool the render's work after it."""
+        if pool.left >= MAX_WORK:
+            return cls()
+        return cls(work_limit=pool.left, budget=f"the event's remaining budget ({EVENT_WORK} units "
+                                                "for all its templates)")
 
     def take(self, n: int = 1) -> None:
         if self.taken + n > self.limit:

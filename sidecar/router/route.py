@@ -65,7 +65,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op, PutMeta
 
 from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
-from .cost import EventWork
+from .budget import EventWork
 from .render import TemplateFailure, message_for
 from .storage import PutDedup, PutDelivery, PutThrottle
 

@@ -63,3 +63,32 @@ def test_frozen_binary_why_reads_a_data_dir(frozen, tmp_path):
                        text=True, env={**os.environ, "COLUMNS": "200"}, check=False)
     assert r.returncode == 0, r.stderr
     assert "refused:offline" in r.stdout and "the customer was offline" in r.stdout
+
+
+async def test_frozen_binary_holds_what_it_imports_on_first_use(frozen, tmp_path, monkeypatch):
+    """Jinja, httpx and standardwebhooks are imported where they are first needed (a sidecar
+    with no template and no HTTP target starts without them: issue 11), so nothing at start-up
+    proves the frozen build holds them.  This does: a webhook target (httpx, standardwebhooks)
+    and a rule whose template (Jinja and the bounded sandbox) renders into the delivery rows."""
+    from bridge.client import BridgeClient
+    from tests.integration.sidecar_proc import SidecarProcess, answer_no_dialogs
+
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", json.dumps({
+        "audit": {"channel": "journal"},
+        # Standard Webhooks' own example secret; port 9 (discard) refuses: the rows are what count
+        "hook": {"channel": "webhook", "url": "http://127.0.0.1:9/hook",
+                 "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}))
+    async with SidecarProcess(tmp_path, binary=str(frozen)) as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=answer_no_dialogs)
+        await c.call("clock.advance_to", {"t": 1796025600.0})
+        await c.call("rules.create", {"name": "greet", "conditions": {"source": "electron"}, "actions": [
+            {"target": "audit", "template": "hello {{ payload.who | upper }}"},
+            {"target": "hook", "template": "{% for i in range(2) %}{{ i }}{% endfor %}"}]})
+        await c.call("events.emit", {"source": "electron", "subject": "app", "action": "started",
+                                     "payload": {"who": "frozen"}})
+        rows = {r["target"]: r for r in (await c.call("deliveries.list", {}))["deliveries"]}
+        await c.close()
+        assert await sc.stop() == 0
+    assert json.loads(rows["audit"]["message"])["message"] == "hello FROZEN", rows
+    assert json.loads(rows["hook"]["message"])["message"] == "01", rows
+
