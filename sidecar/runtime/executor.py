@@ -257,8 +257,8 @@ class StepExecutor:
             if self.stopping:
                 break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:
-                result, error = await self.ports.perform(req)
-                await self.run(self._answer(req, result, error))
+                if not await self._answer_inline(req):
+                    break
             else:
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
@@ -347,10 +347,23 @@ class StepExecutor:
             if self.stopping:
                 break  # no new platform request at shutdown (its pass retries after a restart)
             if self.spawn is None:  # virtual clock: the answer is the group's next step
-                result, error = await self.ports.perform(req)
-                await self.run(self._answer(req, result, error))
+                if not await self._answer_inline(req):
+                    break
             else:
                 done.requests.append(req)
+
+    async def _answer_inline(self, req: Request) -> bool:
+        """Virtual clock: make ``req`` and run its answer as the next step; False when shutdown
+        began meanwhile and refused that step.  The step that asked is committed (or joined
+        its group) already, so that refusal is not its own: the answer is dropped as the wall
+        clock's background request drops it (its pass asks again after a restart), and the
+        caller's result stands — it must not read "nothing was done"."""
+        result, error = await self.ports.perform(req)
+        try:
+            await self.run(self._answer(req, result, error))
+        except Stopping:
+            return False
+        return True
 
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)

@@ -167,3 +167,35 @@ def test_stop_at_due_takes_every_event_when_nothing_of_the_sidecars_own_falls_be
         finally:
             await run.stop()
     asyncio.run(main())
+
+
+def test_a_batch_cut_short_by_shutdown_says_how_many_events_were_taken(tmp_path):
+    """Shutdown begins while the 2nd event's step runs: that step and the one before it are
+    committed, the rest are refused — the -32603 says 2 of 5 were taken (``data.taken``), never
+    "nothing was done"."""
+    async def main() -> None:
+        run = await _start(tmp_path)
+        engine, seen = run.app.engine, []
+        real = engine.platform_event
+
+        def event(step, **kw):
+            seen.append(kw["name"])
+            if len(seen) == 2:
+                run.app.executor.stop()  # SIGTERM lands while this step runs
+            return real(step, **kw)
+        engine.platform_event = event  # type: ignore[method-assign]
+        try:
+            try:
+                await run.call("platform.events", {"events": EVENTS})
+            except Exception as exc:  # noqa: BLE001 - the answer under test
+                err = exc
+            else:
+                raise AssertionError("a batch cut short by shutdown answered a result")
+            assert getattr(err, "code", None) == -32603 and "shutting down" in str(err), err
+            assert "nothing was done" not in str(err) and "2 of 5" in str(err)
+            assert err.data["taken"] == 2
+            open_rus = {t.ru for t in run.app.engine.factory.open_of_tu(TU)}
+            assert {"ru-1", "ru-2"} <= open_rus and "ru-3" not in open_rus
+        finally:
+            await run.stop()
+    asyncio.run(main())
