@@ -65,6 +65,7 @@ from sidecar.services.follow_up_mail.pending import PendingTriggers
 log = logging.getLogger("sidecar.follow_up_mail")
 
 TYPE = TaskType.FOLLOW_UP_MAIL
+MAIL = TYPE.value  # history rows carry the value (read once: Enum.value is a slow descriptor)
 UNANSWERED = TaskType.UNANSWERED_MESSAGE.value
 MAIL_TASKS = frozenset({TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL})
 _NO_MARKER = mk.MailMarker()  # the marker of a pair that is not (or no longer) a favorite
@@ -142,7 +143,7 @@ class FollowUpMailService(Service):
             # a post-chat mail made after the last close consumed that close's timer (an older
             # close's timer was cancelled by the newer Unanswered)
             consumed = () if last_u is None or last_u.closed_at is None or not any(
-                r.type == TYPE.value and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at
+                r.type == MAIL and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at
                 for r in rt.history.get(ru, ())) else (last_u.task_id,)
             restored = src.restore_post_chat(
                 rt.rng, rt.tu, ru, value, last_unanswered=last_u, unanswered_open=unanswered_open,
@@ -278,7 +279,7 @@ class FollowUpMailService(Service):
             record_outcome(step, rt, ru, TYPE, src.LAST_MAIL_6H, f"refused:{reason}")
             return
         last = next((r for r in reversed(rt.history.get(ru, ()))
-                     if r.type == TYPE.value and r.source == src.LAST_MAIL_6H), None)
+                     if r.type == MAIL and r.source == src.LAST_MAIL_6H), None)
         # "очікує перевірки з іншого mail-джерела": a trigger queued or in flight, and an armed
         # post-chat timer (its check is coming; a 6 h mail now would only block or double it)
         other_pending = self.locks.pending(ru) or self.marker(ru).post_chat_pending
@@ -292,7 +293,7 @@ class FollowUpMailService(Service):
         """What the final check needs of pair ``ru`` now."""
         rt = self.tu
         fav = rt.favorites.get(ru)
-        last = rt.last_task(ru, TYPE.value, closed=True)
+        last = rt.last_task(ru, MAIL, closed=True)
         return check.PairState(
             ru=ru, favorite=fav, freeloader=fav is not None and rt.client.is_freeloader(fav),
             online=ru in rt.online,
