@@ -7,7 +7,8 @@ Rules / theory of operation
   only at Stack's flush instants, :mod:`.cadence`), on the wall clock from its own task — and
   returns :class:`PumpResult` with ``next_due`` (when to call again) and Stack's pending heads.  It never reads a clock
   and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
-* A pass works in rounds.  Each round reads the due rows (:mod:`.storage`), asks the gate
+* A pass works in rounds.  Each round reads the due rows (:mod:`.storage`; one read, which
+  when nothing is due also brings what the pass ends with — issue 11's thread hops), asks the gate
   (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
   ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
   health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
@@ -95,12 +96,13 @@ class DeliveryPump:
             stalled = False
             stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
             while True:
-                other = _one_per_target(r for r in await self.store.due_other(now, 4 * self.concurrency)
-                                        if r.id not in tried)[:self.concurrency]
+                # one read per round; the last round's (nothing due) brings the pass's end too
+                due = await self.store.due(now, 4 * self.concurrency, MAX_BATCH if stack_open else None,
+                                           self.stack is not None)
+                other = _one_per_target(r for r in due.other if r.id not in tried)[:self.concurrency]
                 runs: list[list[Delivery]] = []
                 if stack_open:
-                    runs = [[r for r in run if r.id not in tried]
-                            for run in await self.store.due_stack(now, MAX_BATCH)]
+                    runs = [[r for r in run if r.id not in tried] for run in due.stack]
                     runs = [run for run in runs if run]
                     if self.stack is not None and not self.stack.batch:
                         runs = [run[:1] for run in runs[:self.concurrency]]
@@ -121,9 +123,9 @@ class DeliveryPump:
                     stalled = True
                 await self.store.commit(self._settle(outcomes, now, res, stack_retry)
                                         + self._settle_attempts(attempts, now, res, stack_retry))
-            res.other_due = await self.store.next_due(stack=False)
-            if self.stack is not None:
-                res.stack_heads = await self.store.stack_heads()
+            # due rows all tried in this pass already: the end is read on its own
+            end = due.end if due.end is not None else await self.store.pass_end(self.stack is not None)
+            res.other_due, res.stack_heads = end.other_due, end.stack_heads
             fresh, retry, count = res.stack_heads
             if stalled and fresh is not None:
                 # Stack is unreachable: the heads not tried are still "due now", but the next

@@ -93,12 +93,17 @@ class DecisionLog:
 
     def admit(self, d: Decision) -> bool:
         key = (d.tu, d.ru, d.type, d.source)
-        prev = self.last.get(key)
-        if prev is not None and prev[0] == d.outcome and (prev[1] == d.at or _repeats(d.outcome)):
+        if self.repeated(key, d.outcome, d.at):
             return False
         self.last[key] = (d.outcome, d.at)
         self.logged += 1
         return True
+
+    def repeated(self, key: tuple[str, str, str, str], outcome: str, at: float) -> bool:
+        """True when :meth:`admit` would refuse ``outcome`` at ``at`` for ``key`` (TU, RU, type,
+        source): it repeats the last logged outcome.  Read-only."""
+        prev = self.last.get(key)
+        return prev is not None and prev[0] == outcome and (prev[1] == at or _repeats(outcome))
 
     def forget_tu(self, tu: str) -> None:
         """At logout: a new session logs its first refusals again."""
@@ -142,6 +147,10 @@ def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, o
     type_ = getattr(type_, "_value_", type_)  # a TaskType's value (Enum.value is a slow descriptor)
     if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
+        # a refusal re-checked on every pass is refused by the log: say so before its detail
+        # (a blocking-task look-up) and its row are built for nothing
+        if rt.decisions.repeated((rt.tu, ru, type_, source), outcome, step.now):
+            return False
         if outcome == "refused:stronger_task_open" and not (detail or {}).get("open_type"):
             blocking = rt.blocking_type(ru, TaskType(type_))
             if blocking is not None:

@@ -4,12 +4,13 @@ Rules / theory of operation
 ---------------------------
 * One ``httpx.AsyncClient`` per sidecar: HTTP/1.1 with keep-alive (a pooled connection is reused
   by every write of a pump pass), no redirects followed, ``timeout`` seconds for connect, read,
-  write and pool wait each.
+  write and pool wait each.  TLS: :func:`tls_context` (an ``http`` Stack loads no CA bundle).
 * Writes: :meth:`StackClient.send` sends ``body`` as is, with ``Content-Type: application/json``
   and ``Idempotency-Key: <idem_key>`` on every call (Stack answers a repeated key with its first
   answer and changes nothing, so a write resent after a crash or a lost reply is harmless).
 * Batches: :meth:`batch` → ``POST /v1/batch`` with ``{"writes": [{"key", "method", "path",
-  "body"}]}`` (≤ :data:`MAX_BATCH` writes, each with the semantics of its single call) →
+  "body"}]}`` (≤ :data:`MAX_BATCH` writes, each with the semantics of its single call; each
+  ``body`` is the write's own JSON bytes, spliced in unchanged) →
   ``[{"key", "status", "body"}]`` in order (DESIGN §9).  Only the request as a whole raises;
   each write's own status is the caller's to classify.
 * Reads: :meth:`startup` → ``GET /v1/tus/{tu}/startup`` → the decoded JSON object.
@@ -21,9 +22,9 @@ Rules / theory of operation
 from __future__ import annotations
 
 import asyncio
-
+import ssl
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
@@ -86,6 +87,7 @@ class StackClient:
         self.total_timeout = total_timeout if total_timeout is not None else 2 * timeout
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
+            verify=tls_context(self.base_url),
             timeout=httpx.Timeout(timeout),
             transport=transport,
             http1=True,
@@ -118,8 +120,10 @@ class StackClient:
             raise ValueError(f"a batch holds 1..{MAX_BATCH} writes, not {len(writes)}")
         if any(not w.key for w in writes):
             raise ValueError("every Stack write needs an idempotency key")
+        # each body is already JSON (the write's own, encoded once when it was queued): it is
+        # spliced in as it is, not decoded and encoded again
         items = [{"key": w.key, "method": w.method, "path": w.path,
-                  "body": _decode(w.body) if w.body else None} for w in writes]
+                  "body": msgspec.Raw(w.body) if w.body else None} for w in writes]
         resp = await self._request("POST", "/v1/batch", content=msgspec.json.encode({"writes": items}),
                                    headers={"Content-Type": "application/json"})
         try:
@@ -184,6 +188,17 @@ class StackClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def tls_context(base_url: str) -> ssl.SSLContext | bool:
+    """What the client verifies TLS with: for an ``https`` Stack httpx's default (the CA bundle,
+    hostname checked); for an ``http`` one a context that trusts no CA at all — this client
+    speaks only to the base URL (relative paths, no redirects followed), so it never makes a TLS
+    handshake there, and were one ever made it would fail verification.  Loading the CA bundle
+    for a client that cannot use it cost ~40 ms of CPU per launch (issue 11)."""
+    if urlsplit(base_url).scheme.lower() == "https":
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no CA
 
 
 def _excerpt(resp: httpx.Response) -> str:

@@ -235,3 +235,33 @@ async def test_unexpected_client_exception_keeps_the_row(rstore, state, batch, c
         assert (kept.status, kept.attempts, kept.next_attempt_at) == ("pending", 1, NOW + 5)
         assert "RuntimeError" in kept.last_error
     assert "RuntimeError: bug" in caplog.text
+
+
+async def test_a_pass_reads_once_per_round_and_its_end_comes_with_the_last_round(
+        store, rstore, state, client, stack_server):
+    """Store reads per pass (issue 11: each is a hop to aiosqlite's thread): one per round, the
+    round that finds nothing bringing the pass's end (next due row, Stack's heads) — no separate
+    reads for them; the round's claim and settle are commits (on the loop's own connection)."""
+    pump = pump_of(rstore, client)
+
+    def counts() -> tuple[int, int]:
+        return store.counters.hops, store.counters.commits
+
+    before = counts()
+    res = await pump.run_due(NOW)  # nothing queued: one read
+    assert (res.next_due, res.stack_heads) == (None, (None, None, 0))
+    assert [a - b for a, b in zip(counts(), before)] == [1, 0]
+    a0, b0, a1 = [await put(rstore, state, ru, s) for ru, s in (("A", 0), ("B", 0), ("A", 1))]
+    before = counts()
+    res = await pump.run_due(NOW)
+    assert delivered(res) == [a0, b0, a1]
+    assert (res.next_due, res.stack_heads) == (None, (None, None, 0))
+    # rounds {A0, B0} and {A1}: a read, a claim and a settle commit each; then the empty read
+    assert [a - b for a, b in zip(counts(), before)] == [3, 4]
+    stack_server.fail(503)
+    await put(rstore, state, "A", 2)
+    before = counts()
+    res = await pump.run_due(NOW)
+    assert res.stack_heads == (None, NOW + 5, 1) and res.next_due == NOW + 5
+    # the outage stops Stack's sends: the next round reads the other targets' rows, with the end
+    assert [a - b for a, b in zip(counts(), before)] == [2, 2]

@@ -546,3 +546,27 @@ def test_a_logout_ends_the_pending_triggers_with_the_session():
     w2 = w.restart()
     w2.d.logout(TU)
     assert pending_rows(w2) == {}
+
+
+# ---- the marker the service reads is always the favorite's current one (issue 11) --------------
+
+def test_the_service_reads_the_current_marker_after_every_write_whoever_made_it():
+    """The decoded marker is kept per favorite value; any write (the service's own, another
+    path's, a restart's) makes a new value and so is seen at once."""
+    w = world()
+    rt = w.d.engine.tus[TU]
+    svc = rt.by_name["follow_up_mail"]
+    assert svc.marker(RU) == mk.MailMarker() and svc.marker("ru-not-a-favorite") == mk.MailMarker()
+    task_id, closed = answered(w, 10, 20)
+    assert svc.marker(RU) == mk.MailMarker(task_id, due_of(w, task_id, closed))
+    assert svc.marker(RU) is svc.marker(RU)  # decoded once while the favorite is unchanged
+    value = {"lastReadEventKey": "rd-9"}
+    w.d.run(lambda step: rt.write_marker(step, RU, mk.NAME, value, "k-test"))
+    assert svc.marker(RU) == mk.MailMarker(last_read_event_key="rd-9")
+    w.d.run(lambda step: rt.write_marker(step, RU, mk.NAME, None, "k-test-clear"))
+    assert svc.marker(RU) == mk.MailMarker()
+    w.d.favorite(TU, RU, blocked_by_ru=True)  # another attribute: a new favorite value, same marker
+    assert svc.marker(RU) == mk.MailMarker()
+    w.restart()
+    svc = w.d.engine.tus[TU].by_name["follow_up_mail"]
+    assert svc.marker(RU) == mk.MailMarker()

@@ -37,7 +37,7 @@ from sidecar.services.follow_up_mail import sources as src
 RETRY_S = 60.0  # a post-chat timer whose history read failed is tried again this much later
 MAIL_TYPES = frozenset({"unanswered_mail", "follow_up_mail"})  # DESIGN §6 mail strength row
 __all__ = ["Letter", "MailHistory", "PairState", "MailCandidate", "Note", "PairDecision", "Plan",
-           "eligibility", "limit_refusal", "plan", "decide", "failed"]
+           "eligibility", "refusal", "limit_refusal", "plan", "decide", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +94,26 @@ class PairDecision:
 
 def eligibility(pair: PairState, online_required: bool) -> str | None:
     """The part of the final check that needs no platform read; None = pass."""
-    why = standing_refusal(pair.favorite)
+    return refusal(pair.favorite, pair.freeloader, pair.online,
+                   not MAIL_TYPES.isdisjoint(pair.open_types), online_required)
+
+
+def refusal(favorite: Favorite | None, freeloader: bool, online: bool, mail_task_open: bool,
+            online_required: bool) -> str | None:
+    """:func:`eligibility` from the few facts it reads, for a caller with no other use for a
+    whole :class:`PairState` (the 6 h source re-checks every online pair on every full RU Online
+    pass).  ``mail_task_open``: an Unanswered mail or a Follow-up mail of the pair is open."""
+    why = standing_refusal(favorite)
     if why is not None:
         return why
-    fav = pair.favorite
-    assert fav is not None  # refused above
-    if pair.freeloader:
+    assert favorite is not None  # refused above
+    if freeloader:
         return "freeloader"
-    if fav.blocked:
+    if favorite.blocked:
         return "blocked"
-    if online_required and not pair.online:
+    if online_required and not online:
         return "offline"
-    if pair.open_types & MAIL_TYPES:
+    if mail_task_open:
         return "stronger_task_open"
     return None
 

@@ -65,8 +65,10 @@ from sidecar.services.follow_up_mail.pending import PendingTriggers
 log = logging.getLogger("sidecar.follow_up_mail")
 
 TYPE = TaskType.FOLLOW_UP_MAIL
+MAIL = TYPE.value  # history rows carry the value (read once: Enum.value is a slow descriptor)
 UNANSWERED = TaskType.UNANSWERED_MESSAGE.value
 MAIL_TASKS = frozenset({TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL})
+_NO_MARKER = mk.MailMarker()  # the marker of a pair that is not (or no longer) a favorite
 
 
 @dataclass(slots=True)
@@ -94,10 +96,24 @@ class FollowUpMailService(Service):
         self.awaiting_sync: set[str] = set()  # post-chat timers due before the check chat
         self.pending = PendingTriggers(tu)  # burst / read triggers kept durable until checked
         self.restored: dict[str, list[src.Trigger]] = {}  # ru -> pending triggers of a crash
+        self._decoded: dict[str, tuple[Favorite, mk.MailMarker]] = {}  # ru -> favorite, its marker
 
     # marker -----------------------------------------------------------------------------------
     def marker(self, ru: str) -> mk.MailMarker:
-        return mk.decode(self.tu.marker(ru, mk.NAME)).marker
+        """The pair's ``followUpMail`` marker as it is now (none: the empty marker).
+
+        Decoded once per favorite value: a :class:`Favorite` is frozen and every marker write
+        makes a new one, so the value seen last (kept here, which also keeps its id from being
+        reused) still holding means its marker is unchanged."""
+        fav = self.tu.favorites.get(ru)
+        if fav is None:
+            return _NO_MARKER
+        seen = self._decoded.get(ru)
+        if seen is not None and seen[0] is fav:
+            return seen[1]
+        m = mk.decode(fav.marker(mk.NAME)).marker
+        self._decoded[ru] = (fav, m)
+        return m
 
     def _write(self, step: Step, change: mk.MarkerChange | None) -> None:
         if change is None:
@@ -127,7 +143,7 @@ class FollowUpMailService(Service):
             # a post-chat mail made after the last close consumed that close's timer (an older
             # close's timer was cancelled by the newer Unanswered)
             consumed = () if last_u is None or last_u.closed_at is None or not any(
-                r.type == TYPE.value and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at
+                r.type == MAIL and r.source == src.POST_CHAT and r.created_at >= last_u.closed_at
                 for r in rt.history.get(ru, ())) else (last_u.task_id,)
             restored = src.restore_post_chat(
                 rt.rng, rt.tu, ru, value, last_unanswered=last_u, unanswered_open=unanswered_open,
@@ -153,6 +169,7 @@ class FollowUpMailService(Service):
         self.six_h_after.clear()
         self.six_h_hold.clear()
         self.awaiting_sync.clear()
+        self._decoded.clear()
 
     # inputs -----------------------------------------------------------------------------------
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
@@ -251,18 +268,23 @@ class FollowUpMailService(Service):
         rt = self.tu
         if ru in self.six_h_hold or step.now <= self.six_h_after.get(ru, float("-inf")):
             return
-        reason = check.eligibility(self.pair(ru), True)
+        # the eligibility of the joint check (check.eligibility) from the facts it reads: this
+        # runs for every online pair on every full pass, most of them refused, so the whole
+        # PairState (marker, history, limits) is not built for them
+        fav = rt.favorites.get(ru)
+        mail_task_open = any(t.type in MAIL_TASKS for t in rt.factory.open_of_pair(rt.tu, ru))
+        reason = check.refusal(fav, fav is not None and rt.client.is_freeloader(fav), ru in rt.online,
+                               mail_task_open, True)
         if reason is not None:  # the decision log keeps a repeated refusal once (DESIGN §13)
             record_outcome(step, rt, ru, TYPE, src.LAST_MAIL_6H, f"refused:{reason}")
             return
         last = next((r for r in reversed(rt.history.get(ru, ()))
-                     if r.type == TYPE.value and r.source == src.LAST_MAIL_6H), None)
+                     if r.type == MAIL and r.source == src.LAST_MAIL_6H), None)
         # "очікує перевірки з іншого mail-джерела": a trigger queued or in flight, and an armed
         # post-chat timer (its check is coming; a 6 h mail now would only block or double it)
         other_pending = self.locks.pending(ru) or self.marker(ru).post_chat_pending
-        trigger = src.six_hour_trigger(
-            step.now, any(t.type in MAIL_TASKS for t in rt.factory.open_of_pair(rt.tu, ru)),
-            other_pending, None if last is None else last.created_at)
+        trigger = src.six_hour_trigger(step.now, mail_task_open, other_pending,
+                                       None if last is None else last.created_at)
         if trigger is not None:
             self.locks.offer(ru, trigger)
 
@@ -271,7 +293,7 @@ class FollowUpMailService(Service):
         """What the final check needs of pair ``ru`` now."""
         rt = self.tu
         fav = rt.favorites.get(ru)
-        last = rt.last_task(ru, TYPE.value, closed=True)
+        last = rt.last_task(ru, MAIL, closed=True)
         return check.PairState(
             ru=ru, favorite=fav, freeloader=fav is not None and rt.client.is_freeloader(fav),
             online=ru in rt.online,
