@@ -127,11 +127,13 @@ class SidecarApp:
         self._lock = asyncio.Lock()  # one step at a time
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
+        self._batch_skipped: list[int] = []  # platform.events: if_open events skipped so far
         self._last_seq = 0  # stream seq of the last note this process sent (any kind)
         self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
         self.routing = RouterComponent(settings, store, self.stack, self._send, flush_interval_s=(
-            settings.stack_flush_interval_s if self.clock.virtual else 0.0))  # sidecar.router.cadence
+            settings.stack_flush_interval_s if self.clock.virtual else 0.0),  # sidecar.router.cadence
+            stamp_at=self.clock.virtual)  # HTTP calls carry the virtual instant (router.channels)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
@@ -356,7 +358,8 @@ class SidecarApp:
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
-                                   params=req.params, at=req.at, batch_seen=self._batch_seen)
+                                   params=req.params, at=req.at, batch_seen=self._batch_seen,
+                                   batch_skipped=list(self._batch_skipped) or None)
         try:
             res = await self.bridge.request("platform.request", params,
                                             timeout=self.settings.request_timeout_s)
@@ -385,7 +388,7 @@ class SidecarApp:
         marks: list[int] = []  # the number of the last step once each event's step was run
         async with self._lock:
             seq0 = self._last_seq = self.bridge.stream.last_seq
-            self._batch_seen, self._step_seqs = 0, {}
+            self._batch_seen, self._step_seqs, self._batch_skipped = 0, {}, []
             try:
                 async with self.executor.group():
                     for i, ev in enumerate(a.events):
@@ -402,14 +405,18 @@ class SidecarApp:
                             if self._pump_kick.is_set() or self.executor.outbox_due_pending():
                                 await self._pump_locked()  # as at the end of clock.advance_to
                         self._batch_seen = i + 1
-                        results.append(await self._batch_event(ev))
+                        if ev.if_open is not None and ev.if_open not in self.engine.factory.open:
+                            self._batch_skipped.append(i)  # the task closed before its answer
+                            results.append({"ok": True, "skipped": True, "events": 0})
+                        else:
+                            results.append(await self._batch_event(ev))
                         marks.append(self.executor.steps + self.executor.pending_steps())
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
             except Stopping:
                 raise InternalError(SHUTTING_DOWN) from None
             finally:
-                self._batch_seen = None
+                self._batch_seen, self._batch_skipped = None, []
                 step_seqs, self._step_seqs = self._step_seqs or {}, None
             for res, mark in zip(results, marks):
                 res["seq"] = step_seqs.get(mark, seq0)

@@ -65,7 +65,9 @@ class Frame:
     """The items of one frame, their world changes not yet applied and the held notifications."""
 
     items: list[Item]
+    start: float = 0.0  # the scenario's start (unix seconds): items' ``t`` are relative to it
     held: list[tuple[Any, str, Any]] = field(default_factory=list)
+    skipped: set[int] = field(default_factory=set)  # ``if_open`` events the sidecar skipped
 
     def __post_init__(self) -> None:
         n = 0
@@ -77,17 +79,26 @@ class Frame:
     def events(self) -> list[dict]:
         return [it.event for it in self.items if it.event is not None]
 
-    def seen(self, begun: int) -> float | None:
-        """The sidecar has begun ``begun`` events: apply every item before event ``begun``
-        (in order).  Returns the instant (seconds from start) of the event being handled, or
-        None before the first."""
+    def skip(self, indices: Any) -> None:
+        """The sidecar skipped these ``if_open`` events (``batch_skipped`` / results): their
+        task had closed, so their world change and follow-up never happen."""
+        if isinstance(indices, list):
+            self.skipped.update(i for i in indices if isinstance(i, int))
+
+    def seen(self, begun: int, before: float | None = None) -> float | None:
+        """The sidecar has begun ``begun`` events and its step is at ``before`` (unix seconds;
+        None: unknown): apply, in order, every item before event ``begun`` and every item
+        earlier than ``before`` (a world-only line between two events, before a timer of the
+        sidecar that runs between them — one by one applies it before that advance; a line at
+        the timer's very instant comes after it).  Returns the instant (seconds from start) of
+        the last event applied, or None before the first."""
         at = None
         for it in self.items:
-            if it.first_event >= begun:
+            if it.first_event >= begun and (before is None or self.start + it.t >= before):
                 break
             if not it.applied:
                 it.applied = True
-                if it.apply is not None:
+                if it.apply is not None and not (it.event is not None and it.first_event in self.skipped):
                     it.apply()
             if it.event is not None:
                 at = it.t
@@ -111,7 +122,7 @@ class Frame:
             while upto is not None and i < len(held) and (_seq(held[i]) or 0) <= upto:
                 deliver(*held[i])  # a note without seq (not the stream's) goes with its neighbours
                 i += 1
-            if it.after is not None:
+            if it.after is not None and it.first_event not in self.skipped:
                 it.after()
         for note in held[i:]:
             deliver(*note)

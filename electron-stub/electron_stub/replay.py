@@ -148,17 +148,21 @@ class Replay:
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
+        at = params.get("at")
+        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
         frame = self.frame_player.frame
-        if frame is not None:  # the world as of the event being handled (module batch)
-            at = frame.seen(params.get("batch_seen") or 0)
-            if at is not None:
-                self.now = self.start + at
+        if frame is not None:  # the world as of the requesting step (module batch)
+            frame.skip(params.get("batch_skipped"))
+            seen = frame.seen(params.get("batch_seen") or 0, at)
+            if at is None and seen is not None:
+                at = self.start + seen
+        now = self.now if at is None else at  # the requesting step's instant, in both modes
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
-                                  params.get("method", ""), params.get("params") or {}, self.now)
+                                  params.get("method", ""), params.get("params") or {}, now)
         except Exception:
             self.stats.request_errors += 1
             raise

@@ -43,14 +43,19 @@ Rules / theory of operation
   ``error_rate p`` — a write answers 500 when the keyed draw over ``(seed, idem_key, attempt#)`` is
   below ``p`` (attempt# counts the arrivals of that key, so retries draw anew and a replay of the
   same run draws the same); ``latency s`` — every request sleeps ``min(s, 2)`` real seconds.
-* Every acknowledged write is recorded with the harness's current virtual instant
-  (``now_fn()``), so the trace can show ``marker.acked`` lines.  ``favorite`` timeline lines update
+* Every acknowledged write is recorded with the sidecar's virtual instant of the call — the
+  ``Sidecar-Virtual-At`` header (unix seconds) a virtual-clock sidecar sends with every call,
+  the instant of its delivery pass — or, without that header, the harness's current virtual
+  instant (``now_fn()``), so the trace can show ``marker.acked`` lines.  The header makes the
+  record independent of how the driver slices time: a call made inside a ``platform.events``
+  frame (between its events) is recorded at its own instant (issue 11 item 3).  ``favorite`` timeline lines update
   the favorites served from then on (:meth:`update_favorite`).
 * Shared state is guarded by one lock; handlers run in the server's threads.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
@@ -62,6 +67,7 @@ from urllib.parse import unquote
 from electron_stub import keyed
 from electron_stub import scenario as sc
 from electron_stub.loopback import LoopbackServer
+from sidecar.stack.client import VIRTUAL_AT_HEADER
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
             "paid_with_bonuses_only", "chat_limit", "mail_limit", "blocked_by_tu", "blocked_by_ru")
@@ -111,6 +117,7 @@ class StackServer:
         self.request_kinds: dict[str, int] = {}  # HTTP requests by route name (benchmarks)
         self.write_kinds: dict[str, int] = {}  # writes by route name, single or in a batch
         self._httpd: LoopbackServer | None = None
+        self._at: float | None = None  # (lock held) the instant of the write being applied
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -231,10 +238,13 @@ class StackServer:
     # ---- request handling (called from handler threads) -----------------------------------
 
     def handle(self, method: str, path: str, headers: Any, body: bytes, *,
-               in_batch: bool = False) -> tuple[int, bytes] | None:
+               in_batch: bool = False, at: float | None = None) -> tuple[int, bytes] | None:
         """One request → (status, JSON body), or None to drop the connection (``down``).
-        ``in_batch``: one write of a batch (the request-level faults were applied already)."""
+        ``in_batch``: one write of a batch (the request-level faults were applied already);
+        ``at``: its batch's instant."""
         kind = _kind_of(method, path)
+        if not in_batch:
+            at = virtual_at(headers.get(VIRTUAL_AT_HEADER) if headers is not None else None)
         with self.lock:
             if not in_batch:
                 self.counters["requests"] += 1
@@ -244,7 +254,7 @@ class StackServer:
         if method == "GET" and path == "/v1/health":
             return 200, b'{"ok":true}'
         if method == "POST" and path == "/v1/batch" and self.batch and not in_batch:
-            return self._batch(body)
+            return self._batch(body, at)
         with self.lock:
             down, latency, rate = self.mode["down"], self.mode["latency"], self.mode["error_rate"]
         if in_batch:
@@ -271,7 +281,7 @@ class StackServer:
         write = _fingerprint(method, path, body)
         with self.lock:
             if key in self.idem:
-                return self._repeat(key, write)
+                return self._repeat(key, write, at)
             attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
         if rate > 0 and keyed.chance(self.seed, rate, "stack-error", key, attempt):
             with self.lock:
@@ -285,7 +295,8 @@ class StackServer:
             return self._bad(400, "body must be a JSON object")
         with self.lock:
             if key in self.idem:  # a concurrent twin won the race
-                return self._repeat(key, write)
+                return self._repeat(key, write, at)
+            self._at = at
             answer = getattr(self, "_w_" + name)(*args, data, key)
             if answer[0] == 200:
                 self.idem[key] = answer
@@ -295,7 +306,7 @@ class StackServer:
                 self.counters["bad_requests"] += 1
             return answer
 
-    def _batch(self, body: bytes) -> tuple[int, bytes] | None:
+    def _batch(self, body: bytes, at: float | None) -> tuple[int, bytes] | None:
         """``POST /v1/batch`` (module rules)."""
         with self.lock:
             down, latency = self.mode["down"], self.mode["latency"]
@@ -329,18 +340,18 @@ class StackServer:
                 continue
             path = w["path"].split("?", 1)[0]
             status, answer = self.handle(w["method"], path, {"Idempotency-Key": w["key"]}, wbody,
-                                         in_batch=True) or (502, b"null")
+                                         in_batch=True, at=at) or (502, b"null")
             if not 200 <= status < 300:
                 failed_pairs.add(pair)
             results.append({"key": w["key"], "status": status, "body": json.loads(answer or b"null")})
         return 200, _dump({"results": results})
 
-    def _repeat(self, key: str, write: str) -> tuple[int, bytes]:
+    def _repeat(self, key: str, write: str, at: float | None) -> tuple[int, bytes]:
         """A key seen before (lock held): the first answer, or 422 for a different write."""
         first = self.idem_write.get(key)
         if first is not None and first != write:
             self.counters["key_conflicts"] += 1
-            self.conflicts.append({"at": self.now_fn(), "key": key, "first": first, "then": write})
+            self.conflicts.append({"at": self.now_fn() if at is None else at, "key": key, "first": first, "then": write})
             return 422, _dump({"error": "Idempotency-Key reused for a different write", "key": key})
         self.counters["duplicates"] += 1
         return self.idem[key]
@@ -351,7 +362,8 @@ class StackServer:
         return status, _dump({"error": what})
 
     def _record(self, **rec: Any) -> None:
-        self.acked.append({"at": self.now_fn(), **rec})
+        """(lock held) An acknowledged write, at the instant of the call being handled."""
+        self.acked.append({"at": self.now_fn() if self._at is None else self._at, **rec})
 
     # writes: called with the lock held
 
@@ -388,6 +400,16 @@ class StackServer:
         self.candidates.setdefault(tu, []).append(data)
         self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
         return 200, _dump({"ok": True})
+
+
+def virtual_at(raw: str | None) -> float | None:
+    """The sidecar's virtual instant of a call from its ``Sidecar-Virtual-At`` header value
+    (unix seconds), or None (absent or not a finite number: the harness's own instant is used)."""
+    try:
+        at = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return at if at is not None and math.isfinite(at) else None
 
 
 def _pair_of(path: str, body: Any) -> str:
