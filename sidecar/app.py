@@ -59,6 +59,7 @@ from bridge import BridgeServer
 from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
+from sidecar import app_requests
 from sidecar import protocol as p
 from sidecar.aio import bounded, cancel_all
 from sidecar.app_deliveries import Deliveries
@@ -357,15 +358,14 @@ class SidecarApp:
         self.fatal.set()
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
-        params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
-                                   params=req.params, at=req.at, batch_seen=self._batch_seen,
-                                   batch_skipped=list(self._batch_skipped) or None)
-        try:
-            res = await self.bridge.request("platform.request", params,
-                                            timeout=self.settings.request_timeout_s)
-            return res, None
-        except Exception as exc:  # noqa: BLE001 - any failure is an answer: the pass retries later
-            return None, f"{type(exc).__name__}: {exc}"
+        """One ``platform.request`` (:mod:`sidecar.app_requests`)."""
+        params = app_requests.params_of(req, self._batch_seen, self._batch_skipped)
+        return await app_requests.perform(self.bridge, params, self.settings.request_timeout_s)
+
+    async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
+        """One step's requests in one ``platform.requests`` round trip (virtual clock)."""
+        params = [app_requests.params_of(r, self._batch_seen, self._batch_skipped) for r in reqs]
+        return await app_requests.perform_many(self.bridge, params, self.settings.request_timeout_s)
 
     # platform.events --------------------------------------------------------------------------
     async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:

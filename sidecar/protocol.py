@@ -492,6 +492,15 @@ class PlatformRequest(Params, kw_only=True):
     batch_skipped: list[int] | None = None
 
 
+class PlatformRequests(Params, kw_only=True):
+    """Several ``platform.request`` of ONE step in one round trip (virtual clock only; issue 11
+    item 3): each item is a ``platform.request``'s params (same ``at``).  Answer
+    ``{"results": [{"result": <the platform's answer>} | {"error": {"code", "message"}}, …]}``,
+    one per request, in order; answer each exactly as the single ``platform.request``."""
+
+    requests: list[PlatformRequest]
+
+
 OUTBOUND: dict[str, type[Params]] = {
     "task.created": TaskCreated,
     "task.closed": TaskClosed,
@@ -500,4 +509,5 @@ OUTBOUND: dict[str, type[Params]] = {
     "sender.state": SenderState,
     "delivery": DeliveryNote,
     "platform.request": PlatformRequest,
+    "platform.requests": PlatformRequests,
 }

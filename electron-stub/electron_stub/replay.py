@@ -70,6 +70,7 @@ class Replay:
         self.stats = RunStats(scenario=scenario.header.name or Path(scenario.path).name)
         self.frames: Counter = Counter()
         self.requests: Counter = Counter()
+        self.request_frames: Counter = Counter()  # round trips: platform.request / platform.requests
         self.op_sent: Counter = Counter()
         self.queue: list[tuple[float, int, int, Any]] = []
         self._order = itertools.count()
@@ -146,8 +147,28 @@ class Replay:
             self.rec.delivery(params, self.now)
 
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
+        """``platform.request`` (one answer) or ``platform.requests`` (a step's several:
+        ``{"results": [{"result"} | {"error": {"code", "message"}}]}``), each answered from the
+        world as of the asking step's instant."""
+        if method == "platform.requests" and isinstance(params, dict) and isinstance(params.get("requests"), list):
+            self.request_frames["platform.requests"] += 1
+            results: list[dict[str, Any]] = []
+            for one in params["requests"]:
+                try:
+                    results.append({"result": self._answer(one)})
+                except Exception as exc:  # noqa: BLE001 - each item's error is its own result
+                    code, message = getattr(exc, "code", -32603), getattr(exc, "message", str(exc))
+                    results.append({"error": {"code": code, "message": message}})
+            return {"results": results}
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
+        self.request_frames["platform.request"] += 1
+        return self._answer(params)
+
+    def _answer(self, params: Any) -> Any:
+        """One request's answer (module rules: the world as of its ``at``)."""
+        if not isinstance(params, dict):
+            raise answers.rpc_error(-32602, "a platform request's params must be an object")
         at = params.get("at")
         at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
         frame = self.frame_player.frame
@@ -247,6 +268,7 @@ class Replay:
         s = self.stats
         s.wall_s, s.virtual_s = wall, self.now - self.start
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
+        s.request_frames = dict(self.request_frames)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
         s.mail_candidates = mail_candidates(self.stack.candidates)
         s.stack_requests, s.stack_writes = self.stack.requests_by_kind()

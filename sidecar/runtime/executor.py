@@ -14,7 +14,11 @@ Rules / theory of operation
   3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
   4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
      clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
-     platform scroll never holds up socket events); each answer is its own step.
+     platform scroll never holds up socket events); each answer is its own step.  Inline, the
+     requests of one step are asked together (``ports.perform_many``, one round trip, when the
+     ports have it; issue 11 item 3) and their answers then run as steps in request order —
+     the same steps as asking one by one, because an answer depends on the world at the
+     asking step's instant (``Request.at``), not on the answer steps before it.
 
 * ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
   its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
@@ -97,6 +101,9 @@ class Ports(Protocol):
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:
         """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
+
+    # optional: ``async perform_many(requests) -> list[(result, error text)]`` — one step's
+    # requests in one round trip (virtual clock), one outcome per request, in order
 
     def step_failed(self, exc: BaseException) -> None:
         """A step failed (called once): stop the process (crash-only)."""
@@ -253,13 +260,12 @@ class StepExecutor:
             self.ports.outbox_queued(step.now, _channels(routing))
         if step.outbox_due:
             self.ports.outbox_due(step.now)
-        for req in step.requests:
-            if self.stopping:
-                break  # no new platform request at shutdown (its pass retries after a restart)
-            if self.spawn is None:
-                result, error = await self.ports.perform(req)
-                await self.run(self._answer(req, result, error))
-            else:
+        if self.spawn is None:
+            await self._inline(step.requests)
+        else:
+            for req in step.requests:
+                if self.stopping:
+                    break  # no new platform request at shutdown (its pass retries after a restart)
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
 
@@ -343,14 +349,25 @@ class StepExecutor:
             pending.routings.append(routing)
             if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
                 self.ports.outbox_queued(step.now, _channels(routing))
-        for req in step.requests:
+        if self.spawn is None:  # virtual clock: the answers are the group's next steps
+            await self._inline(step.requests)
+        else:
+            done.requests += step.requests
+
+    async def _inline(self, requests: list[Request]) -> None:
+        """Virtual clock: make a step's requests and run each answer as a step, in order —
+        together in one round trip when the ports can (module rules).  None at shutdown (its
+        pass retries after a restart)."""
+        many = getattr(self.ports, "perform_many", None)
+        if many is not None and len(requests) > 1 and not self.stopping:
+            outcomes = await many(requests)
+        else:
+            outcomes = None
+        for i, req in enumerate(requests):
             if self.stopping:
-                break  # no new platform request at shutdown (its pass retries after a restart)
-            if self.spawn is None:  # virtual clock: the answer is the group's next step
-                result, error = await self.ports.perform(req)
-                await self.run(self._answer(req, result, error))
-            else:
-                done.requests.append(req)
+                break  # no new platform request (or answer step) at shutdown
+            result, error = outcomes[i] if outcomes is not None else await self.ports.perform(req)
+            await self.run(self._answer(req, result, error))
 
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)
