@@ -68,10 +68,9 @@ class PlatformEvents(Params, kw_only=True):
     Virtual clock only: an event whose ``received_at`` (unix seconds) is later than the clock
     first advances the clock to it exactly as ``clock.advance_to`` would (the timers due
     meanwhile run first, each at its instant), so a replayer sends every event up to its next
-    sync point in one frame.  When such an advance, for an event other than the first, reaches
-    an instant at which the Stack outbox is due, the sidecar stops before it and answers with
-    ``taken`` < len(events): send the rest again (the driver plays Stack on its own clock and
-    must be at that instant).  On the wall clock ``received_at`` is informational, as in
+    sync point in one frame; every delivery — Stack's flushes included — goes out at its own
+    instant inside the call, stamped with it (``Sidecar-Virtual-At``).  Every event is taken
+    unless ``stop_at_due`` (below).  On the wall clock ``received_at`` is informational, as in
     ``platform.event``, and every event is taken.
 
     ``stop_at_due`` (virtual clock; a replayer that must see what the sidecar does by itself

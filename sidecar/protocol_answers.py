@@ -58,17 +58,20 @@ class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """One event of a ``platform.events`` batch: ``ok`` with the domain events it became, or
     ``error`` (it was refused and changed nothing).  ``seq``: the stream's last seq once this
-    event's step was sent — the notifications up to it include everything it caused."""
+    event's step was sent — the notifications up to it include everything it caused.
+    ``skipped``: an ``if_open`` event whose task was no longer open: nothing ran."""
 
     ok: bool
     events: int = 0
     seq: int = 0
     error: EventError | None = None
+    skipped: bool = False
 
 
 class EventsAnswer(Answer, kw_only=True):
-    """``taken``: how many of the events were handled (all of them unless the virtual clock
-    stopped at a Stack instant, see ``platform.events``); ``results``: one per event taken;
+    """``taken``: how many of the events were handled (all of them unless ``stop_at_due``
+    stopped before a timer of the sidecar's own, see ``platform.events``); ``results``: one per
+    event taken;
     ``now``: the clock after them (unix seconds)."""
 
     taken: int
