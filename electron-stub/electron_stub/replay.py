@@ -13,7 +13,8 @@ Rules / theory of operation
   round trip; the sidecars' clocks stay where they were.
 * The driver is the machines' callee: notifications go to the trace recorder (a new
   ``task.created`` to the operator model; held while a frame is in flight), ``platform.request``
-  is answered from the world as of the event being handled.
+  — or a step's several in one ``platform.requests`` — is answered from the world as of the
+  asking step's instant (its ``at``; inside a frame the lines up to then are applied first).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """

@@ -5,20 +5,21 @@ frame, and playing that frame (the bookkeeping that keeps the result the same as
 Rules / theory of operation
 ---------------------------
 * **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): every world
-  line (and an operator's chat/mail answer as a frame's first item) up to the next sync point
-  travels in ONE ``platform.events`` frame whose events' ``received_at`` advance the clock —
-  instead of ``clock.advance_to`` then ``platform.event`` per line.  Sync points: a line that is
-  no platform event, an operator answer, the answer horizon (the operator's shortest delay after
-  the earliest instant a task of the frame can be created), and — told by the sidecar itself
-  (``stop_at_due``: ``taken`` short, the rest goes back to the queue) — any timer or delivery
-  of its own due before a later event.  World changes wait until the sidecar begins their
-  event (``batch_seen`` of ``platform.request``), notifications are handed on after the frame in
-  stream order with each line's sample at its event's ``seq``: module :mod:`electron_stub.batch`.
-  Only while one sidecar runs (an advance goes to every running machine); routing-world lines
-  never travel batched.  Only the first event of a frame may have timers before it, so the
-  reference Stack and the receivers see every call at the driver instant one by one has.  The
-  result — tasks, trace, deliveries, expectations, samples — is the same as without batching;
-  the tests compare both.
+  line and operator chat/mail answer up to the next sync point travels in ONE
+  ``platform.events`` frame whose events' ``received_at`` advance the clock — instead of
+  ``clock.advance_to`` then ``platform.event`` per line.  The sidecar's own timers and delivery
+  passes run between the frame's events at their instants.  Sync points: a line that is no
+  platform event, an e-mail answer, and the answer horizon (the operator's shortest delay after
+  the earliest instant a task of the frame can be created: its first event or the sidecar's
+  ``next_due``).  Answers go with ``if_open`` (the sidecar skips one whose task closed earlier
+  in the frame); world changes wait until the sidecar begins their event or a step of its own
+  asks at a later instant (``batch_seen``, ``at`` of ``platform.request``); notifications are
+  handed on after the frame in stream order with each line's sample at its event's ``seq``:
+  module :mod:`electron_stub.batch`.  Only while one sidecar runs (an advance goes to every
+  running machine); routing-world lines never travel batched.  The reference Stack and the
+  receivers record each call at the instant the sidecar stamps on it, so a call inside a frame
+  is recorded where one by one records it.  The result — tasks, trace, deliveries, expectations,
+  samples — is the same as without batching; the tests compare both.
 """
 from __future__ import annotations
 
