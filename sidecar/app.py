@@ -129,6 +129,7 @@ class SidecarApp:
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
         self._batch_skipped: list[int] = []  # platform.events: if_open events skipped so far
+        self.asker = app_requests.Asker(self.bridge, settings.request_timeout_s)  # platform.request(s)
         self._last_seq = 0  # stream seq of the last note this process sent (any kind)
         self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
@@ -359,13 +360,12 @@ class SidecarApp:
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         """One ``platform.request`` (:mod:`sidecar.app_requests`)."""
-        params = app_requests.params_of(req, self._batch_seen, self._batch_skipped)
-        return await app_requests.perform(self.bridge, params, self.settings.request_timeout_s)
+        return await self.asker.one(app_requests.params_of(req, self._batch_seen, self._batch_skipped))
 
     async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
         """One step's requests in one ``platform.requests`` round trip (virtual clock)."""
-        params = [app_requests.params_of(r, self._batch_seen, self._batch_skipped) for r in reqs]
-        return await app_requests.perform_many(self.bridge, params, self.settings.request_timeout_s)
+        return await self.asker.many([app_requests.params_of(r, self._batch_seen, self._batch_skipped)
+                                      for r in reqs])
 
     # platform.events --------------------------------------------------------------------------
     async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:

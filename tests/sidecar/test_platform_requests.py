@@ -78,23 +78,42 @@ def test_one_steps_requests_go_in_one_round_trip_and_change_nothing(tmp_path):
     asyncio.run(main())
 
 
-def test_a_failed_round_trip_is_every_items_error_and_an_items_error_reads_as_a_single_one():
-    class Bridge:
-        def __init__(self, answer: Any) -> None:
-            self.answer = answer
+class _Bridge:
+    """A client: ``many`` answers ``platform.requests`` (an exception is raised), ``one``
+    answers each ``platform.request``."""
 
-        async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
-            if isinstance(self.answer, Exception):
-                raise self.answer
-            return self.answer
+    def __init__(self, many: Any, one: Any = None) -> None:
+        self.many, self.one_answer, self.calls = many, one, []
 
-    reqs = [app_requests.params_of(Request("passes", "online_ru", {}, "t", tu=TU, project="golden", at=T0),
+    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
+        self.calls.append(method)
+        answer = self.many if method == "platform.requests" else self.one_answer
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _reqs() -> list:
+    return [app_requests.params_of(Request("passes", "online_ru", {}, "t", tu=TU, project="golden", at=T0),
                                    2, [1]) for _ in range(2)]
+
+
+def test_a_failed_round_trip_is_every_items_error_and_an_items_error_reads_as_a_single_one():
+    reqs = _reqs()
     assert reqs[0].batch_seen == 2 and reqs[0].batch_skipped == [1]
-    got = asyncio.run(app_requests.perform_many(Bridge(TimeoutError("late")), reqs, 1.0))  # type: ignore[arg-type]
-    assert got == [(None, "TimeoutError: late")] * 2
-    got = asyncio.run(app_requests.perform_many(Bridge({"results": [{"result": {"online": []}}]}), reqs, 1.0))  # type: ignore[arg-type]
-    assert [r for r, _ in got] == [None, None] and "2 requests" in (got[0][1] or "")  # one result short
-    got = asyncio.run(app_requests.perform_many(Bridge({"results": [
-        {"result": {"online": []}}, {"error": {"code": -32601, "message": "no such method"}}]}), reqs, 1.0))  # type: ignore[arg-type]
-    assert got == [({"online": []}, None), (None, "RemoteError: -32601: no such method")]
+    asker = app_requests.Asker(_Bridge(TimeoutError("late")), 1.0)  # type: ignore[arg-type]
+    assert asyncio.run(asker.many(reqs)) == [(None, "TimeoutError: late")] * 2 and asker.together
+    asker = app_requests.Asker(_Bridge({"results": [  # type: ignore[arg-type]
+        {"result": {"online": []}}, {"error": {"code": -32601, "message": "no such method"}}]}), 1.0)
+    assert asyncio.run(asker.many(reqs)) == [({"online": []}, None), (None, "RemoteError: -32601: no such method")]
+
+
+def test_a_client_without_platform_requests_is_asked_one_by_one_from_then_on():
+    for many in (RemoteError(-32601, "electron-stub does not serve 'platform.requests'"),
+                 {"dialogs": []}):  # a test client that answers every method alike
+        bridge = _Bridge(many, one={"online": ["ru-1"]})
+        asker = app_requests.Asker(bridge, 1.0)  # type: ignore[arg-type]
+        assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
+        assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
+        assert not asker.together
+        assert bridge.calls == ["platform.requests"] + ["platform.request"] * 4  # asked together once
