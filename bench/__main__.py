@@ -9,7 +9,9 @@ run (:mod:`bench.limits`), as a ratio — so the figures hold on any machine, bu
 3. bridge: ``platform.event`` sequential round trips/s ÷ echo round trips/s; pipelined;
 4. store: one 3-op step committed/s ÷ raw sqlite3 commits/s;
 5. latency: p50 / p95 / p99 ``platform.event`` → ``task.created`` at 1,000 ev/s on the wall clock,
-   against the echo's p99;
+   against the echo's p99; the store's thread hops, commits and ops per event; with ``--stages``
+   the sidecar runs under :mod:`bench.stage_probe` and each stage of an event's way is printed
+   (:mod:`bench.stages`: reader, queue, steps, commit, notify, writer, client; GC; CPU by thread);
 6. shift replay (not ``--quick``): wall and speed-up; round trips by method and Stack requests
    (and writes) by kind; its floor = round trips at the echo rate + Stack requests at the bare
    POST rate, and wall ÷ floor;
@@ -159,7 +161,7 @@ def replay_lines(name: str, r: dict, lim: dict | None) -> list[str]:
 
 
 def run(quick: bool, only: tuple[str, ...], binary: str | None, scenario: Path | None,
-        emit=print) -> dict[str, Any]:
+        emit=print, *, stages: bool = False, seconds: float | None = None) -> dict[str, Any]:
     """Measure the figures in ``only`` and ``emit`` one line each (see the module docstring);
     returns them as data."""
     want = [f for f in FIGURES if f in only and not (quick and f in SLOW)]
@@ -189,11 +191,17 @@ def run(quick: bool, only: tuple[str, ...], binary: str | None, scenario: Path |
         emit(f"store: commit of a 3-op step {_n(steps)} steps/s = "
              f"{ratio(steps, lim['sqlite']['commits_per_s'])} of raw sqlite3 commits")
     if "latency" in want:
-        la = res["latency"] = asyncio.run(bridge_bench.latency(1000.0, 2.0 if quick else 5.0, binary))
+        secs = seconds if seconds is not None else (2.0 if quick else 5.0)
+        la = res["latency"] = asyncio.run(bridge_bench.latency(1000.0, secs, binary, stages=stages))
         emit(f"latency @1000 ev/s: p50 {_n(la['p50_ms'])} ms, p95 {_n(la['p95_ms'])} ms, "
              f"p99 {_n(la['p99_ms'])} ms (= {ratio(la['p99_ms'], lim['ws_echo']['p99_ms'])} echo p99; "
              f"target ≤ 2 ms), max {_n(la['max_ms'])} ms, {la['received']}/{la['events']} received; "
-             f"sidecar {_n(la['sidecar_cpu_ms_per_event'])} ms CPU per event")
+             f"sidecar {_n(la['sidecar_cpu_ms_per_event'])} ms CPU per event; per event "
+             + ", ".join(f"{k} {v:.2f}" for k, v in la["store_per_event"].items()))
+        if "stages" in la:
+            from bench import stages as st
+            for line in st.lines(la["stages"]):
+                emit(line)
     if "shift" in want:
         r = res["shift"] = asyncio.run(replay(shift_lines(scenario), binary))
         for line in replay_lines("shift replay", r, lim):
@@ -213,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--binary", help="bench the frozen binary instead of the source")
     ap.add_argument("--scenario", type=Path, help="shift scenario to replay")
     ap.add_argument("--json", type=Path, help="also write every figure as JSON here")
+    ap.add_argument("--stages", action="store_true",
+                    help="latency: run the sidecar under bench.stage_probe and print where each "
+                         "event's time goes (stage by stage, commits, GC, CPU by thread)")
+    ap.add_argument("--seconds", type=float, help="latency: seconds at 1,000 ev/s (default 5, --quick 2)")
     a = ap.parse_args(argv)
     only = tuple(x.strip() for x in a.only.split(",") if x.strip())
     unknown = [x for x in only if x not in FIGURES]
@@ -221,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(os, "getloadavg"):  # the figures are only as quiet as the machine was
         print("machine load (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
               + f" on {os.cpu_count()} CPU(s)")
-    res = run(a.quick, only, a.binary, a.scenario)
+    res = run(a.quick, only, a.binary, a.scenario, stages=a.stages, seconds=a.seconds)
     if a.json is not None:
         a.json.write_text(json.dumps(res, indent=1), encoding="utf-8")
     return 0

@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Sidecar:
-    def __init__(self, clock: str, binary: str | None = None) -> None:
+    def __init__(self, clock: str, binary: str | None = None, probe: Path | None = None) -> None:
         self.clock = clock
         self.binary = binary
+        self.probe = probe  # bench.stage_probe writes its stamps here at the sidecar's exit
         self.tmp = tempfile.TemporaryDirectory(prefix="sidecar-bench-")
         self.token = secrets.token_urlsafe(16)
         self.proc: asyncio.subprocess.Process | None = None
@@ -35,7 +36,11 @@ class Sidecar:
         self.created: dict[str, float] = {}  # ru -> perf_counter at task.created
 
     async def __aenter__(self) -> "Sidecar":
-        cmd = ([self.binary] if self.binary else [sys.executable, "-m", "sidecar"]) + [
+        if self.probe is not None:
+            start = [sys.executable, "-m", "bench.stage_probe", str(self.probe)]
+        else:
+            start = [self.binary] if self.binary else [sys.executable, "-m", "sidecar"]
+        cmd = start + [
             "serve", "--port", "0", "--data-dir", self.tmp.name, "--clock", self.clock,
             "--log-level", "WARNING"]
         env = dict(os.environ, SIDECAR_TOKEN=self.token)
@@ -112,28 +117,43 @@ async def throughput(n: int, binary: str | None) -> dict:
                 "peak_rss_mb": sc.peak_rss_mb()}
 
 
-async def latency(rate: float, seconds: float, binary: str | None) -> dict:
-    async with Sidecar("wall", binary) as sc:
-        await sc.client.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
-        n = int(rate * seconds)
-        sent: dict[str, float] = {}
-        cpu0 = sc.cpu_s()
-        start = time.perf_counter()
-        for i in range(n):
-            target = start + i / rate
-            delay = target - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            sent[f"c-ru-{i}"] = time.perf_counter()
-            await sc.client.notify("platform.event", event(i, time.time()))
-        await sc.client.call("status", {})
-        deadline = time.perf_counter() + 5
-        while len(sc.created) < n and time.perf_counter() < deadline:
-            await asyncio.sleep(0.01)
-        lat = sorted((sc.created[ru] - t) * 1000 for ru, t in sent.items() if ru in sc.created)
-        achieved = n / (time.perf_counter() - start)
-        q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
-        return {"rate": rate, "events": n, "received": len(lat), "p50_ms": q[49], "p95_ms": q[94],
-                "p99_ms": q[98], "sidecar_cpu_ms_per_event": (sc.cpu_s() - cpu0) * 1000 / n,
-                "max_ms": lat[-1] if lat else float("nan"), "peak_rss_mb": sc.peak_rss_mb(),
-                "achieved_eps": achieved}
+async def latency(rate: float, seconds: float, binary: str | None, *, stages: bool = False) -> dict:
+    """``platform.event`` notifications at ``rate`` per second for ``seconds`` on the wall clock;
+    each event's time to its ``task.created`` (module docstring), the sidecar's CPU and store
+    counters per event.  ``stages``: run the sidecar under :mod:`bench.stage_probe` and add the
+    per-stage breakdown (:func:`bench.stages.breakdown`) as ``"stages"``."""
+    with tempfile.TemporaryDirectory(prefix="sidecar-stages-") as tmp:
+        probe = Path(tmp) / "stages.json" if stages else None
+        async with Sidecar("wall", binary, probe) as sc:
+            await sc.client.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+            n = int(rate * seconds)
+            sent: dict[str, float] = {}
+            store0 = (await sc.client.call("status", {}))["store"]
+            cpu0 = sc.cpu_s()
+            start = time.perf_counter()
+            for i in range(n):
+                target = start + i / rate
+                delay = target - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent[f"c-ru-{i}"] = time.perf_counter()
+                await sc.client.notify("platform.event", event(i, time.time()))
+            store1 = (await sc.client.call("status", {}))["store"]
+            deadline = time.perf_counter() + 5
+            while len(sc.created) < n and time.perf_counter() < deadline:
+                await asyncio.sleep(0.01)
+            cpu = sc.cpu_s() - cpu0
+            lat = sorted((sc.created[ru] - t) * 1000 for ru, t in sent.items() if ru in sc.created)
+            achieved = n / (time.perf_counter() - start)
+            q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
+            out = {"rate": rate, "events": n, "received": len(lat), "p50_ms": q[49], "p95_ms": q[94],
+                   "p99_ms": q[98], "sidecar_cpu_ms_per_event": cpu * 1000 / n,
+                   "max_ms": lat[-1] if lat else float("nan"), "peak_rss_mb": sc.peak_rss_mb(),
+                   "achieved_eps": achieved,
+                   "store_per_event": {k: (store1[k] - store0[k]) / n for k in store0}}
+            received = [sc.created.get(ru) for ru in sent]
+        if probe is not None:
+            from bench import stages as st
+            out["stages"] = st.breakdown(list(sent.values()), received,
+                                         json.loads(probe.read_text(encoding="utf-8")))
+        return out

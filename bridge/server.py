@@ -47,8 +47,16 @@ Rules / theory of operation
   raise of the group handler is every frame's answer.  A lone frame still goes to ``handler``.  Frames of a replaced connection are still handled (nothing
   Electron sent is lost); their answers are dropped.
 * :meth:`notify` is synchronous: it appends to the stream and wakes the writer; it returns the seq.
-* :meth:`close`: stop accepting, close the connection with 1001, let the handler call in flight
-  finish (up to ``grace`` seconds), cancel the worker; frames still queued are dropped and counted.
+* :meth:`close` answers every request Electron sent before the connection goes: it stops
+  accepting connections, keeps the current one open while the handler call in flight gets up to
+  ``grace`` seconds (so a handler awaiting the client's answer to :meth:`request` — the virtual
+  clock's platform requests — still gets it), and answers it with its result if it ends in time,
+  else -32603 :data:`CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
+  after the close began — queued behind the call in flight, or sent meanwhile — is never handed
+  to the handler: it is answered -32603 :data:`NOT_BEGUN`.  Those answers are flushed to the
+  socket (bounded, :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames a
+  full queue made the reader leave on the socket, and frames of a client that does not read,
+  go unanswered (counted and logged).
 """
 from __future__ import annotations
 
@@ -98,6 +106,12 @@ GroupHandler = Callable[[str, list[Any]], Awaitable[list[Any]]]
 
 EMPTY_RAW = msgspec.Raw(b"{}")  # absent params, undecoded (raw_params)
 CLOSE_TIMEOUT_S = 2.0  # seconds a closing handshake may take before the TCP connection is dropped
+FLUSH_S = 0.1  # seconds close() waits for its last answers to reach the socket before the 1001
+#: -32603 to a request taken off the queue after close() began (the handler never saw it)
+NOT_BEGUN = "the sidecar is shutting down; nothing was done"
+#: -32603 to the request in flight when close() began that did not end within its grace
+CUT_SHORT = ("the sidecar is shutting down; this request did not finish within the shutdown"
+             " budget (what it completed before is kept)")
 
 
 class BridgeServer:
@@ -170,7 +184,9 @@ class BridgeServer:
         self._closing = asyncio.Event()  # set by close(): readers stop waiting for queue space
         self._ids = itertools.count(1)  # ids of our requests to the client
         self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
-        self._dropped_on_close = 0  # frames taken off the queue after close() began
+        self._dropped_on_close = 0  # frames the reader left on the socket after close() began
+        # the frames the worker's handler call is working on (one, or a group's), unanswered yet
+        self._in_flight: list[tuple[Session, Any]] = []
 
     # ---- public API ------------------------------------------------------------------------
 
@@ -241,15 +257,28 @@ class BridgeServer:
             session.pending.pop(request_id, None)
 
     async def close(self, *, grace: float = 5.0) -> None:
-        """Stop accepting, close the connection (1001), finish the handler call in flight (up to
-        ``grace`` seconds), then cancel the worker.  Idempotent.
+        """Answer what was asked, then close the connection (1001) — see the module rules.
+        Idempotent.
 
-        Bounded: the closing handshake gets ``grace`` seconds too (a client that stopped reading
-        never answers it); then the connections are aborted.  Nothing here waits on a
-        cancellation to finish (issue 7: the process must exit within 2 s)."""
+        Bounded: the handler call in flight gets ``grace`` seconds, the last answers
+        :data:`FLUSH_S`, the closing handshake ``grace`` again, then the connections are
+        aborted.  Nothing here waits on a cancellation to finish (issue 7: the process must
+        exit within 2 s)."""
         if self._closing.is_set():
             return
-        self._closing.set()
+        self._closing.set()  # from here the worker answers every frame it takes NOT_BEGUN
+        if self._server is not None:
+            self._server.server.close()  # no new connection; the current one stays for the answers
+        if self._worker is not None:
+            if not self._idle.is_set() and not await _within(self._idle.wait(), grace):
+                log.warning("bridge close: handler still busy after %.1f s; answered it"
+                            " 'shutting down' and cancelled it", grace)
+                self._cut_short()
+                self._worker.cancel()
+            self._answer_queued()
+        session = self._session
+        if session is not None and not await session.flush(FLUSH_S):
+            log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 and waits for handlers
             if not await _within(self._server.wait_closed(), grace):
@@ -260,14 +289,26 @@ class BridgeServer:
         if self._background:
             await _within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
         if self._worker is not None:
-            if not self._idle.is_set() and not await _within(self._idle.wait(), grace):
-                log.warning("bridge close: handler still busy after %.1f s; cancelling it", grace)
             self._worker.cancel()
             await _within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
         dropped = self._dropped_on_close + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
         log.info("bridge closed")
+
+    def _cut_short(self) -> None:
+        """The handler call in flight did not end within the close's grace: answer its
+        frames -32603 :data:`CUT_SHORT` now (the worker is cancelled right after, in the same
+        loop step, so it never answers them too)."""
+        frames, self._in_flight = self._in_flight, []
+        for session, msg in frames:
+            self._answer(session, msg, InternalError(CUT_SHORT))
+
+    def _answer_queued(self) -> None:
+        """Frames still queued once the call in flight is settled: -32603 :data:`NOT_BEGUN`."""
+        while self._queue.qsize():
+            session, msg, _ = self._queue.get_nowait()
+            self._answer(session, msg, InternalError(NOT_BEGUN))
 
     # ---- handshake and reader ---------------------------------------------------------------
 
@@ -406,17 +447,19 @@ class BridgeServer:
             self._idle.set()
             session, msg, _ = await queue.get()
             self._idle.clear()
-            if self._closing.is_set():
-                self._dropped_on_close += 1
+            if self._closing.is_set():  # the handler never sees it (module rules)
+                self._answer(session, msg, InternalError(NOT_BEGUN))
                 continue
             if msg.method in grouped and (head := queue.peek()) is not None and head[1].method == msg.method:
                 batch = [(session, msg)]
                 while (len(batch) < group_max and (head := queue.peek()) is not None
                        and head[1].method == msg.method):
                     batch.append(queue.get_nowait()[:2])
+                self._in_flight = batch
                 await self._handle_group(msg.method, batch, absent)
                 continue
             params = absent if msg.params is UNSET else msg.params
+            self._in_flight = [(session, msg)]
             try:
                 outcome: Any = await handler(msg.method, params)
             except asyncio.CancelledError:
@@ -425,6 +468,7 @@ class BridgeServer:
                 outcome = _failure(msg.method, exc)
             else:
                 outcome = _Result(outcome)
+            self._in_flight = []
             self._answer(session, msg, outcome)
 
     async def _handle_group(self, method: str, batch: list[tuple[Session, Any]], absent: Any) -> None:
@@ -441,6 +485,7 @@ class BridgeServer:
             outcomes = [self._cancelled(method)] * len(batch)
         except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
             outcomes = [_failure(method, exc)] * len(batch)
+        self._in_flight = []
         for (session, msg), outcome in zip(batch, outcomes):
             self._answer(session, msg, outcome)
 

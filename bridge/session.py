@@ -12,6 +12,8 @@ Rules / theory of operation
   :class:`~bridge.errors.NotConnected` (a request never outlives its connection).
 * After :meth:`Session.shutdown` the session is inert: :meth:`Session.send` drops frames (answers
   to frames of a replaced connection have nowhere to go).
+* :meth:`Session.flush` waits (bounded) until the writer has handed every frame queued so far to
+  the socket — how a closing server makes sure its last answers leave before the close frame.
 * Draining: websockets stops reading the socket while received frames are not consumed, so a
   connection that is being closed must still be read (:func:`drain`), or the peer's close frame
   is never seen and the closing handshake waits its whole timeout.
@@ -44,6 +46,7 @@ class Session:
         self.pending: dict[int, asyncio.Future] = {}  # our request id -> future of its answer
         self.closed = False  # set once the connection is done (closed or replaced)
         self._wake = asyncio.Event()  # set when the delivery may have something to send
+        self._sent_all = asyncio.Event()  # set while the writer has nothing left to send
         self._writer: asyncio.Task | None = None  # the writer task
         # bytes of answers that may wait for a client that does not read: past this the client
         # is cut off (it may reconnect and resume) instead of the sidecar buffering without bound
@@ -59,6 +62,7 @@ class Session:
         if self.closed:
             return
         self.delivery.push(data, first=first)
+        self._sent_all.clear()
         self._wake.set()
         if self.delivery.control_bytes > self.control_limit and self._cutoff is None:
             log.warning("bridge client is not reading its answers (%d bytes waiting): closing 1008",
@@ -70,7 +74,21 @@ class Session:
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""
+        self._sent_all.clear()
         self._wake.set()
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` seconds until every frame queued so far was handed to the
+        socket (in order: a close frame sent after this follows them); False if the writer did
+        not get there (a client that does not read) or the session is closed."""
+        if self.closed or self._writer is None or self._writer.done():
+            return False
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await self._sent_all.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def _write_loop(self) -> None:
         delivery, wake, ws = self.delivery, self._wake, self.ws
@@ -79,6 +97,7 @@ class Session:
                 data = delivery.next()
                 if data is None:
                     wake.clear()
+                    self._sent_all.set()
                     await wake.wait()
                     continue
                 await ws.send(data, text=True)

@@ -43,9 +43,14 @@ Rules / theory of operation
   ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
   a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
   events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
-  platform request starts.  Then it cancels the background tasks, closes the bridge, and takes
-  the step lock (bounded) so the step under way commits before the delivery flush, the router
-  channels and the store close; it keeps the lock, so nothing touches the router state after.
+  platform request starts.  Then it cancels the background tasks, closes the bridge — which
+  answers every request asked before the 1001 close (the one in flight its result if it ends
+  within the grace, else -32603 "shutting down"; :mod:`bridge.server`) — and takes the step
+  lock (bounded) so the step under way commits before the delivery flush, the router channels
+  and the store close; it keeps the lock, so nothing touches the router state after.  An
+  answer cut short by shutdown says what was kept: an advance the instant it reached
+  (``data.now``), ``platform.events`` the events it took (``data.taken``); a step's own
+  platform request answered after ``stop()`` is dropped, not the step (it is committed).
 """
 from __future__ import annotations
 
@@ -162,8 +167,7 @@ class SidecarApp:
         self.clockwork = Clockwork(clock=self.clock, engine=self.engine, executor=self.executor,
                                    lock=self._lock, deliveries=self.deliveries, alarm=self.alarm,
                                    step_locked=self._step_locked, connected=lambda: self.bridge.connected,
-                                   next_due=self.next_due, max_fires=MAX_FIRES_PER_ADVANCE,
-                                   shutting_down=SHUTTING_DOWN)
+                                   next_due=self.next_due, max_fires=MAX_FIRES_PER_ADVANCE)
         self.inputs = Inputs(settings=settings, clock=self.clock, engine=self.engine, store=store,
                              stack=self.stack, routing=self.routing, step=self.step,
                              flush_observed=self.deliveries.flush_observed)
@@ -413,8 +417,16 @@ class SidecarApp:
                         marks.append(self.executor.steps + self.executor.pending_steps())
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
-            except Stopping:
-                raise InternalError(SHUTTING_DOWN) from None
+            except (Stopping, InternalError) as exc:
+                if isinstance(exc, InternalError) and not (self.executor.stopping and self.failed is None):
+                    raise
+                # shutdown began inside the call (a step refused, or an advance cut short): the
+                # events before it were committed with the group — say how many
+                taken = len(results)
+                raise InternalError(
+                    f"the sidecar is shutting down; platform.events took {taken} of {len(a.events)}"
+                    f" events (kept); send the rest after a restart",
+                    data={"taken": taken, "now": self._now_or_none()}) from None
             finally:
                 self._batch_seen, self._batch_skipped = None, []
                 step_seqs, self._step_seqs = self._step_seqs or {}, None

@@ -19,7 +19,8 @@ Rules / theory of operation
   due by then goes straight to the pump (no ticker round, no timer step per event) and the
   ticker is woken only for a timer sooner than the one it sleeps to.
 * A failed step or shutdown (:class:`StepFailed`, :class:`Stopping`) is a -32603 to the caller
-  (crash-only, :mod:`sidecar.app`); the ticker then just ends.
+  (crash-only, :mod:`sidecar.app`); the ticker then just ends.  An advance cut short by
+  shutdown says the instant it reached (``data.now``): the timers before it ran and are kept.
 """
 from __future__ import annotations
 
@@ -63,13 +64,12 @@ class Clockwork:
     ``lock``: the app's one step lock; ``step_locked(fn)`` runs ``fn`` as a step while the lock
     is held (-32603 once the process stopped); ``connected()``: whether a client is there to
     answer platform requests; ``next_due()``: :meth:`sidecar.app.SidecarApp.next_due`;
-    ``max_fires``: the timers one advance may run; ``shutting_down``: the -32603 text once
-    shutdown began."""
+    ``max_fires``: the timers one advance may run."""
 
     def __init__(self, *, clock: Clock, engine: Engine, executor: StepExecutor, lock: asyncio.Lock,
                  deliveries: Deliveries, alarm: Alarm, step_locked: StepLocked,
                  connected: Callable[[], bool], next_due: Callable[[], float | None],
-                 max_fires: int, shutting_down: str) -> None:
+                 max_fires: int) -> None:
         self.clock = clock
         self.engine = engine
         self.executor = executor
@@ -80,7 +80,6 @@ class Clockwork:
         self._connected = connected
         self._next_due = next_due
         self.max_fires = max_fires
-        self.shutting_down = shutting_down
 
     # virtual clock ----------------------------------------------------------------------------
     async def advance_to(self, t: float) -> dict:
@@ -131,7 +130,11 @@ class Clockwork:
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
         except Stopping:
-            raise InternalError(self.shutting_down) from None
+            # the timers before it ran and were committed: "nothing was done" would be untrue
+            now = clock.now()
+            raise InternalError(
+                f"the sidecar is shutting down; {method} stopped at {now}: every timer due before"
+                f" that ran and is kept, the rest run after a restart", data={"now": now}) from None
         clock.advance_to(t)
 
     async def _advance_yield(self) -> None:

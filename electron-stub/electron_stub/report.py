@@ -19,7 +19,8 @@ Rules / theory of operation
   sidecar exited cleanly (exit code 0, in time, no process left); else 1.  (A bad scenario is
   exit 2, decided by the CLI before a run starts.)  A scenario without expectations that passes
   says so: "no expectations: consistent and exited cleanly", not a bare PASS.
-* Rendering (terminal tables, colours) is :mod:`electron_stub.report_view`.
+* The timeline ("what happened and when") is :mod:`electron_stub.report_timeline`; rendering
+  (terminal tables, colours) is :mod:`electron_stub.report_view`.
 """
 from __future__ import annotations
 
@@ -33,7 +34,11 @@ from typing import Any
 import msgspec
 
 from electron_stub.expect import Result, Violation
+from electron_stub.report_timeline import clock_of, timeline, whole_s
 from electron_stub.trace import Recorder
+
+__all__ = ["MachineExit", "RunStats", "clock_of", "exit_code", "percentile", "summarize",
+           "timeline", "whole_s", "write_json"]
 
 
 class MachineExit(msgspec.Struct, kw_only=True):
@@ -89,81 +94,6 @@ def percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[rank - 1]
-
-
-def whole_s(at: float | None) -> int:
-    """A trace instant rounded to whole seconds, half up — the one rounding both the clock column
-    and the ``+s`` column use, so they always agree."""
-    return math.floor((at or 0.0) + 0.5)
-
-
-def clock_of(start: float, at: float | None, *, seconds: bool = True) -> str:
-    """A trace instant (seconds from the start) as the UTC wall time of the scenario, HH:MM:SS
-    (``seconds=False``: HH:MM), rounded like :func:`whole_s`."""
-    t = datetime.fromtimestamp(start + whole_s(at), timezone.utc)
-    return t.strftime("%H:%M:%S" if seconds else "%H:%M")
-
-
-def _span(start: float, a: float, b: float | None) -> tuple[str, str]:
-    """(``08:06``, ``08:12``) of a fault from ``a`` to ``b`` (None: it lasted to the end)."""
-    return clock_of(start, a, seconds=False), ("the end" if b is None else clock_of(start, b, seconds=False))
-
-
-def _stack_fault(start: float, mode: str, value: float, a: float, b: float | None) -> dict[str, Any]:
-    """One Stack fault episode in words, e.g. "Stack: 30 % of writes failing from 08:06 to 08:12"."""
-    fr, to = _span(start, a, b)
-    if mode == "down":
-        sep = "–" if b is not None else " until "
-        return {"what": "Stack down", "detail": f"Stack down {fr}{sep}{to} (writes refused, queued and retried)"}
-    if mode == "error_rate":
-        return {"what": "Stack errors", "detail": f"Stack: {value * 100:.0f} % of writes failing from {fr} to {to}"}
-    return {"what": "Stack slow", "detail": f"Stack: answers {value:g} s late from {fr} to {to}"}
-
-
-def timeline(lines: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
-    """What happened and when, in words: logins and logouts (machine, project, TU, operator; a new
-    operator on a TU = shift change), crashes (with the restart), Stack faults as one episode each
-    ("Stack down 08:41–08:44", "Stack: 30 % of writes failing from 08:06 to 08:12", latency
-    likewise; ``up`` ends ``down``, a rate or latency of 0 ends that fault), sender transitions.
-    Items are ordered by their (start) time."""
-    out: list[dict[str, Any]] = []
-    operator_of: dict[str, str] = {}
-    fault_since: dict[str, tuple[float, float]] = {}  # mode -> (at, value) of the open episode
-
-    def add(at: float | None, item: dict[str, Any]) -> None:
-        out.append({"at": at, "clock": clock_of(start, at), **item})
-
-    for x in lines:
-        ev, at = x.get("event"), x.get("at")
-        where = f"{x.get('machine') or '?'}: {x.get('project')} {x.get('tu')}"
-        if ev == "login":
-            tu, op = x.get("tu"), x.get("operator")
-            before = operator_of.get(tu)
-            operator_of[tu] = op
-            if before is not None and before != op:
-                add(at, {"what": "shift change", "detail": f"{where}: {before} → {op}"})
-            else:
-                add(at, {"what": "login", "detail": f"{where}: {op} logged in"})
-        elif ev == "logout":
-            add(at, {"what": "logout", "detail": f"{where}: {operator_of.get(x.get('tu')) or '?'} logged out"})
-        elif ev == "crash":
-            machines = ", ".join(x.get("machines") or []) or "no sidecar running"
-            add(at, {"what": "crash", "detail": f"{machines} killed; restarted and logged in again"})
-        elif ev == "stack":
-            mode, value = x.get("mode"), float(x.get("value") or 0.0)
-            key = "down" if mode in ("down", "up") else str(mode)
-            ends = mode == "up" or (mode in ("error_rate", "latency") and value == 0.0)
-            if key in fault_since:  # a new value or the end closes the open episode
-                a, v = fault_since.pop(key)
-                add(a, _stack_fault(start, key, v, a, at))
-            if not ends:
-                fault_since[key] = (at or 0.0, value)
-        elif ev == "sender.transition":
-            add(at, {"what": f"{x.get('sender')} {x.get('from')} → {x.get('to')}", "detail": x.get("note") or ""})
-    for key, (a, v) in fault_since.items():
-        add(a, _stack_fault(start, key, v, a, None))
-    out.sort(key=lambda item: item["at"] or 0.0)
-    return out
 
 
 ANSWER_AWAITING = ("unanswered_message", "unanswered_mail", "unanswered_email", "like")  # DESIGN §6

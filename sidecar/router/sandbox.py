@@ -22,7 +22,8 @@ Rules / theory of operation
     widths, ``~`` concatenation, ``center`` / ``ljust`` / ``rjust`` / ``zfill`` /
     ``expandtabs`` / ``indent`` / ``wordwrap`` widths, ``replace``, ``join``, ``slice``,
     ``batch``); every other method call is checked on its result.  Printf-style ``*`` widths and
-    format fields nested in a format spec are refused (their width is data);
+    format fields nested in a format spec are refused (their width is data) — the guards are
+    :mod:`.sizes`;
   - **output**: the render is streamed and stops at ``max_chars`` characters — the rest of the
     template never runs (``render`` truncates there, as the message cap says).
   Exceeding a bound raises :class:`TemplateTooCostly` (a :class:`~jinja2.sandbox.SecurityError`)
@@ -33,166 +34,26 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 import jinja2
 from jinja2 import nodes
-from jinja2.filters import FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import pass_environment
 from jinja2.visitor import NodeTransformer
 
-from . import cost
+from . import cost, sizes
 from .cost import CALL_COST, MAX_SIZE, MAX_STEPS, MAX_WORK, Steps, TemplateTooCostly
+from .sizes import MAX_BITS
 
-__all__ = ["MAX_SIZE", "MAX_STEPS", "MAX_WORK", "BoundedSandbox", "Steps", "TemplateTooCostly",
-           "bounded_render"]
+__all__ = ["MAX_BITS", "MAX_SIZE", "MAX_STEPS", "MAX_WORK", "BoundedSandbox", "Steps",
+           "TemplateTooCostly", "bounded_render"]
 
-MAX_BITS = 64 * 1024  # bits of any integer a template produces
-MAX_WIDTH = 4096  # a field width / precision in a format (the message cap: wider is pointless)
 
 
 def _steps() -> Steps:
     return cost.current()
-
-
-_size = cost.size
-
-
-def _check_value(value: Any, what: str) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_BITS:
-        raise TemplateTooCostly(f"template too costly: {what} makes an integer over {MAX_BITS} bits")
-    cost.check_size(value, what)
-    return value
-
-
-def _need(size: int, what: str) -> None:
-    if size > MAX_SIZE:
-        raise TemplateTooCostly(f"template too costly: {what} would make {size} items (max {MAX_SIZE})")
-
-
-def _width(n: Any, what: str) -> None:
-    if isinstance(n, int) and not isinstance(n, bool) and abs(n) > MAX_SIZE:
-        raise TemplateTooCostly(f"template too costly: {what} {n} (max {MAX_SIZE})")
-
-
-_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
-
-
-def _check_printf(fmt: str) -> None:
-    for m in _PRINTF.finditer(fmt):
-        for part in m.groups():
-            if part == "*":
-                raise TemplateTooCostly("template refused: a '*' width in a % format (the width is data)")
-            if part and int(part) > MAX_WIDTH:
-                raise TemplateTooCostly(f"template too costly: format width {part} (max {MAX_WIDTH})")
-
-
-def _check_format_spec(fmt: str) -> None:
-    try:
-        fields = list(string.Formatter().parse(fmt))
-    except ValueError:
-        return  # str.format raises its own error
-    for _, _, spec, _ in fields:
-        if not spec:
-            continue
-        if "{" in spec:
-            raise TemplateTooCostly("template refused: a format field nested in a format spec")
-        for digits in re.findall(r"\d+", spec):
-            if int(digits) > MAX_WIDTH:
-                raise TemplateTooCostly(f"template too costly: format width {digits} (max {MAX_WIDTH})")
-
-
-def _binop(op: str, left: Any, right: Any) -> None:
-    """Refuse ``left op right`` before it runs when its result would be too big."""
-    if op == "*":
-        for seq, n in ((left, right), (right, left)):
-            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int):
-                _need(_size(seq) * max(n, 0), "'*' repetition")
-        if isinstance(left, int) and isinstance(right, int) and \
-                left.bit_length() + right.bit_length() > MAX_BITS:
-            raise TemplateTooCostly(f"template too costly: '*' makes an integer over {MAX_BITS} bits")
-    elif op == "**":
-        if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1 \
-                and right * left.bit_length() > MAX_BITS:
-            raise TemplateTooCostly(f"template too costly: '**' makes an integer over {MAX_BITS} bits")
-    elif op == "%" and isinstance(left, str):
-        _check_printf(left)
-    elif op == "+":
-        _need(_size(left) + _size(right), "'+'")
-
-
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
-
-
-def _check_method(obj: Any, args: tuple, kwargs: dict) -> None:
-    """Checks before a call of a ``str`` method (see module rules)."""
-    name = getattr(obj, "__name__", "")
-    owner = getattr(obj, "__self__", None)
-    if not isinstance(owner, str):
-        return
-    if name in _WIDTH_METHODS:
-        for a in (*args, *kwargs.values()):
-            _width(a, f"str.{name} width")
-    elif name == "expandtabs":
-        size = next(iter((*args, *kwargs.values())), 8)
-        if isinstance(size, int):
-            _need(len(owner) + owner.count("\t") * max(size, 0), "str.expandtabs")
-    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
-        _need(_replace_size(owner, args[0], args[1]), "str.replace")
-    elif name == "join" and args:
-        _need(_join_size(owner, args[0]), "str.join")
-
-
-def _replace_size(s: str, old: str, new: str) -> int:
-    hits = len(s) + 1 if old == "" else s.count(old)
-    return len(s) + hits * max(len(new) - len(old), 0)
-
-
-def _join_size(sep: str, items: Any) -> int:
-    if not isinstance(items, (list, tuple, dict, set, frozenset, str)):
-        return 0  # a generator: its items are checked as they are made; the result is checked
-    return sum(len(str(x)) for x in items) + len(sep) * max(len(items) - 1, 0)
-
-
-# ---- filters: the size-sensitive ones checked first; nothing random --------------------------
-
-def _wrap(name: str, check: Callable[..., None]) -> Callable[..., Any]:
-    orig = FILTERS[name]
-
-    def filt(*args: Any, **kwargs: Any) -> Any:
-        check(*args, **kwargs)
-        return _check_value(orig(*args, **kwargs), f"filter {name}")
-
-    for attr in ("jinja_pass_arg",):
-        if hasattr(orig, attr):
-            setattr(filt, attr, getattr(orig, attr))
-    return filt
-
-
-def _args_after(skip: int) -> Callable[..., None]:
-    def check(*args: Any, **kwargs: Any) -> None:
-        for a in (*args[skip:], *kwargs.values()):
-            _width(a, "filter width")
-    return check
-
-
-def _check_format_filter(value: Any, *args: Any, **kwargs: Any) -> None:
-    if isinstance(value, str):
-        _check_printf(value)
-
-
-def _check_replace_filter(ctx: Any, s: Any, old: Any, new: Any, count: Any = None) -> None:
-    if isinstance(s, str) and isinstance(old, str) and isinstance(new, str):
-        _need(_replace_size(s, old, new), "filter replace")
-
-
-def _check_join_filter(ctx: Any, value: Any, d: Any = "", attribute: Any = None) -> None:
-    if isinstance(d, str):
-        _need(_join_size(d, value), "filter join")
 
 
 @jinja2.pass_context  # never constant-folded at compile time: it counts while rendering
@@ -225,7 +86,7 @@ def _range(*args: int) -> range:
 def _concat(items: tuple) -> str:
     parts = [str(x) for x in items]
     n = sum(len(p) for p in parts)
-    _need(n, "'~'")
+    sizes.need(n, "'~'")
     _steps().charge(1 + n, "'~'")
     return "".join(parts)
 
@@ -239,9 +100,9 @@ def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0)
     total = start
     steps = _steps()
     for item in iterable:
-        _binop("+", total, item)
+        sizes.binop("+", total, item)
         total = total + item
-        steps.charge(1 + _size(total), "filter sum")
+        steps.charge(1 + cost.size(total), "filter sum")
     return total
 
 
@@ -250,7 +111,7 @@ def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0)
 
 @jinja2.pass_context
 def _charge_size(ctx: Any, value: Any, what: str) -> Any:
-    _steps().charge(1 + _size(value), what)
+    _steps().charge(1 + cost.size(value), what)
     return value
 
 
@@ -316,14 +177,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.globals["range"] = _range
         self.filters.pop("random", None)
         self.filters.update({
-            "center": _wrap("center", _args_after(1)),
-            "indent": _wrap("indent", _indent_check),
-            "wordwrap": _wrap("wordwrap", _args_after(1)),
-            "format": _wrap("format", _check_format_filter),
-            "replace": _wrap("replace", _check_replace_filter),
-            "join": _wrap("join", _check_join_filter),
-            "slice": _wrap("slice", _args_after(1)),
-            "batch": _wrap("batch", _args_after(1)),
+            **sizes.guarded_filters(),
             "sum": _sum,
             "_concat": _concat,
         })
@@ -343,7 +197,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return _CountLoops().visit(tree)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        _binop(operator, left, right)
+        sizes.binop(operator, left, right)
         _steps().charge(cost.int_units(operator, left, right), f"'{operator}'")
         result = super().call_binop(context, operator, left, right)
         _steps().charge(1 + cost.check_size(result, f"'{operator}'"), f"'{operator}'")
@@ -352,10 +206,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         steps = _steps()
         # a method works on its receiver too: ``s.count('a')`` scans all of ``s``
-        units = CALL_COST + _size(getattr(__obj, "__self__", None)) + sum(_size(a) for a in args)
-        units += sum(_size(v) for k, v in kwargs.items() if k not in _FRAME_KWARGS)
+        units = CALL_COST + cost.size(getattr(__obj, "__self__", None)) + sum(cost.size(a) for a in args)
+        units += sum(cost.size(v) for k, v in kwargs.items() if k not in _FRAME_KWARGS)
         steps.charge(units, "a call")
-        _check_method(__obj, args, kwargs)
+        sizes.check_method(__obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         steps.charge(cost.check_size(result, "a call"), "a call")
         return result
@@ -367,21 +221,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         template = value.__self__
 
         def checked(*args: Any, **kwargs: Any) -> str:
-            _check_format_spec(template)
-            return _check_value(fmt(*args, **kwargs), "str.format")
+            sizes.check_format_spec(template)
+            return sizes.check_value(fmt(*args, **kwargs), "str.format")
 
         return checked
-
-
-def _indent_check(s: Any, width: Any = 4, *args: Any, **kwargs: Any) -> None:
-    if isinstance(width, str):
-        w = len(width)
-    elif isinstance(width, int):
-        w = width
-    else:
-        return
-    lines = s.count("\n") + 1 if isinstance(s, str) else 1
-    _need((len(s) if isinstance(s, str) else 0) + lines * max(w, 0), "filter indent")
 
 
 def bounded_render(tpl: jinja2.Template, ctx: dict[str, Any], max_chars: int,

@@ -366,8 +366,23 @@ class StepExecutor:
         for i, req in enumerate(requests):
             if self.stopping:
                 break  # no new platform request (or answer step) at shutdown
-            result, error = outcomes[i] if outcomes is not None else await self.ports.perform(req)
+            outcome = outcomes[i] if outcomes is not None else None
+            if not await self._answer_inline(req, outcome):
+                break
+
+    async def _answer_inline(self, req: Request, outcome: tuple[Any, str | None] | None = None) -> bool:
+        """Virtual clock: make ``req`` (unless ``outcome``: it was asked together with its step's
+        other requests) and run its answer as the next step; False when shutdown
+        began meanwhile and refused that step.  The step that asked is committed (or joined
+        its group) already, so that refusal is not its own: the answer is dropped as the wall
+        clock's background request drops it (its pass asks again after a restart), and the
+        caller's result stands — it must not read "nothing was done"."""
+        result, error = outcome if outcome is not None else await self.ports.perform(req)
+        try:
             await self.run(self._answer(req, result, error))
+        except Stopping:
+            return False
+        return True
 
     def _answer(self, req: Request, result: Any, error: str | None) -> Callable[[Step], None]:
         return lambda s: self.engine.request_done(s, req, result, error)

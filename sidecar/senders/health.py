@@ -19,7 +19,9 @@ stored ``cooldown_end`` never moves.
 * **Warm-up gate** (§3): the slot is planned at start: no earlier than +20–30 min (long) or
   +5–10 min (short, < 60 min) and sent in the last 75 min before the end; when the slot is not
   before the end there is none.  The probe is sent (104) by a :class:`Tick` at its slot, exactly
-  one in flight; a success within 3 h of sending confirms (105).
+  one in flight; a success within 3 h of sending confirms (105).  ONE probe per slot: a failed
+  one is not resent inside its slot — §3 «одна … відправка (warm-up)», the extension is the
+  seed's answer (docs/decisions.md "Sender health").
 * **Verdict** (§3) at the scheduler's step after ``cooldown_end`` (the real exit lags the plan by a
   keyed 0–7 min: step 2 min + jitter ≤ 5): confirmed → release ``proven``; no slot → ``neutral``;
   probe failed terminally → Need Check path B (103); otherwise up to 2 extensions of U(55, 70) min

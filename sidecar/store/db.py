@@ -18,16 +18,24 @@ Rules / theory of operation
   than this code raises :class:`SchemaTooNew` before anything is written to it.
 * :meth:`commit` applies a list of ops (:mod:`.ops`) in ONE ``BEGIN IMMEDIATE … COMMIT``; any
   error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.  The
-  batch is compiled to SQL on the event loop, then executed by a single function on aiosqlite's
-  connection thread (one thread hop per commit, not one per statement), which keeps the hot path
-  of every runtime step cheap (``bench/store_bench.py``); the runtime commits the steps of one
-  advance or batch together (group commit, :mod:`sidecar.runtime.executor`).  :attr:`Store.counters`
-  counts the thread hops, commits and ops.  Cancelling the awaiting task does not
-  cancel the transaction: it still commits or rolls back as a whole.
-* Readers also run as one function on that thread; aiosqlite serialises everything on it, so a
-  reader never sees half of a batch.
+  batch is compiled to SQL first, so an unencodable op fails before the transaction begins; the
+  runtime commits the steps of one advance or batch together (group commit,
+  :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits and
+  ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or rolls
+  back as a whole.
+* **Commits on the loop** (issue 11; default with ``durability="normal"``): the commit runs on
+  the event loop's thread, on a stdlib ``sqlite3`` connection of its own, the store's only
+  writer; its checkpoints run on aiosqlite's thread; a new file's page size is
+  :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
+  ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's thread
+  (one hop per commit, not one per statement).
+* Readers run as one function on aiosqlite's connection thread, each in its own read
+  transaction, so a reader never sees half of a batch; once the loop commits, that connection is
+  ``query_only`` — a write there would take SQLite's write lock from under the loop (which would
+  then wait ``busy_timeout`` with the loop stopped), so SQLite refuses it instead.
 * Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
-* **Closing, and a close that is abandoned.**  :meth:`close` queues the close on aiosqlite's
+* **Closing, and a close that is abandoned.**  The loop's connection closes first, at once (it is
+  never the last one, so it does not checkpoint).  :meth:`close` queues the close on aiosqlite's
   connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
   ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.aio.bounded`).  Abandoning
   it loses nothing that was committed: in WAL mode a transaction is committed once its commit
@@ -62,6 +70,7 @@ from .decisions import read_decisions
 from .errors import SchemaTooNew, StoreError
 from .lock import DirLock
 from .migrations import MIGRATIONS, migrate, user_version
+from . import writer as _w
 from .ops import Op, compile_ops
 from .rows import TASK_COLUMNS, SessionRow, decode_json, task_from_row
 
@@ -70,25 +79,6 @@ T = TypeVar("T")
 log = logging.getLogger("sidecar.store")
 _FAVORITE = msgspec.json.Decoder(Favorite)  # a favorites.data row, decoded once
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
-
-
-
-def _apply(conn: sqlite3.Connection, plan: list[tuple[str, list[tuple]]]) -> None:
-    """Run on the connection thread: the whole batch in one transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for sql, rows in plan:
-            if len(rows) == 1:
-                conn.execute(sql, rows[0])
-            else:
-                conn.executemany(sql, rows)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
 def _daemon_thread(db: aiosqlite.Connection) -> None:
     """Make the not yet started connection thread of ``db`` a daemon thread (module rules,
     "Closing").  aiosqlite ≥ 0.22 keeps it in ``db._thread``; before, ``db`` was the thread."""
@@ -107,6 +97,8 @@ def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
     found = user_version(conn)
     if found > len(migrations):  # check before WAL: a newer file is left untouched
         raise SchemaTooNew(found, len(migrations))
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file: before WAL (rules)
+        conn.execute(f"PRAGMA page_size = {int(_w.PAGE_SIZE)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise StoreError(f"could not switch the database to WAL (journal_mode={mode})")
@@ -119,11 +111,16 @@ def _setup(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int,
 class StoreCounters:
     """What a store did since it was opened: ``hops`` (functions run on aiosqlite's connection
     thread — each one thread hop of the event loop), ``commits`` (:meth:`Store.commit` calls
-    that reached SQLite) and the ``ops`` they carried.  Read by ``status`` and the benchmarks."""
+    that reached SQLite), the ``ops`` they carried — read by ``status`` (:meth:`as_dict`) and
+    the benchmarks — and ``checkpoints`` / ``restarts``, the background WAL checkpoints begun and
+    the commits that waited for a catch-up one (:mod:`sidecar.store.writer`; tests)."""
 
     hops: int = 0
     commits: int = 0
     ops: int = 0
+    checkpoints: int = 0
+    restarts: int = 0  # commits that waited for a catch-up checkpoint (sidecar.store.writer)
+    catch_up_timeouts: int = 0  # ... and went on before it was done
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
@@ -133,20 +130,29 @@ class Store:
     """An open store.  Use :meth:`open` (or ``async with await Store.open(...)``)."""
 
     def __init__(self, path: Path, db: aiosqlite.Connection, lock: DirLock, durability: str,
-                 schema_version: int) -> None:
+                 schema_version: int, writer: sqlite3.Connection | None = None) -> None:
         self.path = path  # the database file
         self.durability = durability  # "normal" | "full"
         self.schema_version = schema_version  # PRAGMA user_version after migrations
         self._db: aiosqlite.Connection | None = db
-        self._lock = lock
         self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
+        # the loop's own connection, every commit made on it (module rules, "Commits on the
+        # loop"); None: commits hop onto aiosqlite's thread like the readers
+        self._writer = _w.LoopWriter(writer, self._run, self.counters) if writer is not None else None
+        self.commits_on_loop = writer is not None  # module rules, "Commits on the loop"
+        self._lock = lock
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     async def open(cls, path: Path | str, *, durability: str = "normal",
                    busy_timeout_ms: int = 5000,
-                   migrations: Sequence[str] = MIGRATIONS) -> "Store":
+                   migrations: Sequence[str] = MIGRATIONS,
+                   commit_on_loop: bool | None = None) -> "Store":
         """Open (creating folder and file) and migrate the store at ``path``.
+
+        ``commit_on_loop``: commit on the event loop's thread (module rules, "Commits on the
+        loop"); None (default) does so with ``durability="normal"`` only — ``"full"`` fsyncs
+        every commit, which must not hold the loop.
 
         Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`,
         :class:`SchemaTooNew`, :class:`MigrationError`, or :class:`StoreError` (cause attached)
@@ -157,26 +163,40 @@ class Store:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = DirLock.acquire(path.with_suffix(".lock"))
+        if commit_on_loop is None:
+            commit_on_loop = durability == "normal"
         db: aiosqlite.Connection | None = None
+        writer: sqlite3.Connection | None = None
         try:
             db = aiosqlite.connect(path, isolation_level=None)  # its thread starts when awaited
             _daemon_thread(db)
             await db
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
+            if commit_on_loop:
+                writer = _w.open_writer(path, _SYNCHRONOUS[durability], busy_timeout_ms)
+                await db._execute(_w.readers_only, db._conn)
         except BaseException as exc:
+            if writer is not None:
+                writer.close()
             if db is not None:
                 await db.close()
             lock.release()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open store {path}: {exc}") from exc
             raise
-        return cls(path, db, lock, durability, version)
+        return cls(path, db, lock, durability, version, writer)
 
     async def close(self) -> None:
-        """Close the connection and release the lock (idempotent)."""
+        """Close the connections and release the lock (idempotent).  The loop's connection
+        closes first (at once: it is never the last one, so it does not checkpoint); the close of
+        aiosqlite's connection — the last one, which checkpoints the WAL — queues behind a
+        checkpoint in flight (module rules, "Closing")."""
         db, self._db = self._db, None
+        writer, self._writer = self._writer, None
         try:
+            if writer is not None:
+                writer.close()
             if db is not None:
                 await db.close()
         finally:
@@ -227,7 +247,13 @@ class Store:
             raise StoreError(f"cannot encode op: {exc}") from exc
         self.counters.commits += 1
         self.counters.ops += len(ops)
-        await self._run(_apply, plan)
+        writer = self._writer
+        if writer is None:
+            await self._run(_w.apply_plan, plan)
+            return
+        if self._db is None:
+            raise StoreError("store is closed")
+        await writer.commit(plan, len(ops))
 
     # ------------------------------------------------------------------ readers: tasks
     async def open_tasks(self, tu: str | None = None) -> list[Task]:

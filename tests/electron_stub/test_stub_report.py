@@ -211,3 +211,37 @@ def test_rows_left_queued_on_a_machine_are_reported_not_lost_from_view():
     assert "left queued at the end" in text and "m1: audit 2, crm-hook 203" in text
     quiet = report.summarize(recorder(LINES), [], [], report.RunStats(scenario="synthetic"))
     assert quiet["deliveries_left"] == {} and "left queued" not in to_text(quiet, width=200)
+
+
+def test_sender_rows_that_change_no_state_read_as_what_they_are():
+    """The timeline showed ``crm-hook active → active`` for a failed send (a counter change) and
+    put the cooldown's start on the 109 row (``active → cooldown``, then ``cooldown → cooldown``
+    for the 101 row that IS the start): each trace line carries the step's state after it.  The
+    report names what each row is; only 100/101/103/106 that change the state read ``a → b``.
+    The trace lines are unchanged (k01's, a recover of an active sender, a path-A Need Check)."""
+    def tr(at, code, frm, to, note, sender="crm-hook"):
+        return {"at": at, "event": "sender.transition", "sender": sender, "from": frm, "to": to,
+                "code": code, "note": note}
+    lines = [tr(10.0, 109, "active", "active", "failed_in_row=1"),
+             tr(40.0, 109, "active", "cooldown", "failed_in_row=2"),
+             tr(40.0, 101, "cooldown", "cooldown", "#1 until 2026-11-30 09:21:30 UTC (80.8 min)"),
+             tr(1431.6, 104, "cooldown", "cooldown", "warm-up slot"),
+             tr(1436.6, 105, "cooldown", "cooldown", "confirmed"),
+             tr(5000.0, 102, "cooldown", "cooldown", "extension 1 until …"),
+             tr(6000.0, 100, "cooldown", "active", "proven"),
+             tr(6100.0, 106, "active", "active", "recovered by shift lead"),
+             tr(7000.0, 109, "active", "need_check", "failed_in_row=2", "w"),
+             tr(7000.0, 103, "need_check", "need_check", "path A: ladder exhausted", "w")]
+    tl = report.timeline(lines, START)
+    assert [(x["what"], x["detail"]) for x in tl] == [
+        ("crm-hook failed send", "failed_in_row=1"),
+        ("crm-hook failed send", "failed_in_row=2"),
+        ("crm-hook active → cooldown", "cooldown started: #1 until 2026-11-30 09:21:30 UTC (80.8 min)"),
+        ("crm-hook warm-up sent", "warm-up slot"),
+        ("crm-hook warm-up confirmed", "confirmed"),
+        ("crm-hook cooldown extended", "extension 1 until …"),
+        ("crm-hook cooldown → active", "cooldown finished: proven"),
+        ("crm-hook recovered by hand (active, counters reset)", "recovered by shift lead"),
+        ("w failed send", "failed_in_row=2"),
+        ("w active → need_check", "Need Check: path A: ladder exhausted"),
+    ]

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from bridge.client import BridgeClient
+from bridge.errors import RemoteError
 from tests.integration.sidecar_proc import ROOT, SidecarProcess, send_event, answer_no_dialogs as _answer
 from tests.stack.fake_stack import StackServer
 
@@ -134,3 +135,95 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# ---- every request sent before the close is answered (s15 "Noted, not changed") --------------
+
+
+async def test_a_request_in_flight_at_sigterm_that_cannot_finish_is_answered_shutting_down(tmp_path):
+    """A login held by a Stack startup read that hangs: SIGTERM answers it -32603 "shutting
+    down" (it used to get nothing, only the 1001 close), and the exit stays 0 within 2 s; a
+    request queued behind it is answered too ("nothing was done")."""
+    stack = StackServer()
+    stack.start()
+    stack.fail("delay", path_contains="/startup", seconds=30.0)
+    try:
+        async with SidecarProcess(tmp_path, clock="virtual", extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
+            await c.call("clock.advance_to", {"t": T0})
+            login = asyncio.create_task(c.call("session.login", {"tu": "g-tu-1", "project": "golden"}))
+            async with asyncio.timeout(10):  # until the login is inside the startup read
+                while not any(r.path.endswith("/startup") for r in list(stack.requests)):
+                    await asyncio.sleep(0.01)
+            behind = asyncio.create_task(c.call("tasks.list", {}))
+            await asyncio.sleep(0.05)
+            assert await sc.stop("SIGTERM") == 0
+            for call, words in ((login, "did not finish"), (behind, "nothing was done")):
+                with pytest.raises(RemoteError) as info:
+                    await call
+                assert info.value.code == -32603 and "shutting down" in info.value.message
+                assert words in info.value.message
+            async with asyncio.timeout(2):
+                await c.wait_closed()
+            assert c.close_code == 1001
+            await c.close()
+    finally:
+        stack.stop()
+
+
+async def test_a_request_in_flight_at_sigterm_that_finishes_in_time_gets_its_result(tmp_path):
+    """Virtual clock: a login whose step awaits the client's answer to a platform request when
+    SIGTERM comes; the client answers once the sidecar says it is shutting down.  The
+    connection stays open for that answer, the step (committed before it asked) keeps its
+    result, and the result is the login's answer, before the 1001 close."""
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def held(method, params):
+        asked.set()
+        await release.wait()
+        return await _answer(method, params)
+
+    async with SidecarProcess(tmp_path, clock="virtual") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=held)
+        await c.call("clock.advance_to", {"t": T0})
+        login = asyncio.create_task(c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"}))
+        async with asyncio.timeout(10):
+            await asked.wait()  # the worker is inside the login step, awaiting our answer
+        sc.proc.send_signal(signal.SIGTERM)
+        await sc.wait_for_stderr("shutting down: signal:SIGTERM")
+        release.set()
+        assert await sc.wait_exit() == 0
+        answer = await login
+        assert isinstance(answer, dict) and answer.get("ok") is True, answer
+        async with asyncio.timeout(2):
+            await c.wait_closed()
+        assert c.close_code == 1001
+        await c.close()
+
+
+async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
+    """An advance under way at SIGTERM stops at its next timer: its answer is -32603 and says
+    the instant it reached (the timers before it ran and are kept) — not "nothing was done"."""
+    asked = [0]
+
+    async def counted(method, params):
+        asked[0] += 1
+        return await _answer(method, params)
+
+    async with SidecarProcess(tmp_path, clock="virtual") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=counted)
+        await c.call("clock.advance_to", {"t": T0})
+        await c.call("session.login", {"tu": "g-tu-1", "project": "golden"})
+        before = asked[0]
+        far = asyncio.create_task(c.call("clock.advance_to", {"t": T0 + 86400 * 365}))
+        async with asyncio.timeout(10):  # inside the advance: its poll timers ask the platform
+            while asked[0] < before + 5:
+                await asyncio.sleep(0.005)
+        assert await sc.stop("SIGTERM") in (0, 5)
+        with pytest.raises(RemoteError) as info:
+            await far
+        assert info.value.code == -32603 and "shutting down" in info.value.message, info.value
+        assert "nothing was done" not in info.value.message
+        assert T0 < info.value.data["now"] < T0 + 86400 * 365
+        assert "stopped at" in info.value.message
+        await c.close()

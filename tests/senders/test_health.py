@@ -180,6 +180,27 @@ def test_stack_raises_need_check_fact_after_fifth():
     assert [(f.action, f.priority) for f in facts] == [("cooldown", "high"), ("need_check", "critical")]
 
 
+def test_a_failed_probe_is_not_retried_inside_its_slot():
+    """Seed 000 §3: the proof is ONE warm-up send per slot; an unconfirmed one is answered by
+    the extension (§2), which has a probe of its own — never by a resend in the same slot
+    (docs/decisions.md "Sender health")."""
+    s = to_cooldown(h.SenderState(sender="w"), T0)
+    step = M.handle(s, h.Tick(s.probe_at))
+    assert step.send_probe
+    s = M.handle(step.state, h.ProbeResult(s.probe_at + 1, ok=False, terminal=False)).state
+    sent = 0
+    for t in range(int(s.probe_at) + 60, int(s.exit_at), 300):  # the target is back; ticks come
+        step = M.handle(s, h.Tick(float(t)))
+        s, sent = step.state, sent + step.send_probe
+        assert [r.code for r in step.history] == []
+    assert sent == 0 and h.next_timer(s) == s.exit_at  # the next thing is the verdict
+    at = s.exit_at
+    step = M.handle(s, h.Tick(at))
+    assert [r.code for r in step.history] == [102] and h.next_timer(step.state) == at
+    step = M.handle(step.state, h.Tick(at))
+    assert [r.code for r in step.history] == [104] and step.send_probe  # the extension's own
+
+
 def test_probe_failed_terminally_is_path_b():
     s = to_cooldown(h.SenderState(sender="w"), T0)
     s, rows = drive(s, T0 + 5 * 3600, probe_ok=False, terminal=True)

@@ -184,3 +184,31 @@ def test_why_console_turns_a_broken_pipe_into_BrokenPipeError():
         PipeConsole(file=f).print("x" * 100)
     with pytest.raises(BrokenPipeError):
         f.close()
+
+
+def test_readme_describes_the_ready_line_and_a_piped_stdins_eof_stops_serve(tmp_path):
+    """The README names the ``ready`` line's fields and says stdin EOF stops ``serve`` when
+    stdin is a pipe: both as the code does it."""
+    import json
+    import re
+    import subprocess
+    import sys
+    readme = (ROOT / "README.md").read_text()
+    shown = json.loads(re.search(r'`(\{"event":"ready"[^`]*\})`', readme).group(1))
+    p = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--port", "0", "--clock", "virtual",
+                          "--data-dir", str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=dict(os.environ, SIDECAR_TOKEN="t"), cwd=ROOT)
+    try:
+        ready = json.loads(p.stdout.readline())
+        assert set(ready) == set(shown) and ready["event"] == "ready" and ready["pid"] == p.pid
+        assert ready["protocol"] == shown["protocol"] and ready["version"] == __version__
+        for field in ("port", "pid", "version", "protocol"):
+            assert f"`{field}`" in readme
+        assert "only when stdin is a pipe/FIFO or a socket" in readme
+        p.stdin.close()  # EOF on a pipe: the sidecar shuts down
+        assert p.wait(timeout=10) == 0
+        assert p.stdout.read() == b""  # nothing but the ready line on stdout
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

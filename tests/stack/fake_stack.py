@@ -4,13 +4,19 @@
 honours ``Idempotency-Key`` (a repeated key gets the first answer and changes nothing), serves
 ``GET /v1/tus/{tu}/startup`` from ``startup``, and can be told to misbehave with :meth:`fail`:
 ``"down"`` (drop the connection without an answer), ``"delay"`` (answer late), or an HTTP status.
+A fault counted with ``times`` that is meant for ONE write is aimed at its ``key`` (the
+``Idempotency-Key``), not at a path: the sidecar sends a flush's writes concurrently, and every
+task write of a TU shares ``/v1/tus/{tu}/tasks`` — a path-aimed ``times=2`` went to whichever
+write the stand-in's threads took first (a flaky test_stack_cadence test, load ~9).  ``before``
+lets a test order concurrent requests (it runs in the handler thread, before the fault is
+chosen), so both arrival orders are tested rather than left to the scheduler.
 :meth:`stop`/:meth:`start` take it off the network for real (connection refused) and back on the
 same port.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 import socket
 import threading
@@ -36,6 +42,11 @@ class Fault:
     path_contains: str | None = None
     times: int | None = None  # None: until healed
     seconds: float = 0.0  # for "delay"
+    key: str | None = None  # only the write with this Idempotency-Key
+
+    def matches(self, seen: "Seen") -> bool:
+        return ((self.path_contains is None or self.path_contains in seen.path)
+                and (self.key is None or seen.headers.get("idempotency-key") == self.key))
 
 
 @dataclass
@@ -48,6 +59,8 @@ class StackServer:
     in_flight: int = 0
     max_in_flight: int = 0
     port: int = 0
+    #: called with each request in its handler thread before its fault is chosen (module doc)
+    before: Callable[[Seen], None] | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -61,9 +74,12 @@ class StackServer:
         return f"http://127.0.0.1:{self.port}"
 
     def fail(self, mode: str | int, *, path_contains: str | None = None,
-             times: int | None = None, seconds: float = 0.0) -> None:
+             times: int | None = None, seconds: float = 0.0, key: str | None = None) -> None:
+        """Misbehave for requests whose path contains ``path_contains`` and (``key``) whose
+        Idempotency-Key is ``key`` — ``times`` of them, or until :meth:`heal`.  Aim a counted
+        fault meant for one write at its ``key`` (module doc)."""
         with self._lock:
-            self.faults.append(Fault(mode, path_contains, times, seconds))
+            self.faults.append(Fault(mode, path_contains, times, seconds, key))
 
     def heal(self) -> None:
         with self._lock:
@@ -94,6 +110,8 @@ class StackServer:
         body = h.rfile.read(n) if n else b""
         seen = Seen(h.command, h.path, {k.lower(): v for k, v in h.headers.items()}, body,
                     h.client_address)
+        if self.before is not None:
+            self.before(seen)
         with self._lock:
             self.requests.append(seen)
             fault = self._take_fault(seen)
@@ -139,7 +157,7 @@ class StackServer:
 
     def _take_fault(self, seen: Seen) -> Fault | None:
         for f in self.faults:
-            if f.path_contains is None or f.path_contains in seen.path:
+            if f.matches(seen):
                 if f.times is not None:
                     f.times -= 1
                     if f.times <= 0:

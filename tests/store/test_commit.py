@@ -17,9 +17,10 @@ from storehelp import STACK_KEYS, stack_row
 T0 = 1_796_025_600.0
 
 
-@pytest.fixture
-async def store(tmp_path):
-    s = await Store.open(tmp_path / "sidecar.db")
+@pytest.fixture(params=[True, False], ids=["commit-on-loop", "commit-on-thread"])
+async def store(tmp_path, request):
+    """Every commit test on both commit paths (sidecar.store.db, "Commits on the loop")."""
+    s = await Store.open(tmp_path / "sidecar.db", commit_on_loop=request.param)
     yield s
     await s.close()
 
@@ -176,8 +177,12 @@ async def test_a_favorite_row_is_stored_compact_and_read_back_as_one_frozen_valu
     raw = await store._run(lambda c: c.execute("SELECT data FROM favorites").fetchone()[0])
     assert msgspec.json.decode(raw) == {"ru": "ru1", "project": "golden", "active": True,
                                         "markers": {"followUpChat": None}}
-    await store._run(lambda c: c.execute(
-        "INSERT INTO favorites (tu, ru, project, data) VALUES ('tu1', 'ru2', 'golden', '{\"active\": 3}')"))
+    c = sqlite3.connect(store.path, isolation_level=None)  # a row written by hand
+    try:
+        c.execute("INSERT INTO favorites (tu, ru, project, data)"
+                  " VALUES ('tu1', 'ru2', 'golden', '{\"active\": 3}')")
+    finally:
+        c.close()
     with caplog.at_level(logging.WARNING, "sidecar.store"):
         got = await store.favorites("tu1")
     assert got == {"ru1": fav} and type(got["ru1"]) is Favorite

@@ -1,0 +1,202 @@
+"""The store's commits on the event loop (issue 11, the wall clock's p99 ``platform.event`` →
+``task.created``; :class:`sidecar.store.db.Store` with ``durability="normal"``).
+
+Rules / theory of operation
+---------------------------
+* **Commits on the loop.**  The commit runs on the event loop's thread, on a stdlib ``sqlite3``
+  connection of its own (:func:`open_writer`), the store's only writer; aiosqlite's connection
+  keeps the readers and the checkpoints, and is ``query_only`` (:func:`readers_only`) — a write
+  there would take SQLite's write lock from under the loop, which would then wait
+  ``busy_timeout`` with everything stopped, so SQLite refuses it instead.  Measured (``python -m
+  bench --only latency --stages``, 1,000 ev/s, A/B pairs back to back on the shared machine):
+  the commit through aiosqlite took 0.5–0.8 ms loop to loop at p50 and 9–16 ms at p99 against
+  0.3 ms of SQLite work — the two hand-offs, and the connection thread waiting for the GIL while
+  the loop ran the next frames' steps (up to the 5 ms switch interval per statement); the
+  event's p99 fell from 21–46 ms to 5–11 ms with the commit on the loop (p50 2.3–4.4 → 0.8–1.0
+  ms).  With ``synchronous=NORMAL`` a WAL commit never fsyncs, so it holds the loop only for its
+  SQLite work; ``durability="full"`` (an fsync per commit) keeps the commit on aiosqlite's thread.
+* **What would fsync on the loop does not run there.**  The loop's connection never checkpoints
+  by itself (``wal_autocheckpoint=0``); every :data:`CHECKPOINT_OPS` ops a PASSIVE checkpoint
+  (:func:`passive_checkpoint`) runs on aiosqlite's thread in the background, neither waiting
+  for nor blocking the writer.
+* **The WAL starts over.**  SQLite starts the WAL over only at a commit that finds every frame
+  copied, which a steady stream of commits beside a background checkpoint never does (its
+  fsyncs outlast the gap to the next commit; measured: 485 MB of WAL after 5 s at 1,000
+  events/s).  So when a checkpoint leaves more than :data:`WAL_RESTART_BYTES` of frames, the next
+  commit first awaits a catch-up checkpoint of what is left — the frames written since the last
+  one and its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits — and
+  then starts the WAL over.  That wait is bounded by :data:`CATCH_UP_WAIT_S`: an fsync on a busy
+  disk took 386 ms once here, and every event behind the commit waited for it (p99 400 ms).  A
+  catch-up not done by then goes on beside the commit (which appends to the WAL, so it does not
+  start over) and, when it ends, asks the next commit again; only past :data:`WAL_HARD_BYTES`
+  does a commit wait for it however long it takes — disk space bounded before latency.  A
+  cancel during the wait writes nothing (the transaction has not begun).  Under a steady 1,000
+  events/s that is about one wait a second; at the rates of a shift the WAL starts over by
+  itself between commits.
+* **Page size.**  Every page a transaction touches is written whole to the WAL, and a lone
+  event's 7 ops touch ~28 b-tree pages (the two Stack delivery rows 15 of them): 111 KB of WAL
+  per event with SQLite's default 4 KiB pages — most of a commit's cost (the COMMIT writes them)
+  and, at 1,000 events/s, ~110 MB/s of writes.  A new database file is created with
+  :data:`PAGE_SIZE` (2 KiB; :func:`sidecar.store.db._setup`): measured on the latency bench's
+  events, one commit each, alternating: 65 KB of WAL per event, 178–187 µs of CPU per event's
+  transaction against 220–225 µs, COMMIT 117–123 µs against 153 µs (1 KiB: 40 KB, but rows
+  overflow and the CPU was no lower; end to end the difference is within the bench's noise).
+  An existing file keeps its page size (changing it means rewriting the file) and works the same.
+* A failed transaction rolls back as a whole (:func:`apply_plan`) on either connection and is
+  raised as :class:`~sidecar.store.errors.StoreError`: nothing half-written.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from .errors import StoreError
+
+log = logging.getLogger("sidecar.store")
+
+# ops committed on the loop between two checkpoints on aiosqlite's thread: ~1,000 WAL pages (an
+# event's 7 ops write ~28 pages alone, fewer in a group), what SQLite's own automatic checkpoint
+# waits for
+CHECKPOINT_OPS = 256
+# bytes per page of a NEW database file (module rules, "Page size"); an existing file keeps its own
+PAGE_SIZE = 2048
+# WAL bytes past which a commit waits for a catch-up checkpoint so that the WAL starts over
+# (module rules): 64 MiB, about a second of a steady 1,000 events/s
+WAL_RESTART_BYTES = 64 << 20
+# seconds a commit waits for a catch-up at most (module rules) — unless the WAL passed
+# WAL_HARD_BYTES: then it waits until the catch-up is done, however slow the disk
+CATCH_UP_WAIT_S = 0.005
+WAL_HARD_BYTES = 4 * WAL_RESTART_BYTES
+
+Plan = list[tuple[str, list[tuple]]]  # compiled ops (sidecar.store.ops.compile_ops)
+
+
+def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
+    """The whole plan in one transaction on ``conn`` (the loop's connection, or aiosqlite's on
+    its thread); any error rolls all of it back and propagates."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, rows in plan:
+            if len(rows) == 1:
+                conn.execute(sql, rows[0])
+            else:
+                conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def open_writer(path: Path, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The loop's own connection: the store's pragmas, no automatic checkpoint (its fsyncs would
+    hold the loop; :class:`LoopWriter` runs them on aiosqlite's thread)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def readers_only(conn: sqlite3.Connection) -> None:
+    """aiosqlite's connection once the loop commits: readers and checkpoints only (module rules)."""
+    conn.execute("PRAGMA query_only = ON")
+
+
+def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """``PRAGMA wal_checkpoint(PASSIVE)``: copy what it can of the WAL into the database, never
+    waiting for (nor blocking) the loop's writer.  Returns (busy, WAL frames, frames copied)."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return busy, frames, copied
+
+
+class LoopWriter:
+    """Commits on the loop's connection ``conn`` (module rules).  ``run(fn)`` runs
+    ``fn(aiosqlite's connection)`` on aiosqlite's thread (:meth:`Store._run`, raising
+    :class:`StoreError`); ``counters`` is the store's (``checkpoints``, ``restarts``)."""
+
+    def __init__(self, conn: sqlite3.Connection,
+                 run: Callable[[Callable[..., Any]], Awaitable[Any]], counters: Any) -> None:
+        self.conn = conn
+        self._run = run
+        self._counters = counters
+        self._since_checkpoint = 0  # ops committed since the last checkpoint began
+        self._checkpoint: asyncio.Task | None = None  # the checkpoint on aiosqlite's thread
+        self.restart_due = False  # a checkpoint left the WAL long: the next commit catches up
+        self._restarts = 0  # catch-ups so far (a checkpoint begun before one does not ask again)
+        self._closed = False
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        self._restart_frames = max(1, WAL_RESTART_BYTES // page)  # WAL frames of that many bytes
+        self._hard_frames = max(1, WAL_HARD_BYTES // page)
+        self._wal_frames = 0  # frames in the WAL at the last checkpoint's end
+
+    async def commit(self, plan: Plan, n_ops: int) -> None:
+        """``plan`` in one transaction on the loop (after a catch-up when one is due); raises
+        :class:`StoreError` — then nothing of it was written."""
+        if self.restart_due:
+            await self._catch_up()
+        if self._closed:
+            raise StoreError("store is closed")
+        try:
+            apply_plan(self.conn, plan)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        self._since_checkpoint += n_ops
+        if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
+            self._since_checkpoint = 0
+            self._counters.checkpoints += 1
+            self._checkpoint = asyncio.get_running_loop().create_task(
+                self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
+
+    def close(self) -> None:
+        """Close the loop's connection (at once: it is never the last one, so it does not
+        checkpoint); a checkpoint in flight finishes on aiosqlite's thread before its close."""
+        self._closed = True
+        self.conn.close()
+
+    async def _checkpoint_wal(self, restarts: int) -> None:
+        """A checkpoint on aiosqlite's thread; when it leaves more than :data:`WAL_RESTART_BYTES`,
+        the next commit catches up first (unless one did since this began).  A failure is
+        logged — the next one, or the close, checkpoints what it left."""
+        try:
+            _, frames, _ = await self._run(passive_checkpoint)
+            self._wal_frames = frames
+            if frames >= self._restart_frames and restarts == self._restarts:
+                self.restart_due = True
+        except StoreError as exc:
+            if not self._closed:
+                log.warning("WAL checkpoint failed (the next one retries): %s", exc)
+        finally:
+            self._checkpoint = None
+
+    async def _catch_up(self) -> None:
+        """A checkpoint of what the last background one left, so that the commit which follows
+        finds every frame copied and starts the WAL over — awaited at most
+        :data:`CATCH_UP_WAIT_S` while the WAL is under :data:`WAL_HARD_BYTES` (module rules);
+        one not done by then goes on beside the commit and asks again when it ends."""
+        self.restart_due = False
+        self._restarts += 1
+        self._counters.restarts += 1
+        task = self._checkpoint
+        if task is None:  # (none in flight, as a finished one asked for this)
+            self._counters.checkpoints += 1
+            task = self._checkpoint = asyncio.get_running_loop().create_task(
+                self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
+        hard = self._wal_frames >= self._hard_frames
+        done, _ = await asyncio.wait({task}, timeout=None if hard else CATCH_UP_WAIT_S)
+        if done:  # every frame copied before this commit: it starts the WAL over, ask no more
+            self.restart_due = False
+        else:
+            self._counters.catch_up_timeouts += 1
+
+
+__all__ = ["CATCH_UP_WAIT_S", "CHECKPOINT_OPS", "PAGE_SIZE", "WAL_HARD_BYTES", "WAL_RESTART_BYTES", "LoopWriter", "apply_plan",
+           "open_writer", "passive_checkpoint", "readers_only"]
