@@ -98,6 +98,8 @@ async def replay(lines_or_path: list[dict] | Path, binary: str | None) -> dict:
                 "failed_expectations": sum(1 for r in rp.results if not r.ok),
                 "round_trips": dict(sorted(st.frames_sent.items(), key=lambda kv: -kv[1])),
                 "platform_requests": sum(st.requests_answered.values()),
+                # sidecar → harness round trips (platform.request, or a step's platform.requests)
+                "request_round_trips": sum(st.request_frames.values()),
                 "stack_requests": st.stack_requests, "stack_writes": st.stack_writes,
                 "peak_rss_mb": max(rss) if rss else None}
 
@@ -137,7 +139,7 @@ def ratio(figure: float | None, limit: float | None) -> str:
 
 def replay_lines(name: str, r: dict, lim: dict | None) -> list[str]:
     """A replay's figures: wall, speed-up, floor from the limits, counts by kind."""
-    rt = sum(r["round_trips"].values())
+    rt = sum(r["round_trips"].values()) + r.get("request_round_trips", 0)
     stack = sum(r["stack_requests"].values())
     out = [f"{name}: {r['scenario']} wall {_n(r['wall_s'])} s, ×{_n(r['speedup'])} real time, "
            f"{r['violations']} violation(s), {r['failed_expectations']} failed expectation(s)"]
@@ -147,7 +149,8 @@ def replay_lines(name: str, r: dict, lim: dict | None) -> list[str]:
                    f"Stack requests at bare POST rate = {_n(floor)} s; wall ÷ floor = "
                    f"{_n(r['wall_s'] / floor if floor else None)}")
     out.append("  round trips by method: " + ", ".join(f"{k} {v:,}" for k, v in r["round_trips"].items())
-               + f" (total {rt:,}; platform.request answered {r['platform_requests']:,})")
+               + f", platform.request(s) {r.get('request_round_trips', 0):,} (total {rt:,}; platform"
+               f" requests answered {r['platform_requests']:,})")
     out.append("  Stack requests by kind: " + (", ".join(f"{k} {v:,}" for k, v in r["stack_requests"].items())
                                               or "none") + f" (total {stack:,}; target ≤ 5,500 per shift)")
     out.append("  Stack writes by kind: " + (", ".join(f"{k} {v:,}" for k, v in r["stack_writes"].items())

@@ -64,6 +64,7 @@ from bridge import BridgeServer
 from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
+from sidecar import app_requests
 from sidecar import protocol as p
 from sidecar.aio import bounded, cancel_all
 from sidecar.app_deliveries import Deliveries
@@ -138,11 +139,14 @@ class SidecarApp:
         self._lock = asyncio.Lock()  # one step at a time
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
+        self._batch_skipped: list[int] = []  # platform.events: if_open events skipped so far
+        self.asker = app_requests.Asker(self.bridge, settings.request_timeout_s)  # platform.request(s)
         self._last_seq = 0  # stream seq of the last note this process sent (any kind)
         self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
         self.routing = RouterComponent(settings, store, self.stack, self._send, flush_interval_s=(
-            settings.stack_flush_interval_s if self.clock.virtual else 0.0))  # sidecar.router.cadence
+            settings.stack_flush_interval_s if self.clock.virtual else 0.0),  # sidecar.router.cadence
+            stamp_at=self.clock.virtual)  # HTTP calls carry the virtual instant (router.channels)
         self.methods = Methods()  # every bridge method this process answers (registry)
         self._register_methods()
         # sender health (seed 000, DESIGN §10): process-wide, its timers in the one scheduler
@@ -365,14 +369,13 @@ class SidecarApp:
         self.fatal.set()
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
-        params = p.PlatformRequest(project=req.project, tu=req.tu, method=req.method,
-                                   params=req.params, at=req.at, batch_seen=self._batch_seen)
-        try:
-            res = await self.bridge.request("platform.request", params,
-                                            timeout=self.settings.request_timeout_s)
-            return res, None
-        except Exception as exc:  # noqa: BLE001 - any failure is an answer: the pass retries later
-            return None, f"{type(exc).__name__}: {exc}"
+        """One ``platform.request`` (:mod:`sidecar.app_requests`)."""
+        return await self.asker.one(app_requests.params_of(req, self._batch_seen, self._batch_skipped))
+
+    async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
+        """One step's requests in one ``platform.requests`` round trip (virtual clock)."""
+        return await self.asker.many([app_requests.params_of(r, self._batch_seen, self._batch_skipped)
+                                      for r in reqs])
 
     # platform.events --------------------------------------------------------------------------
     async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
@@ -395,7 +398,7 @@ class SidecarApp:
         marks: list[int] = []  # the number of the last step once each event's step was run
         async with self._lock:
             seq0 = self._last_seq = self.bridge.stream.last_seq
-            self._batch_seen, self._step_seqs = 0, {}
+            self._batch_seen, self._step_seqs, self._batch_skipped = 0, {}, []
             try:
                 async with self.executor.group():
                     for i, ev in enumerate(a.events):
@@ -412,7 +415,11 @@ class SidecarApp:
                             if self._pump_kick.is_set() or self.executor.outbox_due_pending():
                                 await self._pump_locked()  # as at the end of clock.advance_to
                         self._batch_seen = i + 1
-                        results.append(await self._batch_event(ev))
+                        if ev.if_open is not None and ev.if_open not in self.engine.factory.open:
+                            self._batch_skipped.append(i)  # the task closed before its answer
+                            results.append({"ok": True, "skipped": True, "events": 0})
+                        else:
+                            results.append(await self._batch_event(ev))
                         marks.append(self.executor.steps + self.executor.pending_steps())
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
@@ -427,7 +434,7 @@ class SidecarApp:
                     f" events (kept); send the rest after a restart",
                     data={"taken": taken, "now": self._now_or_none()}) from None
             finally:
-                self._batch_seen = None
+                self._batch_seen, self._batch_skipped = None, []
                 step_seqs, self._step_seqs = self._step_seqs or {}, None
             for res, mark in zip(results, marks):
                 res["seq"] = step_seqs.get(mark, seq0)

@@ -54,6 +54,9 @@ class PlatformEvent(Params, kw_only=True):
     name: str
     data: msgspec.Raw
     received_at: float | None = None
+    # platform.events only: a replayed operator's answer to task ``if_open``, handled only if
+    # that task is still open when the event's turn comes (see PlatformEvents)
+    if_open: str | None = None
 
 
 class PlatformEvents(Params, kw_only=True):
@@ -65,16 +68,24 @@ class PlatformEvents(Params, kw_only=True):
     Virtual clock only: an event whose ``received_at`` (unix seconds) is later than the clock
     first advances the clock to it exactly as ``clock.advance_to`` would (the timers due
     meanwhile run first, each at its instant), so a replayer sends every event up to its next
-    sync point in one frame.  When such an advance, for an event other than the first, reaches
-    an instant at which the Stack outbox is due, the sidecar stops before it and answers with
-    ``taken`` < len(events): send the rest again (the driver plays Stack on its own clock and
-    must be at that instant).  On the wall clock ``received_at`` is informational, as in
+    sync point in one frame; every delivery — Stack's flushes included — goes out at its own
+    instant inside the call, stamped with it (``Sidecar-Virtual-At``).  Every event is taken
+    unless ``stop_at_due`` (below).  On the wall clock ``received_at`` is informational, as in
     ``platform.event``, and every event is taken.
 
     ``stop_at_due`` (virtual clock; a replayer that must see what the sidecar does by itself
     before it sends later events): stop before any event but the first when a timer or a
     delivery pass of the sidecar's own is due at or before its ``received_at`` — so between
-    the events of one call only the events run — and answer ``taken`` < len(events)."""
+    the events of one call only the events run — and answer ``taken`` < len(events).  A
+    replayer that answers ``platform.request`` as of its ``at`` and records HTTP calls at their
+    ``Sidecar-Virtual-At`` stamp needs no stop: the sidecar's timers run between the events,
+    each at its instant, exactly as ``clock.advance_to`` would run them.
+
+    An event with ``if_open`` (a task id; a replayed operator's answer, whose operator answers
+    only a task still open) is handled only if that task is open when its turn comes, after the
+    advance to its ``received_at``; otherwise it is skipped — nothing runs, its result is
+    ``{"ok": true, "skipped": true, "events": 0}`` — and the ``platform.request`` calls after it
+    list it in ``batch_skipped``."""
 
     events: list[PlatformEvent]
     stop_at_due: bool = False
@@ -468,7 +479,8 @@ class PlatformRequest(Params, kw_only=True):
     answers from its world as of then.  ``batch_seen``: during a ``platform.events`` call, how
     many of its events the sidecar had begun handling when it asked (0: a timer before the
     first; k: the k-th event's own step, or a timer after it and before the next); absent
-    outside such a call.  Electron, answering live, may ignore both."""
+    outside such a call.  ``batch_skipped``: the indices (0-based) of that call's ``if_open``
+    events skipped so far (absent: none).  Electron, answering live, may ignore all three."""
 
     project: str
     tu: str
@@ -476,6 +488,16 @@ class PlatformRequest(Params, kw_only=True):
     params: dict = {}
     at: float | None = None
     batch_seen: int | None = None
+    batch_skipped: list[int] | None = None
+
+
+class PlatformRequests(Params, kw_only=True):
+    """Several ``platform.request`` of ONE step in one round trip (virtual clock only; issue 11
+    item 3): each item is a ``platform.request``'s params (same ``at``).  Answer
+    ``{"results": [{"result": <the platform's answer>} | {"error": {"code", "message"}}, …]}``,
+    one per request, in order; answer each exactly as the single ``platform.request``."""
+
+    requests: list[PlatformRequest]
 
 
 OUTBOUND: dict[str, type[Params]] = {
@@ -486,4 +508,5 @@ OUTBOUND: dict[str, type[Params]] = {
     "sender.state": SenderState,
     "delivery": DeliveryNote,
     "platform.request": PlatformRequest,
+    "platform.requests": PlatformRequests,
 }

@@ -58,17 +58,20 @@ class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """One event of a ``platform.events`` batch: ``ok`` with the domain events it became, or
     ``error`` (it was refused and changed nothing).  ``seq``: the stream's last seq once this
-    event's step was sent — the notifications up to it include everything it caused."""
+    event's step was sent — the notifications up to it include everything it caused.
+    ``skipped``: an ``if_open`` event whose task was no longer open: nothing ran."""
 
     ok: bool
     events: int = 0
     seq: int = 0
     error: EventError | None = None
+    skipped: bool = False
 
 
 class EventsAnswer(Answer, kw_only=True):
-    """``taken``: how many of the events were handled (all of them unless the virtual clock
-    stopped at a Stack instant, see ``platform.events``); ``results``: one per event taken;
+    """``taken``: how many of the events were handled (all of them unless ``stop_at_due``
+    stopped before a timer of the sidecar's own, see ``platform.events``); ``results``: one per
+    event taken;
     ``now``: the clock after them (unix seconds)."""
 
     taken: int
@@ -310,12 +313,32 @@ ANSWERS: dict[str, Any] = {
 PLATFORM_ANSWER: Any = dict[str, Any]  # the platform API's own JSON object
 
 
+class RequestError(msgspec.Struct, kw_only=True):
+    code: int
+    message: str
+    data: Any = None
+
+
+class RequestResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One answer of ``platform.requests``: ``result`` (the platform's JSON) or ``error``."""
+
+    result: Any = None
+    error: RequestError | None = None
+
+
+class PlatformRequestsAnswer(msgspec.Struct, kw_only=True):
+    """What Electron answers to ``platform.requests``: one result per request, in order."""
+
+    results: list[RequestResult]
+
+
 def json_schema() -> dict:
     """JSON Schema of every frame: request/notification params keyed by direction and method,
     and the answers (``result``) of every request (``answers``: Electron → sidecar requests;
-    ``outbound_answers``: what Electron answers to ``platform.request``)."""
+    ``outbound_answers``: what Electron answers to ``platform.request`` / ``platform.requests``)."""
     names_in, names_out, names_ans = list(INBOUND), list(OUTBOUND), list(ANSWERS)
-    types = list(INBOUND.values()) + list(OUTBOUND.values()) + list(ANSWERS.values()) + [PLATFORM_ANSWER]
+    types = (list(INBOUND.values()) + list(OUTBOUND.values()) + list(ANSWERS.values())
+             + [PLATFORM_ANSWER, PlatformRequestsAnswer])
     schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     i, o, a = len(names_in), len(names_out), len(names_ans)
     return {
@@ -325,6 +348,6 @@ def json_schema() -> dict:
         "inbound": dict(zip(names_in, schemas[:i])),
         "outbound": dict(zip(names_out, schemas[i:i + o])),
         "answers": dict(zip(names_ans, schemas[i + o:i + o + a])),
-        "outbound_answers": {"platform.request": schemas[-1]},
+        "outbound_answers": {"platform.request": schemas[-2], "platform.requests": schemas[-1]},
         "$defs": components,
     }

@@ -10,6 +10,8 @@ Rules / theory of operation
   (the only way out of the sidecar: Stack writes included — the old outbox pump is gone), and
   :class:`~sidecar.router.attempt.Attempts` asking sender health (:meth:`plug_health`; the app
   plugs :class:`sidecar.senders.gate.HealthGate` in, :class:`AlwaysOpen` before that).
+  ``stamp_at`` (the virtual clock): every channel's HTTP call carries its pass instant
+  (:mod:`sidecar.router.channels`, "Virtual instant stamp").
 * :meth:`RouterComponent.start` restores the routing state from SQLite (rules, dedup keys,
   throttle windows, the event counter and the data dir's event-id prefix).
 * The step executor routes a step's events through :attr:`port` (decide before the commit,
@@ -87,7 +89,7 @@ class RouterComponent:
 
     def __init__(self, settings: Any, store: Any, stack_client: Any,
                  notify: Callable[[str, Any], object], *, config: RouterConfig | None = None,
-                 flush_interval_s: float = 0.0) -> None:
+                 flush_interval_s: float = 0.0, stamp_at: bool = False) -> None:
         self.cfg = config if config is not None else load_config(settings.data_dir)
         self.store = RouterStore(store)
         self.router = Router(RouterState(prefix=""), self.cfg.channels(), rng=KeyedRandom(settings.seed))
@@ -96,6 +98,8 @@ class RouterComponent:
         self.channels: dict[str, Channel] = {
             name: build_channel(name, t, data_dir=settings.data_dir) for name, t in self.cfg.targets.items()}
         self.stack = StackChannel(stack_client) if stack_client is not None else None
+        for ch in [*self.channels.values(), *([self.stack] if self.stack is not None else [])]:
+            ch.stamp_at = stamp_at  # virtual clock: the harness records calls at the pass instant
         self.pump_ = DeliveryPump(self.store, self.channels, stack=self.stack, attempts=Attempts(),
                                   concurrency=settings.stack_concurrency)
         self.watch = StackWatch()

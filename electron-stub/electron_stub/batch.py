@@ -4,35 +4,43 @@
 Rules / theory of operation
 ---------------------------
 * A frame carries consecutive queue items up to the next sync point, each with its own
-  ``received_at`` (its instant), so the sidecar's advance runs inside the frame:
+  ``received_at`` (its instant), so the sidecar's advance runs inside the frame — its timers and
+  delivery passes between the events too, each at its own instant, exactly as
+  ``clock.advance_to`` runs them:
 
   - timeline world lines whose frames are platform events for the one running sidecar (a line
     for a TU with no running sidecar, e.g. an RU going online, has no event: it is a world-only
-    item, applied in place);
-  - an operator answer on the chat or mail channel (an own-send event), only as the frame's first
-    item and only when the sidecar does nothing by itself up to its instant — the task is then
-    known open at the instant of the answer, as one by one checks it after its advance.
+    item, applied by its time, below — also before the frame's first event);
+  - operator answers on the chat or mail channel (an own-send event) anywhere in the frame, sent
+    with ``if_open: task_id``: the operator answers only a task still open, and whether it is
+    depends on what the sidecar did earlier in the frame — so the sidecar decides at the
+    event's turn and skips it (``skipped`` result, listed in ``batch_skipped`` of later
+    requests) when the task closed; a skipped answer changes no world and writes no
+    ``operator.sent``, as one by one, which checks the task after its advance.  An answer to a
+    task the recorder already knows closed is no answer (a world-only item without change).
 
 * A frame ends before: a line that is not a platform event (login, logout, crash, expectation,
-  manage, favorite update, …), an operator answer that is not first, a line past ``end``, and
-  every item at or past the **answer horizon**: a task the sidecar creates in this frame is
-  created no sooner than ``min(t0, next_due)`` (``next_due`` is what the sidecar announced
-  before the frame; after the first event it runs no timer, below) and answered no sooner than
-  the operator's shortest delay after that, so the items before the horizon are the ones one by
-  one would send before any answer the frame's tasks bring.
-* The sidecar stops the frame itself (``stop_at_due``) before any event but the first when a
-  timer or delivery pass of its own is due by that event's instant; the driver puts the items
-  not taken back into its queue (same keys, same order) and goes on as one by one would: the
-  advance to that instant, then the next frame.  Between a frame's events only those events
-  run, so the driver's instant during the frame is the instant of the event the sidecar is
-  handling — the instant one by one would be at.
-* World changes wait for their event: a ``platform.request`` carries ``batch_seen`` (events the
-  sidecar has begun); the items before event ``batch_seen`` are applied first (``seen``), so
-  every answer is the world as of the requesting step, as one by one.
+  manage, favorite update, …), an e-mail answer (``task.close``), a line past ``end``, and every
+  item at or past the **answer horizon**: a task the sidecar creates in this frame is created no
+  sooner than its first event or ``next_due`` (announced before the frame), and answered no
+  sooner than the operator's shortest delay after that, so the items before the horizon are the
+  ones one by one would play before any answer the frame's tasks bring.
+* The world as of the asking step: a ``platform.request`` carries ``at`` (its step's instant)
+  and ``batch_seen`` (events the sidecar has begun); every item before event ``batch_seen`` and
+  every item earlier than ``at`` is applied first (``seen``) — a line at the very instant of a
+  timer comes after it, as one by one advances to that instant before playing the line.  Each
+  answer is the world as of the asking step, in both modes.
+* Calls the sidecar makes inside the frame (Stack's flushes, webhooks, Telegram) carry their
+  instant (``Sidecar-Virtual-At``); the reference Stack and the receivers record that, so their
+  records do not depend on where the driver is.
 * The sidecar's notifications during the frame are held and handed on after it in stream order,
   with each item's own follow-up (the RU message's open-task sample, ``operator.sent``) placed
   after the notifications of its event's step — the per-event ``seq`` of the answer says where
-  they end — exactly where one by one sees them.
+  they end — exactly where one by one sees them.  A timer's notes between two events fall
+  between their follow-ups, as one by one's advance between them.
+* ``stop_at_due`` (the sidecar stops before any event a timer of its own precedes, ``taken`` <
+  sent) is no longer asked for; items not taken (an older sidecar) still go back with the same
+  keys.
 """
 from __future__ import annotations
 
@@ -65,7 +73,9 @@ class Frame:
     """The items of one frame, their world changes not yet applied and the held notifications."""
 
     items: list[Item]
+    start: float = 0.0  # the scenario's start (unix seconds): items' ``t`` are relative to it
     held: list[tuple[Any, str, Any]] = field(default_factory=list)
+    skipped: set[int] = field(default_factory=set)  # ``if_open`` events the sidecar skipped
 
     def __post_init__(self) -> None:
         n = 0
@@ -77,17 +87,26 @@ class Frame:
     def events(self) -> list[dict]:
         return [it.event for it in self.items if it.event is not None]
 
-    def seen(self, begun: int) -> float | None:
-        """The sidecar has begun ``begun`` events: apply every item before event ``begun``
-        (in order).  Returns the instant (seconds from start) of the event being handled, or
-        None before the first."""
+    def skip(self, indices: Any) -> None:
+        """The sidecar skipped these ``if_open`` events (``batch_skipped`` / results): their
+        task had closed, so their world change and follow-up never happen."""
+        if isinstance(indices, list):
+            self.skipped.update(i for i in indices if isinstance(i, int))
+
+    def seen(self, begun: int, before: float | None = None) -> float | None:
+        """The sidecar has begun ``begun`` events and its step is at ``before`` (unix seconds;
+        None: unknown): apply, in order, every item before event ``begun`` and every item
+        earlier than ``before`` (a world-only line between two events, before a timer of the
+        sidecar that runs between them — one by one applies it before that advance; a line at
+        the timer's very instant comes after it).  Returns the instant (seconds from start) of
+        the last event applied, or None before the first."""
         at = None
         for it in self.items:
-            if it.first_event >= begun:
+            if it.first_event >= begun and (before is None or self.start + it.t >= before):
                 break
             if not it.applied:
                 it.applied = True
-                if it.apply is not None:
+                if it.apply is not None and not (it.event is not None and it.first_event in self.skipped):
                     it.apply()
             if it.event is not None:
                 at = it.t
@@ -111,7 +130,7 @@ class Frame:
             while upto is not None and i < len(held) and (_seq(held[i]) or 0) <= upto:
                 deliver(*held[i])  # a note without seq (not the stream's) goes with its neighbours
                 i += 1
-            if it.after is not None:
+            if it.after is not None and it.first_event not in self.skipped:
                 it.after()
         for note in held[i:]:
             deliver(*note)

@@ -26,8 +26,11 @@ Rules / theory of operation
   warm-up probes fail (a webhook ``ping`` event, Telegram ``getMe``) with 500.  Extra, for
   tests: ``rate_limit s`` — 429 with ``retry_after = s``.
 * Records: ``webhook.received`` lines ``{"at", "event", "target", "webhook_id", "verified"}``
-  and ``telegram.received`` lines ``{"at", "event", "target", "chat_id", "text"}`` with the
-  harness's virtual instant (``now_fn``), in arrival order (:meth:`Receivers.records`).
+  and ``telegram.received`` lines ``{"at", "event", "target", "chat_id", "text"}`` at the
+  sidecar's virtual instant of the call (its ``Sidecar-Virtual-At`` header: the delivery pass's
+  instant, so a call made inside a ``platform.events`` frame is recorded at its own instant) or,
+  without one, the harness's virtual instant (``now_fn``); in arrival order
+  (:meth:`Receivers.records`).
 """
 from __future__ import annotations
 
@@ -45,6 +48,8 @@ from standardwebhooks.webhooks import Webhook
 
 from electron_stub import keyed
 from electron_stub.loopback import LoopbackServer
+from electron_stub.stack_server import virtual_at
+from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 MAX_LATENCY_S = 2.0
 FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit")
@@ -153,10 +158,13 @@ class Receivers:
     # ---- requests (handler threads) --------------------------------------------------------
 
     def handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any] | None:
+        """One request (``headers`` with lower-case names) → ``(status, JSON object)``, or None
+        to drop the connection."""
+        at = virtual_at(headers.get(VIRTUAL_AT_HEADER.lower()))
         if m := _HOOK.match(path):
-            return self._hook(m.group(1), headers, body)
+            return self._hook(m.group(1), headers, body, at)
         if m := _BOT.match(path):
-            return self._bot(m.group(1), m.group(2), body)
+            return self._bot(m.group(1), m.group(2), body, at)
         return 404, {"error": f"no route {path}"}
 
     def _fault(self, target: str, probe: bool) -> tuple[int, Any] | None | bool:
@@ -184,11 +192,12 @@ class Receivers:
             return 500, {"ok": False, "error_code": 500, "description": "injected fault"}
         return False
 
-    def _record(self, **rec: Any) -> None:
+    def _record(self, at: float | None, **rec: Any) -> None:
         with self.lock:
-            self._records.append({"at": self.now_fn(), **rec})
+            self._records.append({"at": self.now_fn() if at is None else at, **rec})
 
-    def _hook(self, target: str, headers: dict[str, str], body: bytes) -> tuple[int, Any] | None:
+    def _hook(self, target: str, headers: dict[str, str], body: bytes,
+              at: float | None) -> tuple[int, Any] | None:
         if self.channels.get(target) != "webhook":
             return 404, {"error": f"no webhook target {target!r}"}
         try:  # a probe is a ping event; read it before verifying so faults come first
@@ -201,7 +210,7 @@ class Receivers:
         try:
             Webhook(self.secret(target)).verify(body, headers)
         except Exception as exc:  # noqa: BLE001 - the library raises several kinds for bad input
-            self._record(event="webhook.received", target=target,
+            self._record(at, event="webhook.received", target=target,
                          webhook_id=headers.get("webhook-id"), verified=False)
             return 401, {"error": f"signature: {exc}"}
         msg_id = headers.get("webhook-id", "")
@@ -210,10 +219,10 @@ class Receivers:
             if msg_id in seen:
                 self.duplicates[target] = self.duplicates.get(target, 0) + 1
             seen.add(msg_id)
-        self._record(event="webhook.received", target=target, webhook_id=msg_id, verified=True)
+        self._record(at, event="webhook.received", target=target, webhook_id=msg_id, verified=True)
         return 200, {"ok": True}
 
-    def _bot(self, token: str, method: str, body: bytes) -> tuple[int, Any] | None:
+    def _bot(self, token: str, method: str, body: bytes, at: float | None) -> tuple[int, Any] | None:
         target = next((n for n, c in self.channels.items() if c == "telegram" and self.bot_token(n) == token), None)
         if target is None:
             return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
@@ -229,7 +238,7 @@ class Receivers:
             return 400, {"ok": False, "error_code": 400, "description": "Bad Request: chat_id and text"}
         if chat_id != self.chat_ids[target]:
             return 400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}
-        self._record(event="telegram.received", target=target, chat_id=chat_id, text=text)
+        self._record(at, event="telegram.received", target=target, chat_id=chat_id, text=text)
         return 200, {"ok": True, "result": {"message_id": self.requests[target], "text": text}}
 
 

@@ -13,7 +13,8 @@ Rules / theory of operation
   round trip; the sidecars' clocks stay where they were.
 * The driver is the machines' callee: notifications go to the trace recorder (a new
   ``task.created`` to the operator model; held while a frame is in flight), ``platform.request``
-  is answered from the world as of the event being handled.
+  — or a step's several in one ``platform.requests`` — is answered from the world as of the
+  asking step's instant (its ``at``; inside a frame the lines up to then are applied first).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -70,6 +71,7 @@ class Replay:
         self.stats = RunStats(scenario=scenario.header.name or Path(scenario.path).name)
         self.frames: Counter = Counter()
         self.requests: Counter = Counter()
+        self.request_frames: Counter = Counter()  # round trips: platform.request / platform.requests
         self.op_sent: Counter = Counter()
         self.queue: list[tuple[float, int, int, Any]] = []
         self._order = itertools.count()
@@ -146,19 +148,43 @@ class Replay:
             self.rec.delivery(params, self.now)
 
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
+        """``platform.request`` (one answer) or ``platform.requests`` (a step's several:
+        ``{"results": [{"result"} | {"error": {"code", "message"}}]}``), each answered from the
+        world as of the asking step's instant."""
+        if method == "platform.requests" and isinstance(params, dict) and isinstance(params.get("requests"), list):
+            self.request_frames["platform.requests"] += 1
+            results: list[dict[str, Any]] = []
+            for one in params["requests"]:
+                try:
+                    results.append({"result": self._answer(one)})
+                except Exception as exc:  # noqa: BLE001 - each item's error is its own result
+                    code, message = getattr(exc, "code", -32603), getattr(exc, "message", str(exc))
+                    results.append({"error": {"code": code, "message": message}})
+            return {"results": results}
         if method != "platform.request" or not isinstance(params, dict):
             raise answers.rpc_error(-32601, f"electron-stub does not serve {method!r}")
+        self.request_frames["platform.request"] += 1
+        return self._answer(params)
+
+    def _answer(self, params: Any) -> Any:
+        """One request's answer (module rules: the world as of its ``at``)."""
+        if not isinstance(params, dict):
+            raise answers.rpc_error(-32602, "a platform request's params must be an object")
+        at = params.get("at")
+        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
         frame = self.frame_player.frame
-        if frame is not None:  # the world as of the event being handled (module batch)
-            at = frame.seen(params.get("batch_seen") or 0)
-            if at is not None:
-                self.now = self.start + at
+        if frame is not None:  # the world as of the requesting step (module batch)
+            frame.skip(params.get("batch_skipped"))
+            seen = frame.seen(params.get("batch_seen") or 0, at)
+            if at is None and seen is not None:
+                at = self.start + seen
+        now = self.now if at is None else at  # the requesting step's instant, in both modes
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
-                                  params.get("method", ""), params.get("params") or {}, self.now)
+                                  params.get("method", ""), params.get("params") or {}, now)
         except Exception:
             self.stats.request_errors += 1
             raise
@@ -243,6 +269,7 @@ class Replay:
         s = self.stats
         s.wall_s, s.virtual_s = wall, self.now - self.start
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
+        s.request_frames = dict(self.request_frames)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
         s.mail_candidates = mail_candidates(self.stack.candidates)
         s.stack_requests, s.stack_writes = self.stack.requests_by_kind()

@@ -5,24 +5,26 @@ frame, and playing that frame (the bookkeeping that keeps the result the same as
 Rules / theory of operation
 ---------------------------
 * **Batched frames** (issue 11 item 3; on unless ``batch=False`` / ``--no-batch``): every world
-  line (and an operator's chat/mail answer as a frame's first item) up to the next sync point
-  travels in ONE ``platform.events`` frame whose events' ``received_at`` advance the clock —
-  instead of ``clock.advance_to`` then ``platform.event`` per line.  Sync points: a line that is
-  no platform event, an operator answer, the answer horizon (the operator's shortest delay after
-  the earliest instant a task of the frame can be created), and — told by the sidecar itself
-  (``stop_at_due``: ``taken`` short, the rest goes back to the queue) — any timer or delivery
-  of its own due before a later event.  World changes wait until the sidecar begins their
-  event (``batch_seen`` of ``platform.request``), notifications are handed on after the frame in
-  stream order with each line's sample at its event's ``seq``: module :mod:`electron_stub.batch`.
-  Only while one sidecar runs (an advance goes to every running machine); routing-world lines
-  never travel batched.  Only the first event of a frame may have timers before it, so the
-  reference Stack and the receivers see every call at the driver instant one by one has.  The
-  result — tasks, trace, deliveries, expectations, samples — is the same as without batching;
-  the tests compare both.
+  line and operator chat/mail answer up to the next sync point travels in ONE
+  ``platform.events`` frame whose events' ``received_at`` advance the clock — instead of
+  ``clock.advance_to`` then ``platform.event`` per line.  The sidecar's own timers and delivery
+  passes run between the frame's events at their instants.  Sync points: a line that is no
+  platform event, an e-mail answer, and the answer horizon (the operator's shortest delay after
+  the earliest instant a task of the frame can be created: its first event or the sidecar's
+  ``next_due``).  Answers go with ``if_open`` (the sidecar skips one whose task closed earlier
+  in the frame); world changes wait until the sidecar begins their event or a step of its own
+  asks at a later instant (``batch_seen``, ``at`` of ``platform.request``); notifications are
+  handed on after the frame in stream order with each line's sample at its event's ``seq``:
+  module :mod:`electron_stub.batch`.  Only while one sidecar runs (an advance goes to every
+  running machine); routing-world lines never travel batched.  The reference Stack and the
+  receivers record each call at the instant the sidecar stamps on it, so a call inside a frame
+  is recorded where one by one records it.  The result — tasks, trace, deliveries, expectations,
+  samples — is the same as without batching; the tests compare both.
 """
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from typing import Any, Callable
 
@@ -59,45 +61,50 @@ class FramePlayer:
         if len(running) != 1:
             return None  # an advance goes to every running machine
         m, due_of, start = running[0], self.sidecars.due, self.clock.start
-        first = self._item(self.queue[0], m, first=True)
-        if first is None or first.event is None:
+        if m.name not in due_of:
+            return self._take_one(m)  # unknown next_due (an older binary): one item a frame
+        due = due_of[m.name]
+        # no task of this frame is created before its first event or the sidecar's next_due,
+        # nor answered sooner than answer_lo after its creation: the items before that
+        # horizon precede every answer the frame's tasks bring
+        created = math.inf if due is None else due - start
+        items: list[Item] = []
+        n = 0
+        while self.queue and n < batch.MAX_EVENTS:
+            entry = self.queue[0]
+            if entry[0] > end or entry[0] >= min(created, entry[0]) + self.answer_lo:
+                break
+            it = self._item(entry, m)
+            if it is None:
+                break
+            heapq.heappop(self.queue)
+            items.append(it)
+            if it.event is not None:
+                created = min(created, it.t)
+                n += 1
+        while items and items[-1].event is None:  # trailing world-only items need no frame
+            heapq.heappush(self.queue, items.pop().entry)
+        return (m, Frame(items, start=start)) if items else None
+
+    def _take_one(self, m: Machine) -> tuple[Machine, Frame] | None:
+        it = self._item(self.queue[0], m)
+        if it is None or it.event is None:
             return None
         heapq.heappop(self.queue)
-        items, n = [first], 1
-        if m.name in due_of:  # unknown next_due (an older binary): one item a frame
-            due = due_of[m.name]
-            # no task of this frame is created before ``created`` nor answered sooner than
-            # answer_lo after its creation: items before the horizon precede every such answer
-            created = first.t if due is None else min(first.t, due - start)
-            horizon = created + self.answer_lo
-            while self.queue and n < batch.MAX_EVENTS:
-                entry = self.queue[0]
-                if entry[0] >= horizon or entry[0] > end:
-                    break
-                it = self._item(entry, m, first=False)
-                if it is None:
-                    break
-                heapq.heappop(self.queue)
-                items.append(it)
-                n += it.event is not None
-        while items[-1].event is None:  # trailing world-only items need no frame
-            heapq.heappush(self.queue, items.pop().entry)
-        return m, Frame(items)
+        return m, Frame([it], start=self.clock.start)
 
-    def _item(self, entry: tuple, m: Machine, *, first: bool) -> Item | None:
+    def _item(self, entry: tuple, m: Machine) -> Item | None:
         """``entry`` as an item of a frame to ``m`` (module ``batch``), or None: it ends the frame."""
         t, phase, _, it = entry
-        start, due_of, tu_machine = self.clock.start, self.sidecars.due, self.sidecars.tu_machine
+        start, tu_machine = self.clock.start, self.sidecars.tu_machine
         now = start + t
         if phase == ACTION:
             _, task_id, channel = it
             task = self.rec.tasks.get(task_id)
-            if not first or channel == "email" or task is None or not task.is_open \
-                    or tu_machine.get(task.tu) is not m or m.name not in due_of:
+            if task is None or not task.is_open:
+                return Item(entry, None)  # closed already: the answer is no answer (one by one)
+            if channel == "email" or tu_machine.get(task.tu) is not m:
                 return None
-            due = due_of[m.name]
-            if due is not None and due - start <= t:
-                return None  # the sidecar acts first: is the task still open then? one by one
             item_id = f"op-{task_id}"
             method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
             if method != "platform.event":
@@ -106,7 +113,8 @@ class FramePlayer:
             def sent() -> None:
                 self.op_sent[channel] += 1
                 self.rec.operator_sent(now, channel, task.project, task.tu, task.ru, task_id)
-            return Item(entry, params, apply=lambda: self.world.record_send(
+            # the sidecar sends it only if the task is still open at its turn (``if_open``)
+            return Item(entry, {**params, "if_open": task_id}, apply=lambda: self.world.record_send(
                 task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
         if type(it) in NOT_WORLD or type(it) in ROUTING_LINES:
             return None
@@ -128,13 +136,14 @@ class FramePlayer:
         self.clock.now = start + frame.items[0].t
         self.frame = frame
         try:
-            answer = await self.sidecars.send(m, "platform.events", {"events": events, "stop_at_due": True})
+            answer = await self.sidecars.send(m, "platform.events", {"events": events})
         finally:
             self.frame = None
         taken, results = len(events), []
         if isinstance(answer, dict):  # an error answer (reported by send): as if all were taken
             taken = max(1, min(taken, int(answer.get("taken", taken))))
             results = answer.get("results") or []
+            frame.skip([i for i, res in enumerate(results) if isinstance(res, dict) and res.get("skipped")])
             for ev, res in zip(events, results):
                 if isinstance(res, dict) and not res.get("ok", True):
                     self.stats.warnings.append(

@@ -62,6 +62,7 @@ class RunStats(msgspec.Struct, kw_only=True):
     virtual_s: float = 0.0
     frames_sent: dict[str, int] = {}  # bridge method -> count (Electron → sidecar)
     requests_answered: dict[str, int] = {}  # platform.request method -> count
+    request_frames: dict[str, int] = {}  # sidecar → Electron round trips: platform.request(s) -> count
     request_errors: int = 0
     operator_sent: dict[str, int] = {}  # channel -> count
     operator_late: int = 0  # operator actions that could not run at their planned instant
@@ -275,6 +276,7 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
                   "frames": n_frames, "frames_per_s": round(n_frames / stats.wall_s, 1) if stats.wall_s > 0 else None,
                   "frames_by_method": dict(sorted(stats.frames_sent.items())),
                   "platform_requests": dict(sorted(stats.requests_answered.items())),
+                  "platform_request_frames": dict(sorted(stats.request_frames.items())),
                   "request_errors": stats.request_errors},
     }
 

@@ -164,6 +164,7 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
         + (f" (x{sp['speedup']:.0f})" if sp["speedup"] else "")
         + f"; {sp['frames']} bridge frames" + (f" ({sp['frames_per_s']:.0f}/s)" if sp["frames_per_s"] else "")
         + f"; {sum(sp['platform_requests'].values())} platform requests answered"
+        + (f" in {sum(sp['platform_request_frames'].values())} round trips" if sp.get("platform_request_frames") else "")
         + (f", {sp['request_errors']} with an error" if sp["request_errors"] else ""), style="dim"))
     parts.append(Text(_result_line(s), style="bold"))
     return Group(*parts)

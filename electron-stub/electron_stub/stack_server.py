@@ -43,8 +43,12 @@ Rules / theory of operation
   ``error_rate p`` — a write answers 500 when the keyed draw over ``(seed, idem_key, attempt#)`` is
   below ``p`` (attempt# counts the arrivals of that key, so retries draw anew and a replay of the
   same run draws the same); ``latency s`` — every request sleeps ``min(s, 2)`` real seconds.
-* Every acknowledged write is recorded with the harness's current virtual instant
-  (``now_fn()``), so the trace can show ``marker.acked`` lines.  ``favorite`` timeline lines update
+* Every acknowledged write is recorded with the sidecar's virtual instant of the call — the
+  ``Sidecar-Virtual-At`` header (unix seconds) a virtual-clock sidecar sends with every call,
+  the instant of its delivery pass — or, without that header, the harness's current virtual
+  instant (``now_fn()``), so the trace can show ``marker.acked`` lines.  The header makes the
+  record independent of how the driver slices time: a call made inside a ``platform.events``
+  frame (between its events) is recorded at its own instant (issue 11 item 3).  ``favorite`` timeline lines update
   the favorites served from then on (:meth:`update_favorite`).
 * Shared state is guarded by one lock; handlers run in the server's threads.
 """
@@ -52,16 +56,16 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 from urllib.parse import unquote
 
 from electron_stub import keyed
 from electron_stub import scenario as sc
 from electron_stub.loopback import LoopbackServer
+from electron_stub.stack_http import StackHandler, dump, serve_batch, virtual_at
+from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
             "paid_with_bonuses_only", "chat_limit", "mail_limit", "blocked_by_tu", "blocked_by_ru")
@@ -111,6 +115,7 @@ class StackServer:
         self.request_kinds: dict[str, int] = {}  # HTTP requests by route name (benchmarks)
         self.write_kinds: dict[str, int] = {}  # writes by route name, single or in a batch
         self._httpd: LoopbackServer | None = None
+        self._at: float | None = None  # (lock held) the instant of the write being applied
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -118,7 +123,7 @@ class StackServer:
         """Bind 127.0.0.1 on a free port, serve in a daemon thread; returns the base URL."""
         outer = self
 
-        class Handler(_Handler):
+        class Handler(StackHandler):
             stack = outer
 
         self._httpd = LoopbackServer(Handler, name="stack-server").start()
@@ -231,10 +236,13 @@ class StackServer:
     # ---- request handling (called from handler threads) -----------------------------------
 
     def handle(self, method: str, path: str, headers: Any, body: bytes, *,
-               in_batch: bool = False) -> tuple[int, bytes] | None:
+               in_batch: bool = False, at: float | None = None) -> tuple[int, bytes] | None:
         """One request → (status, JSON body), or None to drop the connection (``down``).
-        ``in_batch``: one write of a batch (the request-level faults were applied already)."""
+        ``in_batch``: one write of a batch (the request-level faults were applied already);
+        ``at``: its batch's instant."""
         kind = _kind_of(method, path)
+        if not in_batch:
+            at = virtual_at(headers.get(VIRTUAL_AT_HEADER) if headers is not None else None)
         with self.lock:
             if not in_batch:
                 self.counters["requests"] += 1
@@ -244,7 +252,7 @@ class StackServer:
         if method == "GET" and path == "/v1/health":
             return 200, b'{"ok":true}'
         if method == "POST" and path == "/v1/batch" and self.batch and not in_batch:
-            return self._batch(body)
+            return serve_batch(self, body, at)
         with self.lock:
             down, latency, rate = self.mode["down"], self.mode["latency"], self.mode["error_rate"]
         if in_batch:
@@ -264,19 +272,19 @@ class StackServer:
         if name == "startup":
             with self.lock:
                 self.counters["reads"] += 1
-            return 200, _dump(self.startup(args[0]))
+            return 200, dump(self.startup(args[0]))
         key = headers.get("Idempotency-Key")
         if not key:
             return self._bad(400, "Idempotency-Key header is required on writes")
         write = _fingerprint(method, path, body)
         with self.lock:
             if key in self.idem:
-                return self._repeat(key, write)
+                return self._repeat(key, write, at)
             attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
         if rate > 0 and keyed.chance(self.seed, rate, "stack-error", key, attempt):
             with self.lock:
                 self.counters["faulted"] += 1
-            return 500, _dump({"error": "injected fault", "attempt": attempt})
+            return 500, dump({"error": "injected fault", "attempt": attempt})
         try:
             data = json.loads(body or b"null")
         except ValueError:
@@ -285,7 +293,8 @@ class StackServer:
             return self._bad(400, "body must be a JSON object")
         with self.lock:
             if key in self.idem:  # a concurrent twin won the race
-                return self._repeat(key, write)
+                return self._repeat(key, write, at)
+            self._at = at
             answer = getattr(self, "_w_" + name)(*args, data, key)
             if answer[0] == 200:
                 self.idem[key] = answer
@@ -295,69 +304,30 @@ class StackServer:
                 self.counters["bad_requests"] += 1
             return answer
 
-    def _batch(self, body: bytes) -> tuple[int, bytes] | None:
-        """``POST /v1/batch`` (module rules)."""
-        with self.lock:
-            down, latency = self.mode["down"], self.mode["latency"]
-        if latency > 0:
-            self._pause(latency)
-        if down:
-            with self.lock:
-                self.counters["refused"] += 1
-            return None
-        try:
-            writes = json.loads(body or b"null")["writes"]
-            if not isinstance(writes, list) or not 1 <= len(writes) <= 500:
-                raise ValueError("writes must be a list of 1..500")
-            for w in writes:
-                if not (isinstance(w, dict) and isinstance(w.get("key"), str) and w["key"]
-                        and isinstance(w.get("method"), str) and isinstance(w.get("path"), str)):
-                    raise ValueError("every write needs key, method, path, body")
-        except (ValueError, TypeError, KeyError) as exc:
-            return self._bad(400, f"bad batch: {exc}")
-        with self.lock:
-            self.counters["batches"] += 1
-            self.counters["batched_writes"] += len(writes)
-        results = []
-        failed_pairs: set[str] = set()
-        for w in writes:
-            wbody = json.dumps(w.get("body"), separators=(",", ":")).encode()
-            pair = _pair_of(w["path"], w.get("body"))
-            if pair in failed_pairs:
-                results.append({"key": w["key"], "status": 424,
-                                "body": {"error": "an earlier write of this pair failed in the batch"}})
-                continue
-            path = w["path"].split("?", 1)[0]
-            status, answer = self.handle(w["method"], path, {"Idempotency-Key": w["key"]}, wbody,
-                                         in_batch=True) or (502, b"null")
-            if not 200 <= status < 300:
-                failed_pairs.add(pair)
-            results.append({"key": w["key"], "status": status, "body": json.loads(answer or b"null")})
-        return 200, _dump({"results": results})
-
-    def _repeat(self, key: str, write: str) -> tuple[int, bytes]:
+    def _repeat(self, key: str, write: str, at: float | None) -> tuple[int, bytes]:
         """A key seen before (lock held): the first answer, or 422 for a different write."""
         first = self.idem_write.get(key)
         if first is not None and first != write:
             self.counters["key_conflicts"] += 1
-            self.conflicts.append({"at": self.now_fn(), "key": key, "first": first, "then": write})
-            return 422, _dump({"error": "Idempotency-Key reused for a different write", "key": key})
+            self.conflicts.append({"at": self.now_fn() if at is None else at, "key": key, "first": first, "then": write})
+            return 422, dump({"error": "Idempotency-Key reused for a different write", "key": key})
         self.counters["duplicates"] += 1
         return self.idem[key]
 
     def _bad(self, status: int, what: str) -> tuple[int, bytes]:
         with self.lock:
             self.counters["bad_requests"] += 1
-        return status, _dump({"error": what})
+        return status, dump({"error": what})
 
     def _record(self, **rec: Any) -> None:
-        self.acked.append({"at": self.now_fn(), **rec})
+        """(lock held) An acknowledged write, at the instant of the call being handled."""
+        self.acked.append({"at": self.now_fn() if self._at is None else self._at, **rec})
 
     # writes: called with the lock held
 
     def _w_marker(self, tu: str, ru: str, name: str, data: dict, key: str) -> tuple[int, bytes]:
         if "value" not in data:
-            return 400, _dump({"error": "body needs value (null clears)"})
+            return 400, dump({"error": "body needs value (null clears)"})
         value = data["value"]
         fav = self.favorites.setdefault(tu, {}).get(ru)
         if fav is None:
@@ -365,73 +335,29 @@ class StackServer:
         markers = fav.setdefault("markers", {})
         markers[name] = value  # null: cleared, kept as a fact (module rules)
         self._record(kind="marker", tu=tu, ru=ru, name=name, value=value, key=key)
-        return 200, _dump({"ok": True, "tu": tu, "ru": ru, "name": name, "value": value})
+        return 200, dump({"ok": True, "tu": tu, "ru": ru, "name": name, "value": value})
 
     def _w_task(self, tu: str, data: dict, key: str) -> tuple[int, bytes]:
         task = data.get("task")
         if data.get("event") not in ("created", "closed") or not isinstance(task, dict) or not task.get("task_id"):
-            return 400, _dump({"error": "body needs event created|closed and task.task_id"})
+            return 400, dump({"error": "body needs event created|closed and task.task_id"})
         hist = self.history.setdefault(tu, {})
         hist.setdefault(task["task_id"], {}).update(task)
         self._record(kind="task", tu=tu, ru=task.get("ru"), event=data["event"], task_id=task["task_id"], key=key)
-        return 200, _dump({"ok": True, "task_id": task["task_id"]})
+        return 200, dump({"ok": True, "task_id": task["task_id"]})
 
     def _w_candidate(self, tu: str, data: dict, key: str) -> tuple[int, bytes]:
         missing = [k for k in ("ru", "type", "source", "outcome") if not isinstance(data.get(k), str)]
         if not isinstance(data.get("at"), (int, float)) or isinstance(data.get("at"), bool):
             missing.append("at")
         if missing:
-            return 400, _dump({"error": f"candidate body needs {', '.join(missing)}"})
+            return 400, dump({"error": f"candidate body needs {', '.join(missing)}"})
         outcome = data["outcome"]
         if not (outcome in ("created", "miss") or (outcome.startswith("refused:") and len(outcome) > 8)):
-            return 400, _dump({"error": f"candidate outcome {outcome!r}: created, refused:<reason> or miss"})
+            return 400, dump({"error": f"candidate outcome {outcome!r}: created, refused:<reason> or miss"})
         self.candidates.setdefault(tu, []).append(data)
         self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
-        return 200, _dump({"ok": True})
-
-
-def _pair_of(path: str, body: Any) -> str:
-    """The ``tu/ru`` lane of a write: from a marker path, else from the body's ``ru``/``task.ru``."""
-    m = re.match(r"^/v1/tus/([^/]+)/(?:favorites/([^/]+)/)?", path)
-    tu = unquote(m.group(1)) if m else ""
-    ru = unquote(m.group(2)) if m and m.group(2) else None
-    if ru is None and isinstance(body, dict):
-        task = body.get("task")
-        ru = body.get("ru") or (task.get("ru") if isinstance(task, dict) else None)
-    return f"{tu}/{ru}"
-
-
-def _dump(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    stack: StackServer  # set by StackServer.start
-
-    def setup(self) -> None:
-        super().setup()
-        # headers and body are two writes: without this, Nagle + delayed ACK add ~40 ms per answer
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
-    def _serve(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n > 0 else b""
-        out = self.stack.handle(self.command, self.path.split("?", 1)[0], self.headers, body)
-        if out is None:  # down: drop the connection without an answer
-            self.close_connection = True
-            return
-        status, payload = out
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_PUT = do_POST = do_DELETE = _serve
+        return 200, dump({"ok": True})
 
 
 def _fingerprint(method: str, path: str, body: bytes) -> str:

@@ -44,6 +44,11 @@ Rules / theory of operation
   DESIGN §9 "a write's failure fails only that write", not the sender.
   Counters ``requests_single`` / ``requests_batch`` / ``writes_batched`` feed the report
   (Stack HTTP requests with and without batching).  Probe: ``GET /v1/health``.
+* **Virtual instant stamp** (virtual clock only, :attr:`Channel.stamp_at`): every HTTP call —
+  webhook, Telegram, Stack write, batch and probe — carries the pass's domain instant ``now``
+  in the ``Sidecar-Virtual-At`` header (:data:`~sidecar.stack.virtual_at.VIRTUAL_AT_HEADER`), so the
+  replay's reference Stack and receivers record each call at the sidecar's instant even when
+  it happens inside a ``platform.events`` frame (issue 11 item 3).  Informational only.
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ import msgspec
 
 from sidecar.core.clock import Clock, WallClock
 from sidecar.stack.errors import StackError, StackUnavailable
+from sidecar.stack.virtual_at import at_headers
 from sidecar.store.ops import Op
 
 from .config import Target
@@ -121,6 +127,11 @@ class Channel:
 
     def __init__(self, name: str) -> None:
         self.name = name  # the target name
+        self.stamp_at = False  # virtual clock: each call carries its pass instant (module rules)
+
+    def _at(self, now: float) -> dict[str, str]:
+        """The virtual instant header of a call made at ``now``, when stamping."""
+        return at_headers(now if self.stamp_at else None)
 
     async def send(self, row: Delivery, now: float) -> Outcome:  # pragma: no cover - interface
         raise NotImplementedError
@@ -183,19 +194,19 @@ class WebhookChannel(_Http):
         return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": sig,
                 "Content-Type": "application/json"}
 
-    async def _signed(self, msg_id: str, body: bytes) -> Outcome:
-        resp = await self._post(self.url, content=body, headers=self.headers(msg_id, body))
+    async def _signed(self, msg_id: str, body: bytes, now: float) -> Outcome:
+        resp = await self._post(self.url, content=body, headers={**self.headers(msg_id, body), **self._at(now)})
         if isinstance(resp, Outcome):
             return resp
         return classify_status(resp.status_code, scrub(resp.text[:200], self.secrets))
 
     async def send(self, row: Delivery, now: float) -> Outcome:
-        return await self._signed(row.id, row.message)
+        return await self._signed(row.id, row.message, now)
 
     async def probe(self, now: float) -> Outcome:
         msg_id = f"ping-{self.name}-{int(now)}"
         body = _encode({"type": "ping", "timestamp": int(now), "data": {"target": self.name}})
-        return await self._signed(msg_id, body)
+        return await self._signed(msg_id, body, now)
 
 
 class TelegramChannel(_Http):
@@ -210,8 +221,8 @@ class TelegramChannel(_Http):
         self.chat_id = target.chat_id
         self._base = f"{target.base_url.rstrip('/')}/bot{token}"
 
-    async def _call(self, method: str, payload: dict[str, Any] | None) -> Outcome:
-        resp = await self._post(f"{self._base}/{method}", json=payload or {})
+    async def _call(self, method: str, payload: dict[str, Any] | None, now: float) -> Outcome:
+        resp = await self._post(f"{self._base}/{method}", json=payload or {}, headers=self._at(now))
         if isinstance(resp, Outcome):
             return resp
         try:
@@ -233,10 +244,10 @@ class TelegramChannel(_Http):
 
     async def send(self, row: Delivery, now: float) -> Outcome:
         return await self._call("sendMessage", {"chat_id": self.chat_id,
-                                                "text": row.message.decode(errors="replace")})
+                                                "text": row.message.decode(errors="replace")}, now)
 
     async def probe(self, now: float) -> Outcome:
-        return await self._call("getMe", None)
+        return await self._call("getMe", None, now)
 
 
 class _Rotating(logging.handlers.RotatingFileHandler):
@@ -307,6 +318,10 @@ class StackChannel(Channel):
         if isinstance(caps, list):
             self.batch = "batch" in caps
 
+    def _stamp(self, now: float) -> dict[str, float]:
+        """The client's ``at`` keyword when stamping (module rules), else nothing."""
+        return {"at": now} if self.stamp_at else {}
+
     @staticmethod
     def _outcome(exc: StackError) -> Outcome:
         if exc.status is None:
@@ -318,7 +333,7 @@ class StackChannel(Channel):
             return classify_status(400, "a stack delivery without its write")
         self.requests_single += 1
         try:
-            await self.client.send(row.method, row.path, bytes(row.message), row.idem_key)
+            await self.client.send(row.method, row.path, bytes(row.message), row.idem_key, **self._stamp(now))
         except StackError as exc:
             out = self._outcome(exc)
             if out.kind == "terminal":
@@ -342,7 +357,7 @@ class StackChannel(Channel):
         self.requests_batch += 1
         self.writes_batched += len(rows)
         try:
-            results = await self.client.batch(writes)
+            results = await self.client.batch(writes, **self._stamp(now))
         except StackUnavailable as exc:
             return [retryable(exc.short(), exc.status)] * len(rows)
         except StackError as exc:
@@ -360,7 +375,7 @@ class StackChannel(Channel):
 
     async def probe(self, now: float) -> Outcome:
         try:
-            await self.client.health()
+            await self.client.health(**self._stamp(now))
         except StackError as exc:
             return self._outcome(exc)
         return DELIVERED

@@ -14,7 +14,11 @@ Rules / theory of operation
   3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
   4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
      clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
-     platform scroll never holds up socket events); each answer is its own step.
+     platform scroll never holds up socket events); each answer is its own step.  Inline, the
+     requests of one step are asked together (``ports.perform_many``, one round trip, when the
+     ports have it; issue 11 item 3) and their answers then run as steps in request order —
+     the same steps as asking one by one, because an answer depends on the world at the
+     asking step's instant (``Request.at``), not on the answer steps before it.
 
 * ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
   its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
@@ -97,6 +101,9 @@ class Ports(Protocol):
 
     async def perform(self, request: Request) -> tuple[Any, str | None]:
         """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
+
+    # optional: ``async perform_many(requests) -> list[(result, error text)]`` — one step's
+    # requests in one round trip (virtual clock), one outcome per request, in order
 
     def step_failed(self, exc: BaseException) -> None:
         """A step failed (called once): stop the process (crash-only)."""
@@ -261,13 +268,12 @@ class StepExecutor:
             self.ports.outbox_queued(step.now, _channels(routing))
         if step.outbox_due:
             self.ports.outbox_due(step.now)
-        for req in step.requests:
-            if self.stopping:
-                break  # no new platform request at shutdown (its pass retries after a restart)
-            if self.spawn is None:
-                if not await self._answer_inline(req):
-                    break
-            else:
+        if self.spawn is None:
+            await self._inline(step.requests)
+        else:
+            for req in step.requests:
+                if self.stopping:
+                    break  # no new platform request at shutdown (its pass retries after a restart)
                 self.spawn(self._request_bg(req))
         self.ports.step_done()
 
@@ -351,22 +357,35 @@ class StepExecutor:
             pending.routings.append(routing)
             if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
                 self.ports.outbox_queued(step.now, _channels(routing))
-        for req in step.requests:
-            if self.stopping:
-                break  # no new platform request at shutdown (its pass retries after a restart)
-            if self.spawn is None:  # virtual clock: the answer is the group's next step
-                if not await self._answer_inline(req):
-                    break
-            else:
-                done.requests.append(req)
+        if self.spawn is None:  # virtual clock: the answers are the group's next steps
+            await self._inline(step.requests)
+        else:
+            done.requests += step.requests
 
-    async def _answer_inline(self, req: Request) -> bool:
-        """Virtual clock: make ``req`` and run its answer as the next step; False when shutdown
+    async def _inline(self, requests: list[Request]) -> None:
+        """Virtual clock: make a step's requests and run each answer as a step, in order —
+        together in one round trip when the ports can (module rules).  None at shutdown (its
+        pass retries after a restart)."""
+        many = getattr(self.ports, "perform_many", None)
+        if many is not None and len(requests) > 1 and not self.stopping:
+            outcomes = await many(requests)
+        else:
+            outcomes = None
+        for i, req in enumerate(requests):
+            if self.stopping:
+                break  # no new platform request (or answer step) at shutdown
+            outcome = outcomes[i] if outcomes is not None else None
+            if not await self._answer_inline(req, outcome):
+                break
+
+    async def _answer_inline(self, req: Request, outcome: tuple[Any, str | None] | None = None) -> bool:
+        """Virtual clock: make ``req`` (unless ``outcome``: it was asked together with its step's
+        other requests) and run its answer as the next step; False when shutdown
         began meanwhile and refused that step.  The step that asked is committed (or joined
         its group) already, so that refusal is not its own: the answer is dropped as the wall
         clock's background request drops it (its pass asks again after a restart), and the
         caller's result stands — it must not read "nothing was done"."""
-        result, error = await self.ports.perform(req)
+        result, error = outcome if outcome is not None else await self.ports.perform(req)
         try:
             await self.run(self._answer(req, result, error))
         except Stopping:

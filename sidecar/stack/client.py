@@ -17,6 +17,11 @@ Rules / theory of operation
 * Every failure is a :mod:`.errors` exception: transport errors, timeouts, 5xx and 429 →
   :class:`StackUnavailable`; other non-2xx → :class:`StackRejected`; both carry the status.
 * ``transport`` lets tests plug an ``httpx.MockTransport``/ASGI transport; production passes None.
+* ``at`` (writes, batches, the health probe; the virtual clock only — the replay's reference
+  Stack): the domain instant of the pump pass that sends, as the :data:`~sidecar.stack.virtual_at.VIRTUAL_AT_HEADER`
+  header (unix seconds), so a harness records the call at the sidecar's instant, not at
+  whatever instant its own driver is at (issue 11 item 3: a ``platform.events`` frame runs
+  the sidecar's timers between its events).  Informational: nothing here reads it.
 * No clock, no sleeping, no retrying here: retries belong to the outbox pump (§10 ladder).
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ import httpx
 import msgspec
 
 from .errors import StackError, StackRejected, StackUnavailable
+from .virtual_at import at_headers
 from .writes import seg  # re-exported: callers quote path segments with it
 
 _decode = msgspec.json.Decoder().decode
@@ -99,21 +105,25 @@ class StackClient:
             headers={"Accept": "application/json", "User-Agent": "operator-sidecar"},
         )
 
-    async def send(self, method: str, path: str, body: bytes, idem_key: str) -> StackReply:
-        """Send one write.  ``path`` starts with ``/``; ``body`` is the JSON body.
+    async def send(self, method: str, path: str, body: bytes, idem_key: str, *,
+                   at: float | None = None) -> StackReply:
+        """Send one write.  ``path`` starts with ``/``; ``body`` is the JSON body; ``at`` the
+        virtual instant stamp (module rules).
 
         Returns :class:`StackReply` for 2xx; raises :class:`StackUnavailable` or
         :class:`StackRejected` (status recorded) otherwise.
         """
         if not idem_key:
             raise ValueError("every Stack write needs an idempotency key")
-        headers = {"Content-Type": "application/json", "Idempotency-Key": header_key(idem_key)}
+        headers = {"Content-Type": "application/json", "Idempotency-Key": header_key(idem_key),
+                   **at_headers(at)}
         resp = await self._request(method, path, content=body, headers=headers)
         return StackReply(status=resp.status_code, body=resp.content,
                           replayed=resp.headers.get("Idempotent-Replayed", "") == "true")
 
-    async def batch(self, writes: list[BatchWrite]) -> list[BatchResult]:
-        """``POST /v1/batch``; returns one result per write, in order.  Raises ``ValueError`` for
+    async def batch(self, writes: list[BatchWrite], *, at: float | None = None) -> list[BatchResult]:
+        """``POST /v1/batch`` (``at``: the virtual instant stamp, module rules); returns one
+        result per write, in order.  Raises ``ValueError`` for
         an empty or oversized batch, the :mod:`.errors` tree when the request as a whole failed,
         and :class:`StackUnavailable` for an answer that does not list every write in order."""
         if not writes or len(writes) > MAX_BATCH:
@@ -125,7 +135,7 @@ class StackClient:
         items = [{"key": w.key, "method": w.method, "path": w.path,
                   "body": msgspec.Raw(w.body) if w.body else None} for w in writes]
         resp = await self._request("POST", "/v1/batch", content=msgspec.json.encode({"writes": items}),
-                                   headers={"Content-Type": "application/json"})
+                                   headers={"Content-Type": "application/json", **at_headers(at)})
         try:
             results = msgspec.json.decode(resp.content, type=dict[str, list[BatchResult]])["results"]
         except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
@@ -137,10 +147,10 @@ class StackClient:
                                    detail=_excerpt(resp))
         return results
 
-    async def health(self) -> None:
-        """``GET /v1/health`` (the Stack sender's probe, DESIGN §10); raises the :mod:`.errors`
-        tree when Stack does not answer 2xx."""
-        await self._request("GET", "/v1/health")
+    async def health(self, *, at: float | None = None) -> None:
+        """``GET /v1/health`` (the Stack sender's probe, DESIGN §10; ``at``: module rules);
+        raises the :mod:`.errors` tree when Stack does not answer 2xx."""
+        await self._request("GET", "/v1/health", headers=at_headers(at))
 
     async def startup(self, tu: str) -> dict:
         """``GET /v1/tus/{tu}/startup`` → Stack's startup data for ``tu`` (favorites with

@@ -36,11 +36,13 @@ def test_only_and_unknown_figures(capsys):
 def test_replay_figures_count_round_trips_and_stack_requests_by_kind():
     lines = generate.generate("smoke", hours=0.1, favorites=4)
     r = asyncio.run(bench.replay(lines, None))
-    assert r["violations"] == 0 and r["round_trips"]["platform.event"] > 0
-    assert r["round_trips"]["clock.advance_to"] > 0 and r["stack_requests"].get("startup", 0) >= 3
+    assert r["violations"] == 0 and r["round_trips"]["platform.events"] > 0
+    assert 0 < r["request_round_trips"] <= r["platform_requests"]  # platform.request(s), harness-bound
+    assert r["stack_requests"].get("startup", 0) >= 3
     lim = {"ws_echo": {"rt_per_s": 5000.0}, "httpx": {"posts_per_s": 500.0}}
     text = "\n".join(bench.replay_lines("tiny", r, lim))
     assert "round trips by method: " in text and "Stack requests by kind: " in text
+    assert "platform.request(s) " in text
     assert "wall ÷ floor" in text and "peak RSS" in text
 
 

@@ -64,7 +64,8 @@ def _replay(scenario, tmp_path, name) -> bytes:
     assert rp.verdict() == []
     rp.rec.write(tmp_path / name)
     # the figures the benchmarks read off a replay (issue 11 items 6, 7)
-    assert rp.stats.frames_sent.get("platform.event", 0) > 0
+    assert rp.stats.frames_sent.get("platform.events", 0) > 0
+    assert 0 < sum(rp.stats.request_frames.values()) < sum(rp.stats.requests_answered.values())
     assert sum(rp.stats.stack_requests.values()) == rp.stats.stack["requests"] > 0
     if Path("/proc/self/status").exists():
         assert all(e.peak_rss_mb and e.peak_rss_mb > 10 for e in rp.stats.exits)

@@ -171,6 +171,35 @@ def test_stop_at_due_takes_every_event_when_nothing_of_the_sidecars_own_falls_be
     asyncio.run(main())
 
 
+def test_an_if_open_event_runs_only_while_its_task_is_open_and_is_skipped_after(tmp_path):
+    """A replayed operator's answer (``if_open``) inside a frame: the first answer to ru-1's task
+    is handled (it closes the task), a second answer to the same task — and one to a task the
+    sidecar never had — is skipped: nothing runs, the result says so (issue 11 item 3)."""
+    async def main() -> None:
+        run = await _start(tmp_path)
+        try:
+            await run.call("platform.events", {"events": [EVENTS[0]]})
+            task_id = next(p.task.task_id for m, p in run.sent if m == "task.created" and p.task.ru == "ru-1")
+            answer = await run.call("platform.events", {"events": [
+                {**_own("o-1", "ru-1", T0 + 20), "if_open": task_id},
+                {**_own("o-2", "ru-1", T0 + 30), "if_open": task_id},
+                {**_own("o-3", "ru-2", T0 + 31), "if_open": "no-such-task"},
+                msg("ru-2", "m-2", T0 + 40)]})
+            import msgspec
+
+            from sidecar.protocol_answers import ANSWERS
+            msgspec.convert(answer, ANSWERS["platform.events"])  # the schema Electron reads holds
+            first, second, third, fourth = answer["results"]
+            assert answer["taken"] == 4 and first["ok"] and first["events"] >= 1 and "skipped" not in first
+            assert second == {"ok": True, "skipped": True, "events": 0, "seq": second["seq"]}
+            assert third["skipped"] and fourth["ok"] and "skipped" not in fourth
+            closed = [p.task_id for m, p in run.sent if m == "task.closed"]
+            assert closed == [task_id]  # closed once, by the first answer
+        finally:
+            await run.stop()
+    asyncio.run(main())
+
+
 def test_a_batch_cut_short_by_shutdown_says_how_many_events_were_taken(tmp_path):
     """Shutdown begins while the 2nd event's step runs: that step and the one before it are
     committed, the rest are refused — the -32603 says 2 of 5 were taken (``data.taken``), never
