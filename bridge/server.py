@@ -51,7 +51,7 @@ import asyncio
 import itertools
 import secrets
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
@@ -76,7 +76,7 @@ from .errors import (
     Unauthorized,
 )
 from .inbound import InboundQueue
-from .session import Session, close_and_drain, drain
+from .session import Session, close_and_drain, drain, within
 from .stream import OutboundStream
 from .worker import GroupHandler, Handler, Worker, error_frame
 
@@ -241,7 +241,7 @@ class BridgeServer:
         if self._server is not None:
             self._server.server.close()  # no new connection; the current one stays for the answers
         if self._worker is not None:
-            if not self._work.idle.is_set() and not await _within(self._work.idle.wait(), grace):
+            if not self._work.idle.is_set() and not await within(self._work.idle.wait(), grace):
                 log.warning("bridge close: handler still busy after %.1f s; answered it"
                             " 'shutting down' and cancelled it", grace)
                 self._work.cut_short()
@@ -252,16 +252,16 @@ class BridgeServer:
             log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 and waits for handlers
-            if not await _within(self._server.wait_closed(), grace):
+            if not await within(self._server.wait_closed(), grace):
                 log.warning("bridge close: closing handshake not done after %.1f s; aborting", grace)
                 for conn in list(getattr(self._server, "all_connections", ())):
                     conn.transport.abort()
-                await _within(self._server.wait_closed(), 0.2)
+                await within(self._server.wait_closed(), 0.2)
         if self._background:
-            await _within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
+            await within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
         if self._worker is not None:
             self._worker.cancel()
-            await _within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
+            await within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
         dropped = self._dropped_on_close + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
@@ -338,7 +338,7 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             if len(raw) > self._max_frame:
-                session.send(error_frame(_request_id(raw), InvalidRequest(
+                session.send(error_frame(jsonrpc.request_id_of(raw), InvalidRequest(
                     f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
                     f"was handled (send smaller frames)")))
                 continue
@@ -391,25 +391,3 @@ class BridgeServer:
         self.stream.ack(seq)
         if is_request:
             session.send(jsonrpc.encode_result(msg.id, {"ok": True}))
-
-async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:
-    """Await ``aw`` at most ``timeout_s`` seconds; False (and ``aw`` cancelled, not awaited)
-    on timeout.  Never ``asyncio.wait_for``: on 3.11 it can swallow our own cancellation."""
-    task = asyncio.ensure_future(aw)
-    done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
-    if not done:
-        task.cancel()
-        return False
-    if not task.cancelled():
-        task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
-    return True
-
-
-def _request_id(raw: bytes) -> Any:
-    """The ``id`` of a request frame, so that its error answer can be correlated; None for a
-    notification, a response or a frame that does not decode."""
-    try:
-        msg = jsonrpc.decode(raw)
-    except RpcError as exc:
-        return exc.id
-    return msg.id if type(msg) is jsonrpc.Request else None
