@@ -22,7 +22,7 @@ Rules / theory of operation
   -32603; shutdown began (:class:`~sidecar.runtime.executor.Stopping`) → the frames whose steps
   ran are committed and answered, the rest get -32603 "shutting down".
 * The virtual clock never groups here: its driver awaits each answer, and ``platform.events``
-  is its batch (``SidecarApp._platform_events``).
+  is its batch (:mod:`sidecar.app_batches`).
 """
 from __future__ import annotations
 

@@ -142,6 +142,7 @@ def test_the_runtime_imports_no_service_and_no_driver():
     service, the app, the bridge or the wire structs of ``sidecar.protocol``'s callers."""
     graph = import_graph()
     drivers = {"sidecar.app", "sidecar.app_time", "sidecar.app_deliveries", "sidecar.app_inputs",
+               "sidecar.app_batches",
                "sidecar.cli", "sidecar.config", "sidecar.logs", "sidecar.aio",
                "sidecar.store.db", "sidecar.stack.client"}
     for mod, deps in graph.items():
