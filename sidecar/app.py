@@ -77,7 +77,8 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.methods import Methods
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import Stopping, StepFailed
 from sidecar.runtime.step import Request, Step
 from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services

@@ -36,7 +36,8 @@ from sidecar.app_deliveries import Deliveries
 from sidecar.app_time import Clockwork
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.runtime.engine import Engine, EngineError
-from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import Stopping, StepFailed
 
 
 class EventBatches:
