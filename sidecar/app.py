@@ -101,7 +101,6 @@ SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a 
 # so close() + the database close (0.3 s, sidecar.cli) end before the 1.5 s watchdog (exit 5)
 CLOSE_BUDGET_S = 1.0
 
-
 GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
 
 
