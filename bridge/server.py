@@ -9,7 +9,8 @@ Rules / theory of operation
   ``max_frame`` bytes (1 MiB in the sidecar) is bad input like any malformed frame: it gets a
   JSON-RPC error -32600 naming the cap (with the request's ``id``; ``null`` for a notification or
   an unreadable frame), never reaches the handler, and the connection lives (docs/decisions.md
-  "Oversized frames").  Only past ``hard_frame`` bytes (default 16 × ``max_frame``), which
+  "Oversized frames").  An oversized ANSWER to one of our own requests also fails that request at
+  once with :class:`~bridge.errors.AnswerTooLarge` (its id is read without decoding the payload).  Only past ``hard_frame`` bytes (default 16 × ``max_frame``), which
   websockets refuses to buffer at all, is the connection closed with 1009.
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
   response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
@@ -65,6 +66,7 @@ from . import jsonrpc
 from .auth import Hello, authenticate, check_handshake, is_loopback_bind
 from .errors import (
     CLOSE_AUTH_TIMEOUT,
+    AnswerTooLarge,
     CLOSE_REPLACED,
     CLOSE_UNAUTHORIZED,
     InvalidParams,
@@ -205,7 +207,8 @@ class BridgeServer:
     async def request(self, method: str, params: Any = None, timeout: float | None = 10.0) -> Any:
         """Send a request to the current client and return its ``result``.
 
-        Raises :class:`RemoteError` (error answer), :class:`RequestTimeout` (none within
+        Raises :class:`RemoteError` (error answer), :class:`AnswerTooLarge` (an answer frame over
+        ``max_frame``: at once, not at the timeout), :class:`RequestTimeout` (none within
         ``timeout`` seconds; None = wait forever), :class:`NotConnected` (no client, or the
         connection closed meanwhile), ``TypeError`` (params not encodable).
         """
@@ -224,6 +227,8 @@ class BridgeServer:
             if future.done() and not future.cancelled():
                 return future.result()  # settled in the same loop iteration: its outcome wins
             raise RequestTimeout(f"{method} (id {request_id}) got no answer in {timeout} s") from None
+        except AnswerTooLarge as exc:  # the reader does not know the method: name it here
+            raise AnswerTooLarge(exc.size, exc.cap, f"{method} (id {request_id})") from None
         finally:
             session.pending.pop(request_id, None)
 
@@ -338,9 +343,7 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             if len(raw) > self._max_frame:
-                session.send(error_frame(jsonrpc.request_id_of(raw), InvalidRequest(
-                    f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
-                    f"was handled (send smaller frames)")))
+                self._oversized(session, raw)
                 continue
             try:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
@@ -374,6 +377,19 @@ class BridgeServer:
                     future.set_exception(error)
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
+
+    def _oversized(self, session: Session, raw: bytes) -> None:
+        """A frame over ``max_frame`` (module rules): the client gets -32600 naming the cap (with
+        a request's id, else null); an answer to one of our pending requests also fails that
+        request at once with :class:`AnswerTooLarge` — else it waited its whole timeout."""
+        is_answer, msg_id = jsonrpc.head_of(raw)
+        if is_answer:
+            future = session.pending.get(msg_id)
+            if future is not None and not future.done():
+                future.set_exception(AnswerTooLarge(len(raw), self._max_frame))
+        session.send(error_frame(None if is_answer else msg_id, InvalidRequest(
+            f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
+            f"was handled (send smaller frames)")))
 
     def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
