@@ -41,10 +41,11 @@ Rules / theory of operation
   clock's platform requests — still gets it), and answers it with its result if it ends in time,
   else -32603 :data:`~bridge.worker.CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
   after the close began — queued behind the call in flight, or sent meanwhile — is never handed
-  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`.  Those answers are flushed to the
-  socket (bounded, :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames a
-  full queue made the reader leave on the socket, and frames of a client that does not read,
-  go unanswered (counted and logged).
+  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`; so is a request the
+  reader reads once the worker is done (or finds no queue room for), by the reader itself, until
+  the 1001 — every request read is answered.  Those answers are flushed to the socket (bounded,
+  :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames still on the wire when
+  the close frame leaves, and frames of a client that does not read, go unanswered.
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ from .errors import (
     Unauthorized,
 )
 from .inbound import InboundQueue
-from .session import Session, close_and_drain, drain, within
+from .session import Session, close_and_drain, within
 from .stream import OutboundStream
 from .worker import GroupHandler, Handler, Worker, error_frame
 
@@ -155,7 +156,9 @@ class BridgeServer:
         self._closing = asyncio.Event()  # set by close(): readers stop waiting for queue space
         self._ids = itertools.count(1)  # ids of our requests to the client
         self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
-        self._dropped_on_close = 0  # frames the reader left on the socket after close() began
+        # set by close() once the worker is done: the reader answers requests NOT_BEGUN itself
+        self._settled = False
+        self._refused_notes = 0  # notifications the reader refused while closing (logged)
         # the one worker: the handler calls, in arrival order (bridge.worker)
         self._work = Worker(self._queue, handler, self._closing, raw_params=raw_params,
                             group_handler=group_handler, group_methods=group_methods,
@@ -252,6 +255,7 @@ class BridgeServer:
                 self._work.cut_short()
                 self._worker.cancel()
             self._work.answer_queued()
+        self._settled = True  # from here the reader answers what it reads (module rules)
         session = self._session
         if session is not None and not await session.flush(FLUSH_S):
             log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
@@ -267,7 +271,7 @@ class BridgeServer:
         if self._worker is not None:
             self._worker.cancel()
             await within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
-        dropped = self._dropped_on_close + self._queue.qsize()
+        dropped = self._refused_notes + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
         log.info("bridge closed")
@@ -358,11 +362,12 @@ class BridgeServer:
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
+                elif self._settled:  # closing, the worker is done: the client hears so at once
+                    self._refuse(session, msg)
                 elif self._queue.has_room(len(raw)):
                     self._queue.put_nowait((session, msg, len(raw)))
                 elif not await self._queue.put((session, msg, len(raw)), self._closing):
-                    self._dropped_on_close += 1 + await drain(ws)
-                    return
+                    self._refuse(session, msg)  # closing and no room: the handler never sees it
             elif kind is Response:
                 future = session.pending.get(msg.id)
                 if future is not None and not future.done():
@@ -377,6 +382,12 @@ class BridgeServer:
                     future.set_exception(error)
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
+
+    def _refuse(self, session: Session, msg: Any) -> None:
+        """Closing: ``msg`` never reaches the handler; a request is answered NOT_BEGUN."""
+        if type(msg) is jsonrpc.Notification:
+            self._refused_notes += 1
+        Worker.refuse(session, msg)
 
     def _oversized(self, session: Session, raw: bytes) -> None:
         """A frame over ``max_frame`` (module rules): the client gets -32600 naming the cap (with

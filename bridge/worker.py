@@ -171,6 +171,12 @@ class Worker:
         for session, msg in frames:
             self._answer(session, msg, InternalError(CUT_SHORT))
 
+    @classmethod
+    def refuse(cls, session: Session, msg: Any) -> None:
+        """Answer a frame the handler will never see (the server is closing) -32603
+        :data:`NOT_BEGUN` (a notification is only logged)."""
+        cls._answer(session, msg, InternalError(NOT_BEGUN))
+
     def answer_queued(self) -> None:
         """Frames still queued once the call in flight is settled: -32603 :data:`NOT_BEGUN`."""
         while self._queue.qsize():
