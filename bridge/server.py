@@ -53,7 +53,7 @@ import asyncio
 import itertools
 import secrets
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
@@ -106,6 +106,7 @@ class BridgeServer:
     connection is closed with 1008 (it may reconnect and resume the stream).
     ``group_handler`` / ``group_methods`` / ``group_max``: hand a run of up to ``group_max``
     queued frames of one of ``group_methods`` to ``group_handler`` in one call (module rules).
+    ``cut_short_data``: ``(method) -> data`` of the -32603 answering a call cut short at close.
     """
 
     def __init__(
@@ -127,6 +128,7 @@ class BridgeServer:
         group_handler: GroupHandler | None = None,
         group_methods: Iterable[str] = (),
         group_max: int = 256,
+        cut_short_data: Callable[[str], Any] | None = None,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -162,7 +164,7 @@ class BridgeServer:
         # the one worker: the handler calls, in arrival order (bridge.worker)
         self._work = Worker(self._queue, handler, self._closing, raw_params=raw_params,
                             group_handler=group_handler, group_methods=group_methods,
-                            group_max=group_max)
+                            group_max=group_max, cut_short_data=cut_short_data)
 
     # ---- public API ------------------------------------------------------------------------
 
