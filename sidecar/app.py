@@ -285,7 +285,7 @@ class SidecarApp:
         reg("status", p.Status, self._status, needs_clock=False)
         reg("session.login", p.SessionLogin, lambda a: self.inputs.login(a))
         reg("session.logout", p.SessionLogout, lambda a: self.inputs.logout(a))
-        reg("platform.event", p.PlatformEvent, self._platform_event)
+        reg("platform.event", p.PlatformEventIn, self._platform_event)
         reg("platform.events", p.PlatformEvents, lambda a: self.batches.handle(a), needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, lambda a: self.inputs.reconnected(a))
         reg("platform.poll", p.PlatformPoll, lambda a: self.inputs.poll(a))

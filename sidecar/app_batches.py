@@ -137,7 +137,7 @@ class EventBatches:
         limit = clock.now() if at is None or at <= clock.now() else at
         return due is not None and due <= limit
 
-    async def _batch_event(self, ev: p.PlatformEvent) -> dict:
+    async def _batch_event(self, ev: p.BatchEvent) -> dict:
         """One event of a batch as one step of the open group; a refusal is its error result."""
         try:
             n = await self.executor.run(partial(
