@@ -9,9 +9,10 @@ Rules / theory of operation
   ``max_frame`` bytes (1 MiB in the sidecar) is bad input like any malformed frame: it gets a
   JSON-RPC error -32600 naming the cap (with the request's ``id``; ``null`` for a notification or
   an unreadable frame), never reaches the handler, and the connection lives (docs/decisions.md
-  "Oversized frames").  An oversized ANSWER to one of our own requests also fails that request at
-  once with :class:`~bridge.errors.AnswerTooLarge` (its id is read without decoding the payload).  Only past ``hard_frame`` bytes (default 16 × ``max_frame``), which
-  websockets refuses to buffer at all, is the connection closed with 1009.
+  "Oversized frames"); an oversized ANSWER to one of our own requests also fails that request at
+  once (:class:`~bridge.errors.AnswerTooLarge`; :meth:`Session.refuse_oversized`).  Only past
+  ``hard_frame`` bytes (default 16 × ``max_frame``), which websockets refuses to buffer at all,
+  is the connection closed with 1009.
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
   response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
   is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
@@ -57,7 +58,6 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -70,7 +70,6 @@ from .errors import (
     AnswerTooLarge,
     CLOSE_REPLACED,
     CLOSE_UNAUTHORIZED,
-    InvalidParams,
     InvalidRequest,
     NotConnected,
     RemoteError,
@@ -349,7 +348,7 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             if len(raw) > self._max_frame:
-                self._oversized(session, raw)
+                session.refuse_oversized(raw, self._max_frame)
                 continue
             try:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
@@ -360,7 +359,7 @@ class BridgeServer:
             kind = type(msg)
             if kind is Request or kind is Notification:
                 if msg.method == "stream.ack":
-                    self._on_ack(session, msg)
+                    session.on_ack(msg)
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
@@ -390,33 +389,3 @@ class BridgeServer:
         if type(msg) is jsonrpc.Notification:
             self._refused_notes += 1
         Worker.refuse(session, msg)
-
-    def _oversized(self, session: Session, raw: bytes) -> None:
-        """A frame over ``max_frame`` (module rules): the client gets -32600 naming the cap (with
-        a request's id, else null); an answer to one of our pending requests also fails that
-        request at once with :class:`AnswerTooLarge` — else it waited its whole timeout."""
-        is_answer, msg_id = jsonrpc.head_of(raw)
-        if is_answer:
-            future = session.pending.get(msg_id)
-            if future is not None and not future.done():
-                future.set_exception(AnswerTooLarge(len(raw), self._max_frame))
-        session.send(error_frame(None if is_answer else msg_id, InvalidRequest(
-            f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
-            f"was handled (send smaller frames)")))
-
-    def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
-        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
-        params = msg.params
-        if isinstance(params, msgspec.Raw):  # raw_params: the bridge's own method, decoded here
-            params = msgspec.json.decode(params)
-        seq = params.get("seq") if isinstance(params, dict) else None
-        is_request = type(msg) is jsonrpc.Request
-        if type(seq) is not int or seq < 0:
-            if is_request:
-                session.send(error_frame(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
-            else:
-                log.warning("ignored malformed stream.ack %r", params)
-            return
-        self.stream.ack(seq)
-        if is_request:
-            session.send(jsonrpc.encode_result(msg.id, {"ok": True}))
