@@ -77,6 +77,9 @@ async def perform_many(bridge: BridgeServer, params: list[PlatformRequest], time
     return [_outcome(r) for r in results]
 
 
+_NOBODY = object()  # Asker._refused_by while no client refused platform.requests
+
+
 class Asker:
     """The app's requests to one bridge (module rules): together while the client serves
     ``platform.requests``, one by one after the connected client showed it does not (a newer
@@ -85,14 +88,14 @@ class Asker:
 
     def __init__(self, bridge: BridgeServer, timeout: float) -> None:
         self.bridge, self.timeout = bridge, timeout
-        # the connection (its auth params, a new object per connection) that did not serve
-        # platform.requests; None while every client so far did
-        self._refused_by: object | None = None
+        # the connection (its auth params, a new object per connection; None in-process) that
+        # did not serve platform.requests; _NOBODY while every client so far did
+        self._refused_by: object = _NOBODY
 
     @property
     def together(self) -> bool:
         """True unless the connected client showed it does not serve ``platform.requests``."""
-        return self._refused_by is None or self._refused_by is not self.bridge.client
+        return self._refused_by is not self.bridge.client
 
     async def one(self, params: PlatformRequest) -> Outcome:
         return await perform(self.bridge, params, self.timeout)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import UNSET
 
 from sidecar.paging import Cursor, Limit, Weight
 
@@ -73,10 +72,10 @@ class PlatformEventIn(PlatformEvent, kw_only=True):
     ``if_open`` member — a :class:`BatchEvent` field only — is refused naming it (breaker 16
     F5: it used to be accepted and ignored)."""
 
-    if_open: Any = UNSET
+    if_open: Any = msgspec.UNSET
 
     def __post_init__(self) -> None:
-        if self.if_open is not UNSET:
+        if self.if_open is not msgspec.UNSET:
             raise ValueError("if_open is a platform.events item field (an event run only if that task"
                              " is still open); platform.event does not take it — send it in platform.events")
 
