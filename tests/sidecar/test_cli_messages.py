@@ -67,3 +67,14 @@ def test_locked_data_dir_is_said_once_with_what_to_do(tmp_path):
     line = one_line(asyncio.run(hold()), code=3)
     assert line.startswith("sidecar: data dir is locked by another sidecar: "), line
     assert line.count("another sidecar") == 1 and "--data-dir" in line, line
+
+
+def test_version_outputs_match_what_the_readme_says():
+    """README: the ready line's ``version`` is exactly what ``sidecar version`` prints and the
+    second word of ``sidecar --version`` (which adds the protocol)."""
+    from sidecar import PROTOCOL_VERSION, __version__
+
+    assert run("version").stdout == f"{__version__}\n"
+    assert run("--version").stdout == f"sidecar {__version__} (protocol {PROTOCOL_VERSION})\n"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "exactly what `sidecar version` prints" in readme and "(as `sidecar --version`)" not in readme
