@@ -78,3 +78,33 @@ def test_version_outputs_match_what_the_readme_says():
     assert run("--version").stdout == f"sidecar {__version__} (protocol {PROTOCOL_VERSION})\n"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "exactly what `sidecar version` prints" in readme and "(as `sidecar --version`)" not in readme
+
+
+def _help(capsys, *argv: str) -> str:
+    from sidecar.cli import _parser
+
+    with pytest.raises(SystemExit):
+        _parser().parse_args([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())  # argparse's line wrapping undone
+
+
+def test_groups_assign_and_unassign_are_described_apart(capsys):
+    out = _help(capsys, "groups")
+    assert "assign put a sender in groups" in out and "unassign take a sender out of groups" in out
+    assert "to / from" not in out
+    assert "GROUP_ID one or more group ids" in _help(capsys, "groups", "unassign")
+
+
+def test_every_groups_create_flag_has_a_help_text(capsys):
+    from sidecar.cli import _parser
+
+    ap = _parser()
+    groups = next(a for a in ap._subparsers._group_actions[0].choices["groups"]._actions
+                  if isinstance(a, type(ap._subparsers._group_actions[0])))
+    for op in ("get", "create", "patch", "delete", "assign", "unassign"):
+        for action in groups.choices[op]._actions:
+            assert action.help, (op, action.dest)
+
+
+def test_why_help_says_what_happens_without_since(capsys):
+    assert "Without it: every decision the log holds for the pair" in _help(capsys, "why")
