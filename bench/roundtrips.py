@@ -22,6 +22,11 @@ Rules / theory of operation
     ``received_at`` in the frame — a timer and the event at one instant.
 
   Per TU and per instant the counts follow, and how many distinct instants ask at all.
+* ``--floor N``: the cost of the round trip itself, apart from any answer: a child process
+  serves a :class:`bridge.BridgeServer` whose handler asks its client N sequential
+  ``platform.request`` (the sidecar's direction, a shift-sized params and a ~1 KB answer,
+  answered at once by a :class:`bridge.client.BridgeClient` here); CPU µs per round trip on each
+  side (this process: ``RUSAGE_SELF``; the child: ``RUSAGE_CHILDREN`` once reaped).
 """
 from __future__ import annotations
 
@@ -120,12 +125,78 @@ def analyse(log: list[dict]) -> dict[str, Any]:
             "runs_by_length": dict(sorted(chain_len.items()))}
 
 
+PARAMS = {"project": "golden", "tu": "g-tu-01", "method": "online_ru", "params": {},
+          "at": 1796025615.25, "batch_seen": 3}
+ANSWER = {"online": [{"ru": f"g-ru-{i:03d}", "last_at": 1796025600.0 + i, "limits": {"chat": 3}}
+                     for i in range(16)]}
+
+
+async def _serve_floor(token: str) -> None:
+    from bridge import BridgeServer
+
+    server: Any = None
+
+    async def handler(method: str, params: Any) -> Any:
+        for _ in range(int(params["n"])):
+            await server.request("platform.request", PARAMS)
+        return {"ok": True}
+
+    server = BridgeServer(token, handler)
+    port = await server.start()
+    print(port, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes it
+
+
+async def floor(n: int) -> dict[str, float]:
+    """Module rules, ``--floor``."""
+    import secrets
+
+    from bridge.client import BridgeClient
+
+    token = secrets.token_urlsafe(16)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.roundtrips", "--serve-floor", token,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdin is not None
+    port = int(await proc.stdout.readline())
+
+    async def answer(method: str, params: Any) -> Any:
+        return ANSWER
+
+    client = await BridgeClient.connect(port, token, on_request=answer)
+    await client.call("warm", {"n": 200})
+    s0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    await client.call("go", {"n": n}, timeout=600)
+    wall = time.monotonic() - w0
+    s1 = resource.getrusage(resource.RUSAGE_SELF)
+    await client.close()
+    proc.stdin.close()
+    await proc.wait()
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    per = 1e6 / n
+    return {"round_trips": n, "wall_us": round(wall * per, 1),
+            "client_cpu_us": round((s1.ru_utime + s1.ru_stime - s0.ru_utime - s0.ru_stime) * per, 1),
+            # the child's whole life (start-up included): an upper bound per round trip
+            "server_cpu_us_incl_startup": round((c.ru_utime + c.ru_stime) * per, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.roundtrips")
-    ap.add_argument("scenario")
+    ap.add_argument("scenario", nargs="?")
+    ap.add_argument("--floor", type=int, metavar="N", help="measure N bare round trips instead (module rules)")
+    ap.add_argument("--serve-floor", metavar="TOKEN", help=argparse.SUPPRESS)
     ap.add_argument("--no-batch", action="store_true")
     ap.add_argument("--log", help="write the frame / round-trip log here (JSON lines)")
     args = ap.parse_args(argv)
+    if args.serve_floor:
+        asyncio.run(_serve_floor(args.serve_floor))
+        return 0
+    if args.floor:
+        json.dump(asyncio.run(floor(args.floor)), sys.stdout)
+        print()
+        return 0
+    if not args.scenario:
+        ap.error("a scenario (or --floor N)")
     log: list[dict] = []
     w0, s0 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
     rp = asyncio.run(_play(args.scenario, not args.no_batch, log))
