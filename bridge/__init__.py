@@ -6,8 +6,9 @@ resumable, acknowledged outbound notification stream.  It knows nothing of tasks
 method names and JSON params.  See ``docs/architecture.md`` ("Bridge API").
 
 Modules: ``errors`` (exception tree, codes), ``jsonrpc`` (envelope codec), ``stream`` (resumable
-stream, sans-I/O), ``auth`` (handshake and token rules, sans-I/O), ``server`` (BridgeServer),
-``client`` (BridgeClient), ``lifecycle`` (wait_for_shutdown).
+stream, sans-I/O), ``auth`` (handshake and token rules, sans-I/O), ``server`` (BridgeServer:
+accept, read, close), ``worker`` (its one ordered worker), ``client`` (BridgeClient),
+``lifecycle`` (wait_for_shutdown).
 
 ``BridgeClient`` is imported on first use: the sidecar serves and never dials, and the
 websockets client side is ~8 ms of its start (issue 11).
@@ -34,8 +35,9 @@ from .errors import (
     Unauthorized,
 )
 from .lifecycle import wait_for_shutdown
-from .server import PROTOCOL, BridgeServer, Handler
+from .server import PROTOCOL, BridgeServer
 from .stream import OutboundStream
+from .worker import Handler
 
 if TYPE_CHECKING:
     from .client import BridgeClient

@@ -55,6 +55,7 @@ __all__ = [
     "encode_notification",
     "encode_result",
     "encode_error",
+    "request_id_of",
     "JSONRPC",
 ]
 
@@ -253,3 +254,13 @@ def encode_error(id: Any, error: RpcError | ErrorObject) -> bytes:
         data = UNSET if error.data is None else error.data
         error = ErrorObject(code=error.code, message=error.message, data=data)
     return _encoder.encode(ErrorResponse(id=id, error=error))
+
+
+def request_id_of(raw: bytes) -> Any:
+    """The ``id`` of a request frame, so that its error answer can be correlated; None for a
+    notification, a response or a frame that does not decode."""
+    try:
+        msg = decode(raw)
+    except RpcError as exc:
+        return exc.id
+    return msg.id if type(msg) is Request else None

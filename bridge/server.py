@@ -1,4 +1,5 @@
-"""BridgeServer: the asyncio driver around the sans-I/O parts (codec, auth, stream).
+"""BridgeServer: the asyncio driver around the sans-I/O parts (codec, auth, stream): it accepts
+and authenticates connections, reads their frames, and closes; its one worker is :mod:`bridge.worker`.
 
 Rules / theory of operation
 ---------------------------
@@ -28,32 +29,18 @@ Rules / theory of operation
   queued ahead of the answer waits until its timeout (the answer is behind them on the socket).
   The writer sends frames in :class:`~bridge.stream.Delivery` order: a response leaves after every
   notification its handler emitted.
-* ONE **worker** task (per server, across connections) awaits ``handler(method, params)`` strictly
-  in arrival order.  Absent ``params`` are passed as ``{}``.  With ``raw_params=True`` the
-  handler gets them undecoded instead, as a :class:`msgspec.Raw` (absent: ``Raw(b"{}")``), so the
-  application decodes each method's params once, straight into its own type
-  (:mod:`sidecar.methods`); the bridge's own ``auth`` and ``stream.ack`` are decoded here.  A request is answered with the
-  returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
-  exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
-  of notifications are only logged.
-* **Groups** (issue 11, the wall clock's latency): frames that queued up while the worker was
-  busy — behind a step's commit, say — need not pay a step and a commit each.  With a
-  ``group_handler``, when the frame the worker takes is of one of ``group_methods`` and the next
-  queued frames are of the same method, the worker takes that whole run (at most ``group_max``,
-  never past a frame of another method, so arrival order holds) and awaits
-  ``group_handler(method, [params, ...])`` once; it returns one outcome per frame, in order — the
-  result, or an :class:`RpcError` instance as that frame's error answer — and the answers are
-  queued in frame order after it returns (so after every notification the group emitted).  A
-  raise of the group handler is every frame's answer.  A lone frame still goes to ``handler``.  Frames of a replaced connection are still handled (nothing
-  Electron sent is lost); their answers are dropped.
+* ONE **worker** (:class:`bridge.worker.Worker`, per server, across connections) hands the
+  queued frames to ``handler`` (or a run of them to ``group_handler``) strictly in arrival order
+  and queues their answers; its rules are :mod:`bridge.worker`'s.  Frames of a replaced
+  connection are still handled (nothing Electron sent is lost); their answers are dropped.
 * :meth:`notify` is synchronous: it appends to the stream and wakes the writer; it returns the seq.
 * :meth:`close` answers every request Electron sent before the connection goes: it stops
   accepting connections, keeps the current one open while the handler call in flight gets up to
   ``grace`` seconds (so a handler awaiting the client's answer to :meth:`request` — the virtual
   clock's platform requests — still gets it), and answers it with its result if it ends in time,
-  else -32603 :data:`CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
+  else -32603 :data:`~bridge.worker.CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
   after the close began — queued behind the call in flight, or sent meanwhile — is never handed
-  to the handler: it is answered -32603 :data:`NOT_BEGUN`.  Those answers are flushed to the
+  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`.  Those answers are flushed to the
   socket (bounded, :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames a
   full queue made the reader leave on the socket, and frames of a client that does not read,
   go unanswered (counted and logged).
@@ -64,7 +51,7 @@ import asyncio
 import itertools
 import secrets
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
@@ -80,7 +67,6 @@ from .errors import (
     CLOSE_AUTH_TIMEOUT,
     CLOSE_REPLACED,
     CLOSE_UNAUTHORIZED,
-    InternalError,
     InvalidParams,
     InvalidRequest,
     NotConnected,
@@ -90,28 +76,17 @@ from .errors import (
     Unauthorized,
 )
 from .inbound import InboundQueue
-from .session import Session, close_and_drain, drain
+from .session import Session, close_and_drain, drain, within
 from .stream import OutboundStream
+from .worker import GroupHandler, Handler, Worker, error_frame
 
-__all__ = ["BridgeServer", "Handler", "PROTOCOL"]
+__all__ = ["BridgeServer", "PROTOCOL"]
 
 log = logging.getLogger("bridge.server")
 
 PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready line
-Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> result
-# group_handler(method, [params, ...]) -> one outcome per params, in order: the result, or an
-# RpcError instance (that frame's error answer)
-GroupHandler = Callable[[str, list[Any]], Awaitable[list[Any]]]
-
-
-EMPTY_RAW = msgspec.Raw(b"{}")  # absent params, undecoded (raw_params)
 CLOSE_TIMEOUT_S = 2.0  # seconds a closing handshake may take before the TCP connection is dropped
 FLUSH_S = 0.1  # seconds close() waits for its last answers to reach the socket before the 1001
-#: -32603 to a request taken off the queue after close() began (the handler never saw it)
-NOT_BEGUN = "the sidecar is shutting down; nothing was done"
-#: -32603 to the request in flight when close() began that did not end within its grace
-CUT_SHORT = ("the sidecar is shutting down; this request did not finish within the shutdown"
-             " budget (what it completed before is kept)")
 
 
 class BridgeServer:
@@ -155,14 +130,9 @@ class BridgeServer:
         if not is_loopback_bind(host):
             raise ValueError(f"BridgeServer binds loopback only, not {host!r}")
         self._token = token.encode("utf-8")  # expected secret, bytes for compare_digest
-        self._handler = handler  # async (method, params) -> result
         self._raw_params = raw_params  # params reach the handler undecoded (msgspec.Raw)
         if group_max < 1:
             raise ValueError("group_max must be >= 1")
-        self._group_handler = group_handler  # async (method, [params]) -> [result | RpcError]
-        # methods whose queued runs go to group_handler (none without one)
-        self._group_methods = frozenset(group_methods) if group_handler is not None else frozenset()
-        self._group_max = group_max  # frames per group_handler call at most
         self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
         self._port = port  # requested port (0 = free)
         self._max_frame = max_frame  # bytes; larger frames get a -32600 error, connection lives
@@ -180,13 +150,14 @@ class BridgeServer:
         self._session: Session | None = None  # the current authenticated connection
         self._server: Server | None = None  # the websockets server
         self._worker: asyncio.Task | None = None  # the one handler task
-        self._idle = asyncio.Event()  # set while the worker waits for the next frame
         self._closing = asyncio.Event()  # set by close(): readers stop waiting for queue space
         self._ids = itertools.count(1)  # ids of our requests to the client
         self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
         self._dropped_on_close = 0  # frames the reader left on the socket after close() began
-        # the frames the worker's handler call is working on (one, or a group's), unanswered yet
-        self._in_flight: list[tuple[Session, Any]] = []
+        # the one worker: the handler calls, in arrival order (bridge.worker)
+        self._work = Worker(self._queue, handler, self._closing, raw_params=raw_params,
+                            group_handler=group_handler, group_methods=group_methods,
+                            group_max=group_max)
 
     # ---- public API ------------------------------------------------------------------------
 
@@ -207,7 +178,7 @@ class BridgeServer:
 
     async def start(self) -> int:
         """Bind and start serving; return the real port."""
-        self._worker = asyncio.create_task(self._work(), name="bridge-worker")
+        self._worker = asyncio.create_task(self._work.run(), name="bridge-worker")
         self._server = await serve(
             self._serve_connection,
             self._host,
@@ -270,45 +241,31 @@ class BridgeServer:
         if self._server is not None:
             self._server.server.close()  # no new connection; the current one stays for the answers
         if self._worker is not None:
-            if not self._idle.is_set() and not await _within(self._idle.wait(), grace):
+            if not self._work.idle.is_set() and not await within(self._work.idle.wait(), grace):
                 log.warning("bridge close: handler still busy after %.1f s; answered it"
                             " 'shutting down' and cancelled it", grace)
-                self._cut_short()
+                self._work.cut_short()
                 self._worker.cancel()
-            self._answer_queued()
+            self._work.answer_queued()
         session = self._session
         if session is not None and not await session.flush(FLUSH_S):
             log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 and waits for handlers
-            if not await _within(self._server.wait_closed(), grace):
+            if not await within(self._server.wait_closed(), grace):
                 log.warning("bridge close: closing handshake not done after %.1f s; aborting", grace)
                 for conn in list(getattr(self._server, "all_connections", ())):
                     conn.transport.abort()
-                await _within(self._server.wait_closed(), 0.2)
+                await within(self._server.wait_closed(), 0.2)
         if self._background:
-            await _within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
+            await within(asyncio.gather(*self._background, return_exceptions=True), 0.2)
         if self._worker is not None:
             self._worker.cancel()
-            await _within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
+            await within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
         dropped = self._dropped_on_close + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
         log.info("bridge closed")
-
-    def _cut_short(self) -> None:
-        """The handler call in flight did not end within the close's grace: answer its
-        frames -32603 :data:`CUT_SHORT` now (the worker is cancelled right after, in the same
-        loop step, so it never answers them too)."""
-        frames, self._in_flight = self._in_flight, []
-        for session, msg in frames:
-            self._answer(session, msg, InternalError(CUT_SHORT))
-
-    def _answer_queued(self) -> None:
-        """Frames still queued once the call in flight is settled: -32603 :data:`NOT_BEGUN`."""
-        while self._queue.qsize():
-            session, msg, _ = self._queue.get_nowait()
-            self._answer(session, msg, InternalError(NOT_BEGUN))
 
     # ---- handshake and reader ---------------------------------------------------------------
 
@@ -381,7 +338,7 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             if len(raw) > self._max_frame:
-                session.send(_error_frame(_request_id(raw), InvalidRequest(
+                session.send(error_frame(jsonrpc.request_id_of(raw), InvalidRequest(
                     f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
                     f"was handled (send smaller frames)")))
                 continue
@@ -389,7 +346,7 @@ class BridgeServer:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
                 msg: Any = jsonrpc.decode(raw, raw_params=self._raw_params)
             except RpcError as exc:
-                session.send(_error_frame(exc.id, exc))
+                session.send(error_frame(exc.id, exc))
                 continue
             kind = type(msg)
             if kind is Request or kind is Notification:
@@ -397,7 +354,7 @@ class BridgeServer:
                     self._on_ack(session, msg)
                 elif msg.method == "auth":
                     if kind is Request:
-                        session.send(_error_frame(msg.id, InvalidRequest("already authenticated")))
+                        session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
                 elif self._queue.has_room(len(raw)):
                     self._queue.put_nowait((session, msg, len(raw)))
                 elif not await self._queue.put((session, msg, len(raw)), self._closing):
@@ -427,139 +384,10 @@ class BridgeServer:
         is_request = type(msg) is jsonrpc.Request
         if type(seq) is not int or seq < 0:
             if is_request:
-                session.send(_error_frame(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
+                session.send(error_frame(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
             else:
                 log.warning("ignored malformed stream.ack %r", params)
             return
         self.stream.ack(seq)
         if is_request:
             session.send(jsonrpc.encode_result(msg.id, {"ok": True}))
-
-    # ---- worker ------------------------------------------------------------------------------
-
-    async def _work(self) -> None:
-        """The one worker: handle queued frames strictly in arrival order; a run of queued frames
-        of one groupable method goes to ``group_handler`` at once (module rules)."""
-        queue, handler = self._queue, self._handler
-        grouped, group_max = self._group_methods, self._group_max
-        absent = EMPTY_RAW if self._raw_params else {}
-        while True:
-            self._idle.set()
-            session, msg, _ = await queue.get()
-            self._idle.clear()
-            if self._closing.is_set():  # the handler never sees it (module rules)
-                self._answer(session, msg, InternalError(NOT_BEGUN))
-                continue
-            if msg.method in grouped and (head := queue.peek()) is not None and head[1].method == msg.method:
-                batch = [(session, msg)]
-                while (len(batch) < group_max and (head := queue.peek()) is not None
-                       and head[1].method == msg.method):
-                    batch.append(queue.get_nowait()[:2])
-                self._in_flight = batch
-                await self._handle_group(msg.method, batch, absent)
-                continue
-            params = absent if msg.params is UNSET else msg.params
-            self._in_flight = [(session, msg)]
-            try:
-                outcome: Any = await handler(msg.method, params)
-            except asyncio.CancelledError:
-                outcome = self._cancelled(msg.method)
-            except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
-                outcome = _failure(msg.method, exc)
-            else:
-                outcome = _Result(outcome)
-            self._in_flight = []
-            self._answer(session, msg, outcome)
-
-    async def _handle_group(self, method: str, batch: list[tuple[Session, Any]], absent: Any) -> None:
-        """One call of ``group_handler`` for ``batch`` (frames of ``method`` in arrival order),
-        then each frame's answer in that order; a raise of the group handler is every frame's."""
-        assert self._group_handler is not None
-        try:
-            results = await self._group_handler(
-                method, [absent if msg.params is UNSET else msg.params for _, msg in batch])
-            if len(results) != len(batch):
-                raise RuntimeError(f"group handler gave {len(results)} outcomes for {len(batch)} frames")
-            outcomes: list[Any] = [r if isinstance(r, RpcError) else _Result(r) for r in results]
-        except asyncio.CancelledError:
-            outcomes = [self._cancelled(method)] * len(batch)
-        except Exception as exc:  # noqa: BLE001 — the handler's bug must not kill the bridge
-            outcomes = [_failure(method, exc)] * len(batch)
-        self._in_flight = []
-        for (session, msg), outcome in zip(batch, outcomes):
-            self._answer(session, msg, outcome)
-
-    @staticmethod
-    def _cancelled(method: str) -> RpcError:
-        me = asyncio.current_task()
-        if me is not None and me.cancelling():
-            raise asyncio.CancelledError  # close() is stopping the worker
-        log.error("handler for %s was cancelled from inside", method)
-        return InternalError("cancelled")
-
-    @staticmethod
-    def _answer(session: Session, msg: Any, outcome: Any) -> None:
-        """Queue the answer of a request: its :class:`_Result` or its :class:`RpcError`
-        (logged for a notification, which gets no answer)."""
-        if isinstance(outcome, RpcError):
-            log.info("%s failed: %r", msg.method, outcome)
-            if type(msg) is jsonrpc.Request:
-                session.send(_error_frame(msg.id, outcome))
-            return
-        if type(msg) is not jsonrpc.Request:
-            return
-        try:
-            frame = jsonrpc.encode_result(msg.id, outcome.value)
-        except Exception as exc:  # noqa: BLE001 — unencodable result
-            log.error("result of %s is not JSON-encodable: %s", msg.method, exc)
-            frame = _error_frame(msg.id, InternalError(f"result not encodable: {exc}"))
-        session.send(frame)
-
-
-class _Result:
-    """A handler's return value (so that a returned RpcError instance is never taken for a raise)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _failure(method: str, exc: Exception) -> RpcError:
-    """The answer to a handler's raise: an :class:`RpcError` as it is, anything else -32603."""
-    if isinstance(exc, RpcError):
-        return exc
-    log.error("handler for %s raised", method, exc_info=exc)
-    return InternalError(f"{type(exc).__name__}: {exc}")
-
-
-async def _within(aw: Awaitable[Any], timeout_s: float) -> bool:
-    """Await ``aw`` at most ``timeout_s`` seconds; False (and ``aw`` cancelled, not awaited)
-    on timeout.  Never ``asyncio.wait_for``: on 3.11 it can swallow our own cancellation."""
-    task = asyncio.ensure_future(aw)
-    done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
-    if not done:
-        task.cancel()
-        return False
-    if not task.cancelled():
-        task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
-    return True
-
-
-def _request_id(raw: bytes) -> Any:
-    """The ``id`` of a request frame, so that its error answer can be correlated; None for a
-    notification, a response or a frame that does not decode."""
-    try:
-        msg = jsonrpc.decode(raw)
-    except RpcError as exc:
-        return exc.id
-    return msg.id if type(msg) is jsonrpc.Request else None
-
-
-def _error_frame(request_id: Any, error: RpcError) -> bytes:
-    """Encode an error answer; fall back to a bare -32603 if ``data``/``message`` won't encode."""
-    try:
-        return jsonrpc.encode_error(request_id, error)
-    except Exception:  # noqa: BLE001 — e.g. data holds an unencodable object
-        message = error.message.encode("utf-8", "replace").decode("utf-8")
-        return jsonrpc.encode_error(request_id, RpcError(error.code, message))

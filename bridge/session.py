@@ -17,11 +17,15 @@ Rules / theory of operation
 * Draining: websockets stops reading the socket while received frames are not consumed, so a
   connection that is being closed must still be read (:func:`drain`), or the peer's close frame
   is never seen and the closing handshake waits its whole timeout.
+* :func:`within` is the closing server's bounded wait (never ``asyncio.wait_for``, which on 3.11
+  can swallow the caller's own cancellation).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -30,7 +34,7 @@ from .auth import Hello
 from .errors import NotConnected
 from .stream import Delivery, OutboundStream
 
-__all__ = ["Session", "drain", "close_and_drain", "close_or_abort"]
+__all__ = ["Session", "drain", "close_and_drain", "close_or_abort", "within"]
 
 log = logging.getLogger("bridge.server")
 
@@ -149,3 +153,16 @@ async def close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
+
+
+async def within(aw: Awaitable[Any], timeout_s: float) -> bool:
+    """Await ``aw`` at most ``timeout_s`` seconds; False (and ``aw`` cancelled, not awaited)
+    on timeout.  Never ``asyncio.wait_for``: on 3.11 it can swallow our own cancellation."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
+    if not done:
+        task.cancel()
+        return False
+    if not task.cancelled():
+        task.exception()  # retrieved: gather(return_exceptions=True) / waits do not raise
+    return True

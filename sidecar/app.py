@@ -10,6 +10,7 @@ the step executor's ports, and starts and closes the process.  Its concepts live
 * :mod:`sidecar.app_inputs` — a TU's inputs besides its platform events: ``session.login``
   (Stack's startup read), ``session.logout``, ``platform.poll``, ``platform.reconnected``,
   ``favorite.update``, ``task.close``, ``tasks.list``, ``why``;
+* :mod:`sidecar.app_batches` — ``platform.events``: a burst of raw events as one commit group;
 * :mod:`sidecar.step_groups` — the wall clock's queued ``platform.event`` frames as one group.
 
 Rules / theory of operation
@@ -56,17 +57,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
-from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import app_requests
 from sidecar import protocol as p
 from sidecar.aio import bounded, cancel_all
+from sidecar.app_batches import EventBatches
 from sidecar.app_deliveries import Deliveries
 from sidecar.app_inputs import Inputs
 from sidecar.app_time import Alarm, Clockwork
@@ -76,7 +77,8 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.methods import Methods
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
-from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import Stopping, StepFailed
 from sidecar.runtime.step import Request, Step
 from sidecar.senders.component import SendersComponent
 from sidecar.services import default_services
@@ -98,7 +100,6 @@ SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a 
 # seconds SidecarApp.close may take at most: each stage's own bound is cut to what is left of it,
 # so close() + the database close (0.3 s, sidecar.cli) end before the 1.5 s watchdog (exit 5)
 CLOSE_BUDGET_S = 1.0
-
 
 GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
 
@@ -138,11 +139,7 @@ class SidecarApp:
                                    group_methods=GROUPED if wall else ())
         self._lock = asyncio.Lock()  # one step at a time
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
-        self._batch_seen: int | None = None  # platform.events: events begun (platform.request)
-        self._batch_skipped: list[int] = []  # platform.events: if_open events skipped so far
         self.asker = app_requests.Asker(self.bridge, settings.request_timeout_s)  # platform.request(s)
-        self._last_seq = 0  # stream seq of the last note this process sent (any kind)
-        self._step_seqs: dict[int, int] | None = None  # platform.events: step number -> _last_seq once its effects were sent
         # the router: every outward delivery, Stack's built-in route included (ConfigError: exit 2)
         self.routing = RouterComponent(settings, store, self.stack, self._send, flush_interval_s=(
             settings.stack_flush_interval_s if self.clock.virtual else 0.0),  # sidecar.router.cadence
@@ -169,7 +166,7 @@ class SidecarApp:
                                      routing=self.routing, senders=self.senders, ports=self,
                                      step=self.step, step_locked=self._step_locked, locked=self._locked,
                                      wake=self.alarm.wake, wake_if_sooner=self.alarm.wake_if_sooner)
-        self._pump_kick = self.deliveries.pump_kick  # the delivery timer fired (_platform_events)
+        self._pump_kick = self.deliveries.pump_kick  # the delivery timer fired
         self.clockwork = Clockwork(clock=self.clock, engine=self.engine, executor=self.executor,
                                    lock=self._lock, deliveries=self.deliveries, alarm=self.alarm,
                                    step_locked=self._step_locked, connected=lambda: self.bridge.connected,
@@ -177,6 +174,10 @@ class SidecarApp:
         self.inputs = Inputs(settings=settings, clock=self.clock, engine=self.engine, store=store,
                              stack=self.stack, routing=self.routing, step=self.step,
                              flush_observed=self.deliveries.flush_observed)
+        self.batches = EventBatches(clock=self.clock, engine=self.engine, executor=self.executor,
+                                    lock=self._lock, deliveries=self.deliveries, clockwork=self.clockwork,
+                                    stream_last_seq=lambda: self.bridge.stream.last_seq,
+                                    require_clock=self._require_clock, now_or_none=self._now_or_none)
 
     @property
     def failed(self) -> BaseException | None:
@@ -285,7 +286,7 @@ class SidecarApp:
         reg("session.login", p.SessionLogin, lambda a: self.inputs.login(a))
         reg("session.logout", p.SessionLogout, lambda a: self.inputs.logout(a))
         reg("platform.event", p.PlatformEvent, self._platform_event)
-        reg("platform.events", p.PlatformEvents, self._platform_events, needs_clock=False)
+        reg("platform.events", p.PlatformEvents, lambda a: self.batches.handle(a), needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, lambda a: self.inputs.reconnected(a))
         reg("platform.poll", p.PlatformPoll, lambda a: self.inputs.poll(a))
         reg("favorite.update", p.FavoriteUpdate, lambda a: self.inputs.favorite_update(a))
@@ -346,12 +347,14 @@ class SidecarApp:
 
     def _send(self, method: str, wire: Any) -> None:
         """Every note to Electron — a step's, the router's ``delivery``, ``sender.state`` —
-        goes out here, so :attr:`_last_seq` knows the stream's last seq this process sent."""
-        self._last_seq = self.bridge.notify(method, wire)
+        goes out here, so :attr:`EventBatches.last_seq` knows the stream's last seq this process
+        sent."""
+        self.batches.last_seq = self.bridge.notify(method, wire)
 
     def step_done(self) -> None:
-        if self._step_seqs is not None:  # platform.events: where this step's effects end
-            self._step_seqs[self.executor.steps] = self._last_seq
+        batches = self.batches
+        if batches.step_seqs is not None:  # platform.events: where this step's effects end
+            batches.step_seqs[self.executor.steps] = batches.last_seq
         if not self.clock.virtual:
             self.clockwork.step_done_wall()
 
@@ -370,95 +373,12 @@ class SidecarApp:
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
         """One ``platform.request`` (:mod:`sidecar.app_requests`)."""
-        return await self.asker.one(app_requests.params_of(req, self._batch_seen, self._batch_skipped))
+        return await self.asker.one(app_requests.params_of(req, self.batches.seen, self.batches.skipped))
 
     async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
         """One step's requests in one ``platform.requests`` round trip (virtual clock)."""
-        return await self.asker.many([app_requests.params_of(r, self._batch_seen, self._batch_skipped)
+        return await self.asker.many([app_requests.params_of(r, self.batches.seen, self.batches.skipped)
                                       for r in reqs])
-
-    # platform.events --------------------------------------------------------------------------
-    async def _fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
-        """The advance to ``t`` inside ``platform.events`` (:meth:`Clockwork.fire_until`)."""
-        await self.clockwork.fire_until(clock, t, method)
-
-    async def _pump_locked(self) -> None:
-        """Under the step lock: the delivery pass due now (:meth:`Deliveries.pump_locked`)."""
-        await self.deliveries.pump_locked()
-
-    async def _platform_events(self, a: p.PlatformEvents) -> dict:
-        """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
-        order, each its own step, the whole call ONE commit group — plus, on the virtual clock,
-        the advance to each event's ``received_at`` first (timers, and every delivery at its
-        instant, exactly as ``clock.advance_to``).  Per event ``{"ok", "events", "seq"}`` or
-        ``{"ok": false, "error": {"code": -32602, "message"}}``."""
-        clock = self.clock
-        virtual = isinstance(clock, VirtualClock)
-        results: list[dict] = []
-        marks: list[int] = []  # the number of the last step once each event's step was run
-        async with self._lock:
-            seq0 = self._last_seq = self.bridge.stream.last_seq
-            self._batch_seen, self._step_seqs, self._batch_skipped = 0, {}, []
-            try:
-                async with self.executor.group():
-                    for i, ev in enumerate(a.events):
-                        if virtual:
-                            assert isinstance(clock, VirtualClock)
-                            at = ev.received_at
-                            if a.stop_at_due and i > 0 and self._acts_before(clock, at):
-                                break  # the caller sends the rest once it saw that
-                            if at is not None and (not clock.is_set or at > clock.now()):
-                                if not math.isfinite(at):
-                                    raise InvalidParams("platform.events: received_at must be finite")
-                                await self._fire_until(clock, at, "platform.events")
-                            self._require_clock()
-                            if self._pump_kick.is_set() or self.executor.outbox_due_pending():
-                                await self._pump_locked()  # as at the end of clock.advance_to
-                        self._batch_seen = i + 1
-                        if ev.if_open is not None and ev.if_open not in self.engine.factory.open:
-                            self._batch_skipped.append(i)  # the task closed before its answer
-                            results.append({"ok": True, "skipped": True, "events": 0})
-                        else:
-                            results.append(await self._batch_event(ev))
-                        marks.append(self.executor.steps + self.executor.pending_steps())
-            except StepFailed as exc:
-                raise InternalError(str(exc)) from exc
-            except (Stopping, InternalError) as exc:
-                if isinstance(exc, InternalError) and not (self.executor.stopping and self.failed is None):
-                    raise
-                # shutdown began inside the call (a step refused, or an advance cut short): the
-                # events before it were committed with the group — say how many
-                taken = len(results)
-                raise InternalError(
-                    f"the sidecar is shutting down; platform.events took {taken} of {len(a.events)}"
-                    f" events (kept); send the rest after a restart",
-                    data={"taken": taken, "now": self._now_or_none()}) from None
-            finally:
-                self._batch_seen, self._batch_skipped = None, []
-                step_seqs, self._step_seqs = self._step_seqs or {}, None
-            for res, mark in zip(results, marks):
-                res["seq"] = step_seqs.get(mark, seq0)
-        return {"taken": len(results), "results": results, "now": self._now_or_none()}
-
-    def _acts_before(self, clock: VirtualClock, at: float | None) -> bool:
-        """``platform.events`` with ``stop_at_due``: would a timer or a delivery pass of the
-        sidecar's own run before an event received at ``at`` (None: now)?  An outbox attempt
-        due now counts too (``next_due`` leaves it out: the next input makes it)."""
-        if self._pump_kick.is_set() or self.deliveries.others_due or self.executor.outbox_due_pending():
-            return True
-        due = self.engine.next_due(None)  # every timer, an outbox attempt due by now included
-        limit = clock.now() if at is None or at <= clock.now() else at
-        return due is not None and due <= limit
-
-    async def _batch_event(self, ev: p.PlatformEvent) -> dict:
-        """One event of a batch as one step of the open group; a refusal is its error result."""
-        try:
-            n = await self.executor.run(partial(
-                self.engine.platform_event, tu=ev.tu, project=ev.project, name=ev.name, data=ev.data))
-        except (EngineError, BadRawEvent, UnknownRawEvent, RpcError) as exc:
-            code = exc.code if isinstance(exc, RpcError) else INVALID_PARAMS
-            return {"ok": False, "error": {"code": code, "message": error_text(exc)}}
-        return {"ok": True, "events": n}
 
     # status -----------------------------------------------------------------------------------
     def status(self) -> dict:

@@ -4,7 +4,7 @@ round trip (``platform.requests``; issue 11 item 3).
 Rules / theory of operation
 ---------------------------
 * A request carries ``at`` (the asking step's instant, unix seconds) and, inside a
-  ``platform.events`` call, ``batch_seen`` / ``batch_skipped`` (:class:`sidecar.protocol.PlatformRequest`):
+  ``platform.events`` call, ``batch_seen`` / ``batch_skipped`` (:class:`sidecar.protocol_outbound.PlatformRequest`):
   on the virtual clock a replayer answers from its world as of then.
 * Virtual clock: the requests one step makes go out together as ONE ``platform.requests
   {requests: [platform.request params, …]}`` round trip when there are several; the answer is
@@ -27,20 +27,20 @@ from typing import Any
 
 from bridge import BridgeServer
 from bridge.errors import RemoteError
-from sidecar import protocol as p
+from sidecar.protocol_outbound import PlatformRequest, PlatformRequests
 from sidecar.runtime.step import Request
 
 Outcome = tuple[Any, str | None]  # (result, None) or (None, error text)
 log = logging.getLogger("sidecar.app")
 
 
-def params_of(req: Request, batch_seen: int | None, batch_skipped: list[int]) -> p.PlatformRequest:
+def params_of(req: Request, batch_seen: int | None, batch_skipped: list[int]) -> PlatformRequest:
     """The wire params of ``req`` (``batch_*``: the open ``platform.events`` call's, module rules)."""
-    return p.PlatformRequest(project=req.project, tu=req.tu, method=req.method, params=req.params,
+    return PlatformRequest(project=req.project, tu=req.tu, method=req.method, params=req.params,
                              at=req.at, batch_seen=batch_seen, batch_skipped=list(batch_skipped) or None)
 
 
-async def perform(bridge: BridgeServer, params: p.PlatformRequest, timeout: float) -> Outcome:
+async def perform(bridge: BridgeServer, params: PlatformRequest, timeout: float) -> Outcome:
     """One ``platform.request``."""
     try:
         return await bridge.request("platform.request", params, timeout=timeout), None
@@ -52,11 +52,11 @@ class Unsupported(Exception):
     """The client does not serve ``platform.requests`` (module rules)."""
 
 
-async def perform_many(bridge: BridgeServer, params: list[p.PlatformRequest], timeout: float) -> list[Outcome]:
+async def perform_many(bridge: BridgeServer, params: list[PlatformRequest], timeout: float) -> list[Outcome]:
     """Several requests in one ``platform.requests`` round trip; one outcome per request.
     Raises :class:`Unsupported` when the client does not serve the method."""
     try:
-        answer = await bridge.request("platform.requests", p.PlatformRequests(requests=params),
+        answer = await bridge.request("platform.requests", PlatformRequests(requests=params),
                                       timeout=timeout)
     except RemoteError as exc:
         if exc.code == -32601:
@@ -78,10 +78,10 @@ class Asker:
         self.bridge, self.timeout = bridge, timeout
         self.together = True  # False once the client did not serve platform.requests
 
-    async def one(self, params: p.PlatformRequest) -> Outcome:
+    async def one(self, params: PlatformRequest) -> Outcome:
         return await perform(self.bridge, params, self.timeout)
 
-    async def many(self, params: list[p.PlatformRequest]) -> list[Outcome]:
+    async def many(self, params: list[PlatformRequest]) -> list[Outcome]:
         if self.together:
             try:
                 return await perform_many(self.bridge, params, self.timeout)

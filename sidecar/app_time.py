@@ -34,7 +34,8 @@ from sidecar.app_deliveries import Deliveries, StepLocked
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.core.scheduler import Scheduler
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine
-from sidecar.runtime.executor import Stopping, StepExecutor, StepFailed, TooManyTimers
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import Stopping, StepFailed, TooManyTimers
 
 
 class Alarm:

@@ -40,6 +40,7 @@ import msgspec
 
 from bridge.errors import InvalidParams
 from sidecar import protocol as p
+from sidecar.protocol_outbound import DeliveryNote
 from sidecar.core.rng import KeyedRandom
 from sidecar.paging import MAX_LIMIT, budget, cut_text, page
 from sidecar.router.attempt import Attempts, Next, SenderHealth
@@ -61,7 +62,7 @@ class PassResult:
     """What one pump pass asks of the app."""
 
     next_due: float | None = None  # unix seconds; None = nothing pending
-    notes: list[p.DeliveryNote] = field(default_factory=list)  # to Electron, in order
+    notes: list[DeliveryNote] = field(default_factory=list)  # to Electron, in order
     events: list[Event] = field(default_factory=list)  # route these in a step of their own
     stack_acked: int = 0  # Stack writes delivered in this pass
     stack_failed: int = 0  # Stack attempts that failed in this pass
@@ -69,8 +70,8 @@ class PassResult:
 
 
 def delivery_note(row: Delivery, status: str, attempt: int, at: float,
-                  error: str | None = None) -> p.DeliveryNote:
-    return p.DeliveryNote(delivery_id=row.id, target=row.target, channel=row.channel,
+                  error: str | None = None) -> DeliveryNote:
+    return DeliveryNote(delivery_id=row.id, target=row.target, channel=row.channel,
                           status=status, attempt=attempt, source=row.source, subject=row.subject,
                           action=row.action, priority=row.priority, rule=row.rule,
                           event_at=row.event_at, at=at, error=error)

@@ -19,10 +19,10 @@ Rules / theory of operation
 * Each frame gets exactly the answer it would have got alone: bad params → -32602 naming the
   method; a refusal (``refusals``: unknown TU, bad raw event — raised before anything changed)
   → -32602 for that frame only, the others go on; the process stopped after a failed step →
-  -32603; shutdown began (:class:`~sidecar.runtime.executor.Stopping`) → the frames whose steps
+  -32603; shutdown began (:class:`~sidecar.runtime.ports.Stopping`) → the frames whose steps
   ran are committed and answered, the rest get -32603 "shutting down".
 * The virtual clock never groups here: its driver awaits each answer, and ``platform.events``
-  is its batch (``SidecarApp._platform_events``).
+  is its batch (:mod:`sidecar.app_batches`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from typing import Any
 
 from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from sidecar.methods import Methods
-from sidecar.runtime.executor import StepExecutor, StepFailed, Stopping
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import StepFailed, Stopping
 from sidecar.runtime.step import Step
 
 StepOf = Callable[[Any], Callable[[Step], Any]]  # decoded params -> the step's engine input

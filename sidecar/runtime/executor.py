@@ -55,79 +55,20 @@ Rules / theory of operation
   commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
   written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
 * The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
-  and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
+  (:mod:`sidecar.runtime.ports`: the ports and the exceptions it raises) and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
   plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 from sidecar.core.clock import Clock
 from sidecar.runtime.engine import Engine
+from sidecar.runtime.ports import NoLock, Ports, RouterPort, StepFailed, Stopping, TooManyTimers
 from sidecar.runtime.step import Request, Step
-
-
-class StepFailed(Exception):
-    """A step crashed or could not be committed; the process must restart (exit 6)."""
-
-
-class Stopping(Exception):
-    """The process is shutting down: the step was refused before it began (not a failure)."""
-
-
-class TooManyTimers(Exception):
-    """``fire_due`` ran its ``limit`` of timers; everything so far is committed."""
-
-
-class Ports(Protocol):
-    """The I/O the executor needs; every call is made in the order of the module rules."""
-
-    async def commit(self, ops: list) -> None:
-        """Apply ``ops`` in one transaction (raise on failure: nothing was written)."""
-
-    def notify(self, method: str, note: Any) -> None:
-        """Send one note to Electron (after the commit)."""
-
-    def outbox_due(self, at: float) -> None:
-        """The delivery timer (:data:`~sidecar.runtime.engine.OUTBOX_TIMER`) fired at ``at``:
-        send what is due."""
-
-    def outbox_queued(self, at: float, channels: frozenset[str] | None = None) -> None:
-        """The step routed pending deliveries due at ``at`` to ``channels`` (``stack`` among
-        them for Stack writes; Stack's are sent at its flush instant, :mod:`sidecar.router.cadence`)."""
-
-    async def perform(self, request: Request) -> tuple[Any, str | None]:
-        """Make one platform request: ``(result, None)`` or ``(None, error text)``."""
-
-    # optional: ``async perform_many(requests) -> list[(result, error text)]`` — one step's
-    # requests in one round trip (virtual clock), one outcome per request, in order
-
-    def step_failed(self, exc: BaseException) -> None:
-        """A step failed (called once): stop the process (crash-only)."""
-
-    def step_done(self) -> None:
-        """A step's effects are carried out (its requests started): e.g. wake a ticker."""
-
-
-class RouterPort(Protocol):
-    """What the executor needs of the router (:class:`sidecar.router.core.Router`)."""
-
-    def decide(self, events: list, now: float, after: Sequence[Any] = ()) -> Any:
-        """A routing with ``ops()``, ``pending`` and ``channels`` (the pending rows' channels;
-        pure: nothing changes yet).  ``after``: the routings of the open group's earlier steps,
-        decided but not yet applied (their commit is still to come) — this routing sees their
-        dedup keys, throttle windows and event numbers exactly as if they had been applied."""
-
-    def apply(self, routing: Any) -> None:
-        """Evolve after the routing's ops were committed."""
-
-    def ahead(self) -> Any:
-        """An empty sequence the open group's routings are appended to, in order, and that is
-        passed as ``decide``'s ``after`` (the router's own kind merges as it grows, so a step of
-        a large group routes in time of its own events)."""
 
 
 @dataclass(slots=True)
@@ -149,16 +90,6 @@ class _Pending:
     ops: list = field(default_factory=list)
     routings: Any = field(default_factory=list)  # decided, not applied: later steps see them
     # (the router's ``ahead()``: appended to in order)
-
-
-class NoLock:
-    """The lock of a single-caller executor (tests, one coroutine at a time)."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class StepExecutor:

@@ -17,7 +17,8 @@ from sidecar.router.model import Action, Event, Rule, Status
 from sidecar.router.storage import PutDelivery
 from sidecar.stack.writes import marker_event
 from sidecar.core.scheduler import Scheduler
-from sidecar.runtime.executor import StepExecutor, StepFailed, Stopping
+from sidecar.runtime.executor import StepExecutor
+from sidecar.runtime.ports import StepFailed, Stopping
 from sidecar.runtime.step import Request, Step
 from sidecar.store.errors import StoreError
 

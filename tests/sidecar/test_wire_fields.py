@@ -1,5 +1,5 @@
 """The domain notes and their wire Structs keep the same fields (the duplicates tool flagged the
-pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol.TaskView``): :mod:`sidecar.wire`
+pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol_outbound.TaskView``): :mod:`sidecar.wire`
 converts one into the other by attribute name, so a field added to one side only would be
 dropped or fail at send time instead of here."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 import msgspec
 import pytest
 
-from sidecar import protocol as p
+from sidecar import protocol_outbound as out
 from sidecar.domain import notes
 
 
@@ -40,8 +40,8 @@ def _wire_fields(cls: type[msgspec.Struct]) -> dict[str, object]:
 
 
 def test_task_snapshot_and_task_view_keep_the_same_fields():
-    assert _note_fields(notes.TaskSnapshot) == _wire_fields(p.TaskView)
-    assert list(_note_fields(notes.TaskSnapshot)) == list(_wire_fields(p.TaskView))
+    assert _note_fields(notes.TaskSnapshot) == _wire_fields(out.TaskView)
+    assert list(_note_fields(notes.TaskSnapshot)) == list(_wire_fields(out.TaskView))
 
 
 @pytest.mark.parametrize(("note", "method"), [
@@ -51,7 +51,7 @@ def test_task_snapshot_and_task_view_keep_the_same_fields():
     (notes.ChainAttempt, "chain.attempt"),
 ])
 def test_every_note_has_the_fields_of_its_wire_struct(note, method):
-    assert set(_note_fields(note)) == set(_wire_fields(p.OUTBOUND[method]))
+    assert set(_note_fields(note)) == set(_wire_fields(out.OUTBOUND[method]))
 
 
 def test_a_field_added_to_one_side_only_is_caught():
@@ -59,7 +59,7 @@ def test_a_field_added_to_one_side_only_is_caught():
     class Wider(notes.TaskSnapshot):
         extra: int = 0
 
-    assert _note_fields(Wider) != _wire_fields(p.TaskView)
+    assert _note_fields(Wider) != _wire_fields(out.TaskView)
 
 
 def test_task_snapshot_of_is_the_constructors_value_and_stays_frozen():
