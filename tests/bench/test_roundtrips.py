@@ -4,6 +4,7 @@ order, and the bare round-trip floor measured on both sides."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 from bench import roundtrips
 
@@ -39,3 +40,16 @@ def test_floor_measures_both_sides_of_a_bare_round_trip():
     res = asyncio.run(roundtrips.floor(50))
     assert res["round_trips"] == 50
     assert res["wall_us"] > 0 and res["client_cpu_us"] > 0 and res["server_cpu_us_incl_startup"] > 0
+
+
+def test_the_log_sees_every_round_trip_and_frame_of_a_replay(tmp_path):
+    from electron_stub import generate
+
+    path = tmp_path / "smoke.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in generate.generate("smoke", hours=0.1, favorites=4)))
+    log: list[dict] = []
+    rp = asyncio.run(roundtrips._play(str(path), True, log))
+    asked = [r for r in log if "rt" in r]
+    assert asked and len(asked) == sum(rp.request_frames.values())
+    assert sum(len(r["reqs"]) for r in asked) == sum(rp.requests.values())
+    assert len([r for r in log if "frame" in r]) == sum(rp.frames.values())
