@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     def _known_level(cls, v: str) -> str:
         name = v.strip().upper()
         if name not in LOG_LEVELS:
-            raise ValueError(f"unknown log level {v!r}; use one of {', '.join(LOG_LEVELS)}")
+            # no {v!r} here: pydantic's error carries the input, and the one line shows it as "(got …)"
+            raise ValueError(f"unknown log level; use one of {', '.join(LOG_LEVELS)}")
         return name
 
     @field_validator("time_scale", "stack_startup_timeout_s", "request_timeout_s", "stack_flush_interval_s")
