@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -48,11 +49,28 @@ exit codes:
 """
 
 
+_ARGUMENT = re.compile(r"argument (?P<flag>[^:]+): (?P<problem>.*)", re.S)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (issue 7: bad input gets one line and exit 2)."""
+    """argparse, but a usage error is one line (issue 7: bad input gets one line and exit 2),
+    worded like every other refusal: ``sidecar: bad setting --clock (SIDECAR_CLOCK): …`` for a
+    ``serve`` flag (each has its environment variable, :func:`sidecar.preflight.flag_of`),
+    ``sidecar: bad argument --after: …`` for another command's, ``sidecar: bad command line: …``
+    for the rest (an unknown flag, a missing argument); each ends with where the help is."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: bad setting: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"sidecar: {self._problem(message)} (see {self.prog} --help)\n")
+
+    def _problem(self, message: str) -> str:
+        m = _ARGUMENT.match(message)
+        if m is None:
+            return f"bad command line: {message}"
+        flag, problem = m["flag"].split("/")[-1], m["problem"]
+        dest = next((a.dest for a in self._actions if flag in a.option_strings), None)
+        if self.prog == "sidecar serve" and dest is not None:
+            return f"bad setting {flag} (SIDECAR_{dest.upper()}): {problem}"
+        return f"bad argument {flag}: {problem}"
 
 
 class _Version(argparse.Action):
@@ -83,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
     s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
-    s.add_argument("--allow-origin", action="append", dest="allowed_origins",
+    s.add_argument("--allow-origin", action="append", dest="allow_origin",
                    help="an Origin allowed to connect (repeatable; default none)")
     s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
@@ -147,8 +165,8 @@ def serve(args: argparse.Namespace) -> int:
     from sidecar.preflight import BadSetting, check_settings, load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k != "cmd" and v is not None}
-    if "allowed_origins" in overrides:
-        overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
+    if "allow_origin" in overrides:
+        overrides["allow_origin"] = tuple(overrides["allow_origin"])
     try:
         settings = load_settings(overrides)
         check_settings(settings)
@@ -201,7 +219,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     try:
         store = await Store.open(db, durability=settings.durability)
     except DataDirLocked as exc:
-        print(f"sidecar: {exc} — another sidecar uses this data dir", file=sys.stderr)
+        print(f"sidecar: {exc}; stop that sidecar or choose another --data-dir", file=sys.stderr)
         return 3
     except (StoreError, sqlite3.DatabaseError, OSError) as exc:
         # never start on a database we cannot read: its unsent outbox may hold the only copy of

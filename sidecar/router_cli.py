@@ -5,8 +5,9 @@ Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it work
 running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,
 then name); ``deliveries`` prints the audit oldest first, filtered by ``--status``, ``--target``
 and ``--since`` (an ISO-8601 instant or a span back from now: ``90m``, ``6h``, ``2d``), at most
-``--limit`` rows (the newest; or, with ``--after SEQ``, the first after that seq — the output
-then ends with the ``--after`` of the next page).  ``--json`` prints one JSON object per line instead of a table
+``--limit`` rows (the newest — the output then says when older rows exist and how to page from
+the oldest; or, with ``--after SEQ``, the first after that seq — the output then ends with the
+``--after`` of the next page).  ``--json`` prints one JSON object per line instead of a table
 (times in unix seconds).  Rows hold target names only: no URL or secret is ever stored, so none
 is printed.  Changing rules goes through the bridge (``rules.create/patch/delete``) of the
 running sidecar.
@@ -95,25 +96,30 @@ def read_rules(data_dir: Path) -> list[dict[str, Any]]:
 
 def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, after_seq: int | None = None,
-                    limit: int = 200) -> tuple[list[dict[str, Any]], int | None]:
+                    limit: int = 200) -> tuple[list[dict[str, Any]], int | None, bool]:
     """The audit's rows as dicts of :data:`_COLS`, oldest first, through the bridge method's own
     reader (:func:`sidecar.router.storage.list_deliveries`): the newest ``limit`` rows, or with
-    ``after_seq`` the first ``limit`` rows after it.  Returns ``(rows, next)``: ``next`` = the
-    ``--after`` of the following page (None: no more rows; always None for the newest rows)."""
+    ``after_seq`` the first ``limit`` rows after it.  Returns ``(rows, next, older)``: ``next`` =
+    the ``--after`` of the following page (None: no more rows; always None for the newest rows),
+    ``older`` = the newest rows were cut: older rows match too (always False with ``after_seq``)."""
     from sidecar.router.storage import list_deliveries
 
     limit = max(1, limit)
     conn = _connect(data_dir)
     try:
         found = list_deliveries(conn, status=status, target=target, since=since,
-                                after_seq=after_seq, limit=limit + (after_seq is not None),
+                                after_seq=after_seq, limit=limit + 1,
                                 newest=after_seq is None)
     except sqlite3.Error as exc:
         raise Unavailable(f"cannot read the deliveries of {data_dir}: {exc}") from exc
     finally:
         conn.close()
-    nxt = found[limit - 1].seq if len(found) > limit else None
-    return [{c: getattr(d, c) for c in _COLS} for d in found[:limit]], nxt
+    cut = len(found) > limit  # one row more than shown was asked for: is there more?
+    if after_seq is None:  # the newest rows, oldest first: the extra one is the oldest
+        rows, nxt, older = found[-limit:], None, cut
+    else:
+        rows, nxt, older = found[:limit], (found[limit - 1].seq if cut else None), False
+    return [{c: getattr(d, c) for c in _COLS} for d in rows], nxt, older
 
 
 def _utc(t: float | None) -> str:
@@ -139,13 +145,14 @@ def run(args: argparse.Namespace) -> int:
 
     name = f"sidecar {args.cmd}"
     nxt: int | None = None
+    older = False
     data_dir = Path(args.data_dir or default_data_dir())
     try:
         if args.cmd == "rules":
             rows = read_rules(data_dir)
         else:
             since = parse_since(args.since, WallClock().now())  # the one clock (DESIGN §5)
-            rows, nxt = read_deliveries(data_dir, status=args.status, target=args.target,
+            rows, nxt, older = read_deliveries(data_dir, status=args.status, target=args.target,
                                         since=since, after_seq=args.after, limit=args.limit)
     except (Unavailable, ValueError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
@@ -155,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         if nxt is not None:
             print(f"{name}: more rows: --after {nxt}", file=sys.stderr)
+        if older:
+            print(f"{name}: the newest {len(rows)} rows; older rows exist: --after 0 pages from the "
+                  "oldest", file=sys.stderr)
         return 0
     from rich.table import Table
 
@@ -174,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(str(r.get("weight", 0)), r.get("name", ""), "yes" if r.get("enabled", True) else "no",
                           json.dumps(cond, ensure_ascii=False), acts, f"{thr:g} s" if thr else "")
     else:
-        table = Table(title="Deliveries (oldest first)", title_justify="left")
+        title = f"Deliveries: the newest {len(rows)} (oldest first)" if older else "Deliveries (oldest first)"
+        table = Table(title=title, title_justify="left")
         for col in ("event (UTC)", "event", "target", "status", "tries", "rule", "id"):
             table.add_column(col, no_wrap=True)
         table.add_column("note / error", overflow="fold", min_width=20)
@@ -186,4 +197,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     if nxt is not None:
         console.print(f"More rows: {_next_page(args, data_dir, nxt)}")
+    if older:  # the newest rows were shown: say that older ones exist and how to page them
+        console.print(f"Older rows exist; from the oldest: {_next_page(args, data_dir, 0)} "
+                      "(or --since, a larger --limit)")
     return 0

@@ -37,7 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("tu", help="the profile (TU) id")
     w.add_argument("ru", help="the customer (RU) id")
     w.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
-    w.add_argument("--since", help="ISO-8601 instant or a span back from now: 90m, 6h, 2d")
+    w.add_argument("--since", help="only decisions at or after: an ISO-8601 instant or a span back from "
+                                   "now (90m, 6h, 2d; the wall clock — for a replay's data dir give the "
+                                   "instant). Without it: every decision the log holds for the pair")
     w.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 
 

@@ -100,3 +100,17 @@ def test_run_compiles_the_checkouts_modules_even_where_bytecode_is_never_written
              "print(sidecar.mod.VALUE, seen)")
     r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert r.stdout.strip() == "42 []", r.stdout + r.stderr
+
+
+def test_echoed_command_is_quoted_so_it_can_be_pasted(capsys, monkeypatch):
+    """``./run test -m "not slow"`` echoed ``… -m not slow``, which a shell splits into three
+    words; the echo quotes each argument the way a shell reads it back."""
+    import runpy
+    import shlex
+    calls: list[list[str]] = []
+    sh = runpy.run_path(str(ROOT / "run"), run_name="run_script")["sh"]
+    monkeypatch.setattr("subprocess.call", lambda cmd, **kw: calls.append(cmd) or 0)
+    sh("python", "-m", "pytest", "-m", "not slow", Path("a b/c.py"))
+    line = capsys.readouterr().out.strip()
+    assert line == "+ python -m pytest -m 'not slow' 'a b/c.py'"
+    assert shlex.split(line[2:]) == calls[0]

@@ -171,6 +171,9 @@ def _demo(a: argparse.Namespace) -> int:
                        a.json, temporary=not a.keep)
 
 
+DIFF_LIMIT = 50  # tasks listed per side unless --limit / --all says otherwise
+
+
 def _diff(a: argparse.Namespace) -> int:
     from electron_stub import trace
 
@@ -180,12 +183,18 @@ def _diff(a: argparse.Namespace) -> int:
         raise InputError(str(exc)) from None
     except (KeyError, TypeError) as exc:
         raise InputError(f"{a.a} / {a.b}: a task line lacks {exc} (not a sidecar-stub trace?)") from None
+    if a.limit < 0:
+        raise InputError(f"--limit {a.limit}: must be 0 (all) or more")
     for side, path in (("only_a", a.a), ("only_b", a.b)):
-        print(f"{len(d[side])} task(s) only in {path}")
-        for x in d[side][:50]:
+        tasks = d[side]
+        shown = tasks if a.limit == 0 else tasks[:a.limit]
+        print(f"{len(tasks)} task(s) only in {path}")
+        for x in shown:
             close = x["close"] or ("open", None)
             print(f"  {x['at']:>10.3f} {x['type']:<20} {x['tu']}/{x['ru']} {x['source']} {x['task_id']} "
                   f"→ {close[0]}{'' if close[1] is None else f' at {close[1]:.3f}'}")
+        if len(shown) < len(tasks):  # never cut a list without saying so
+            print(f"  … {len(tasks) - len(shown)} more (--all or --limit N shows them)")
     return 0 if not d["only_a"] and not d["only_b"] else 1
 
 
@@ -203,29 +212,46 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-batch", action="store_true",
                    help="send each world event after its own clock.advance_to instead of one "
                         "platform.events frame that advances too (same result, more round trips)")
-    g = sub.add_parser("generate", help="write a scenario")
-    g.add_argument("--preset", choices=("demo", "smoke", "shift", "large"), default="demo")
-    g.add_argument("--seed", type=int)
-    g.add_argument("--hours", type=float)
-    g.add_argument("--tus-per-project", type=int)
-    g.add_argument("--favorites", type=int)
+    from electron_stub.generate import PRESETS
+
+    def preset_default(key: str) -> str:
+        return ", ".join(f"{name} {cfg[key]:g}" for name, cfg in PRESETS.items())
+
+    g = sub.add_parser("generate", help="write a scenario",
+                       description="Write a generated scenario (JSON lines). A flag left out takes "
+                                   "the preset's value.")
+    g.add_argument("--preset", choices=tuple(PRESETS), default="demo",
+                   help="the world and timeline to start from (default: demo)")
+    g.add_argument("--seed", type=int, help=f"seed of the world and timeline (default: the preset's — {preset_default('seed')})")
+    g.add_argument("--hours", type=float, help=f"virtual hours of the timeline (default: {preset_default('hours')})")
+    g.add_argument("--tus-per-project", type=int,
+                   help=f"TUs per project (default: {preset_default('tus_per_project')})")
+    g.add_argument("--favorites", type=int, help=f"favorites per TU (default: {preset_default('favorites')})")
     g.add_argument("-o", "--output", help="file (default: stdout)")
-    d = sub.add_parser("demo", help="generate the demo scenario and replay it")
-    d.add_argument("--binary")
+    d = sub.add_parser("demo", help="generate the demo scenario and replay it",
+                       description="Generate the demo preset (1 virtual hour: a crash, a shift change, "
+                                   "a Stack fault) into a temporary folder, replay it and print the report.")
+    d.add_argument("--binary", help="frozen sidecar binary (default: python -m sidecar)")
     d.add_argument("--keep", help="keep scenario, trace and data dirs here (a new folder, or one an "
-                                  "earlier demo --keep wrote: reused)")
+                                  "earlier demo --keep wrote: reused; default: a temporary folder, removed)")
     d.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
-    f = sub.add_parser("diff", help="tasks that differ between two traces")
-    f.add_argument("a")
-    f.add_argument("b")
+    f = sub.add_parser("diff", help="tasks that differ between two traces",
+                       description="Print the tasks in one trace and not the other (compared by task id, "
+                                   "type, TU, RU, source, creation time, deadline and close). Exit 0: same tasks; 1: they differ.")
+    f.add_argument("a", metavar="TRACE_A", help="first trace (JSON lines, sidecar-stub replay --trace)")
+    f.add_argument("b", metavar="TRACE_B", help="second trace")
+    f.add_argument("--limit", type=int, metavar="N", default=DIFF_LIMIT,
+                   help=f"show at most N tasks per side (default: {DIFF_LIMIT}; 0 = all)")
+    f.add_argument("--all", dest="limit", action="store_const", const=0, help="show every task (= --limit 0)")
     s = sub.add_parser("senders", help="sender health tools (seed 000)")
     ss = s.add_subparsers(dest="senders_cmd", required=True)
     sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet; print seed 000 §5's tables")
-    sim.add_argument("--senders", type=int, default=660)
-    sim.add_argument("--days", type=float, default=7.0)
+    sim.add_argument("--senders", type=int, default=660, help="senders in the fleet (default: 660)")
+    sim.add_argument("--days", type=float, default=7.0, help="virtual days to run (default: 7)")
     sim.add_argument("--group", help='put every sender in this group: "failed_in_row=3,cooldown_delay_from=15,'
-                                     'cooldown_delay_to=45,send_from_message_interval=…,from_time=22:00,to_time=06:00"')
-    sim.add_argument("--seed", type=int, default=0)
+                                     'cooldown_delay_to=45,send_from_message_interval=…,from_time=22:00,to_time=06:00" '
+                                     "(default: no group — the built-in defaults)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the keyed randomness (default: 0)")
     return ap
 
 

@@ -38,6 +38,18 @@ _FIELDS = ("failed_in_row", "cooldown_delay_from", "cooldown_delay_to", "send_fr
            "send_to_message_interval", "from_time", "to_time")
 
 
+#: ``groups create/patch --help`` (seed 000 §6's fields; units as the bridge's groups.create takes them)
+_FIELD_HELP = {
+    "failed_in_row": "failures in a row that start a cooldown",
+    "cooldown_delay_from": "a cooldown's shortest length, minutes",
+    "cooldown_delay_to": "a cooldown's longest length, minutes",
+    "send_from_message_interval": "shortest pause between two sends, seconds",
+    "send_to_message_interval": "longest pause between two sends, seconds",
+    "from_time": "the group's window starts, HH:MM[:SS] UTC",
+    "to_time": "the group's window ends, HH:MM[:SS] UTC",
+}
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", help="the sidecar's data dir (default: the per-user one)")
@@ -47,23 +59,25 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     for name, hlp in (("list", "every group, highest priority first"), ("get", "one group")):
         p = gs.add_parser(name, help=hlp, parents=[common])
         if name == "get":
-            p.add_argument("id")
+            p.add_argument("id", help="the group's id (groups list shows it)")
     for name in ("create", "patch"):
         p = gs.add_parser(name, parents=[common], help=f"{name} a group (fields of seed 000 §6; delays in "
                                                       "minutes, intervals in seconds, HH:MM[:SS] UTC windows)")
         if name == "patch":
-            p.add_argument("id")
-        p.add_argument("--name", required=name == "create")
-        p.add_argument("--priority", type=int, required=name == "create")
+            p.add_argument("id", help="the group's id (groups list shows it)")
+        p.add_argument("--name", required=name == "create", help="the group's name" + (" (required)" if name == "create" else ""))
+        p.add_argument("--priority", type=int, required=name == "create",
+                       help="unique; of a sender's groups whose window covers now, the highest applies" + (" (required)" if name == "create" else ""))
         for f in _FIELDS:
-            p.add_argument("--" + f.replace("_", "-"), dest=f,
+            p.add_argument("--" + f.replace("_", "-"), dest=f, help=_FIELD_HELP[f],
                            type=str if f.endswith("_time") else float)
     p = gs.add_parser("delete", help="delete a group (its assignments go with it)", parents=[common])
-    p.add_argument("id")
-    for name in ("assign", "unassign"):
-        p = gs.add_parser(name, help=f"{name} a sender to / from groups", parents=[common])
-        p.add_argument("sender")
-        p.add_argument("groups", nargs="+", metavar="GROUP_ID")
+    p.add_argument("id", help="the group's id (groups list shows it)")
+    for name, hlp in (("assign", "put a sender in groups (it keeps the groups it is in)"),
+                      ("unassign", "take a sender out of groups")):
+        p = gs.add_parser(name, help=hlp, description=hlp[0].upper() + hlp[1:] + ".", parents=[common])
+        p.add_argument("sender", help="the sender's id")
+        p.add_argument("groups", nargs="+", metavar="GROUP_ID", help="one or more group ids")
     s = sub.add_parser("senders", help="sender health (seed 000): list, get, history, recover")
     ss = s.add_subparsers(dest="op", required=True)
     ss.add_parser("list", help="every sender with its state", parents=[common])
@@ -71,11 +85,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p = ss.add_parser(name, help={"get": "one sender", "history": "its transitions (codes 100–109)",
                                       "recover": "manual recovery from cooldown or Need Check (106)"}[name],
                            parents=[common])
-        p.add_argument("sender")
+        p.add_argument("sender", help="the sender's id (senders list shows it)")
         if name == "history":
-            p.add_argument("--since", type=float, default=0.0, help="unix seconds")
+            p.add_argument("--since", type=float, default=0.0,
+                           help="only transitions at or after, unix seconds (default: 0 = all)")
         if name == "recover":
-            p.add_argument("--by", default="cli")
+            p.add_argument("--by", default="cli", help="who recovers it, kept in its history (default: cli)")
 
 
 def run(args: argparse.Namespace) -> int:

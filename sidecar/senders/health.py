@@ -300,7 +300,7 @@ class HealthMachine:
         facts = [self._fact("cooldown", s, number=n, end=end)]
         if cycling:
             facts.append(self._fact("need_check", s, path="A", cycling=True))
-        note = f"#{n} until {utc_text(end)} ({(end - now) / MIN:.1f} min)" + (", cycling last step" if cycling else "")
+        note = f"#{n} {_until(end, s.exit_at, now)}" + (", cycling last step" if cycling else "")
         return Step(s, [History(s.sender, now, STARTED, note)], facts)
 
     def _probe_result(self, s: SenderState, ev: ProbeResult) -> Step:
@@ -343,7 +343,7 @@ class HealthMachine:
             # a new probe for the extension, unless the earlier one is still in flight (one at a time)
             s = replace(s, extensions=k, cooldown_end=end, exit_at=end + self._draw(*STEP_LAG, s, "step", k),
                         probe_at=now, probe_sent_at=s.probe_sent_at if s.probe_in_flight else None)
-            return Step(s, [History(s.sender, now, EXTENDED, f"{k} until {utc_text(end)} ({(end - now) / MIN:.1f} min)")])
+            return Step(s, [History(s.sender, now, EXTENDED, f"{k} {_until(end, s.exit_at, now)}")])
         return self._release(s, now, "fail-open")
 
     def _release(self, s: SenderState, now: float, verdict: str) -> Step:
@@ -362,6 +362,18 @@ class HealthMachine:
     def _fact(action: str, s: SenderState, **payload: object) -> Fact:
         return Fact(action, "critical" if action == "need_check" else "high",
                     {"sender": s.sender, "state": s.state, **payload})
+
+
+def _until(end: float, exit_at: float | None, now: float) -> str:
+    """A cooldown's span for its history note: the planned end and the verdict instant, which the
+    scheduler's step lag (:data:`STEP_LAG`, keyed 0–7 min, drawn with the cooldown) puts after
+    it — e.g. ``until 2026-11-30 08:42:55 UTC (1.2 min), verdict at 2026-11-30 08:48:31 UTC
+    (+5.6 min step lag)``.  Without the verdict instant a shift lead saw the sender stay in
+    cooldown minutes past the stated end with nothing to explain it."""
+    text = f"until {utc_text(end)} ({(end - now) / MIN:.1f} min)"
+    if exit_at is not None:
+        text += f", verdict at {utc_text(exit_at)} (+{(exit_at - end) / MIN:.1f} min step lag)"
+    return text
 
 
 def utc_text(t: float | None) -> str:

@@ -19,7 +19,8 @@ def test_quick_bench_prints_every_figure_beside_its_limit(tmp_path, capsys):
     assert res["limits"]["httpx"]["posts_per_s"] > 0
     assert res["engine"]["events"] == 5000 and res["engine"]["cpu_eps"] > 0
     assert res["latency"]["received"] == res["latency"]["events"]
-    for needle in ("limits (this run)", "× of echo", "of raw sqlite3 commits", "echo p99", "engine only"):
+    for needle in ("limits (this run)", "× of echo", "of raw sqlite3 commits", "echo p99", "engine only",
+                   "target ≤ 2 ms: M"):  # MET or MISS
         assert needle in out, needle
 
 
@@ -51,3 +52,24 @@ def test_scale_scenario_is_the_first_hour_of_large():
     assert lines[0]["duration_s"] == 3600.0 and lines[0]["name"] == "large"
     assert sum(1 for x in lines if x.get("kind") == "tu") == 60
     assert max(x["t"] for x in lines if "t" in x) <= 3600.0
+
+
+def test_every_figure_with_a_target_says_met_or_miss():
+    """``p99 34.5 ms (= 8.04× echo p99; target ≤ 2 ms)`` left the comparison to the reader."""
+    assert [bench.verdict(x, 2.0) for x in (1.2, 2.0, 34.5, None)] == ["MET", "MET", "MISS", "n/a"]
+    r = {"scenario": "s", "wall_s": 10.0, "speedup": 2.0, "violations": 0, "failed_expectations": 0,
+         "round_trips": {"platform.events": 5}, "request_round_trips": 1, "platform_requests": 1,
+         "stack_requests": {"batch": 6000}, "stack_writes": {}, "peak_rss_mb": 120.0}
+    text = "\n".join(bench.replay_lines("shift replay", r, None))
+    assert "target ≤ 5,500 per shift: MISS" in text and "target ≤ 150 MB: MET" in text
+    text = "\n".join(bench.replay_lines("scale", r, None, shift=False))
+    assert "per whole shift: no verdict" in text and "MISS" not in text
+
+
+def test_a_bad_only_names_the_command_a_user_runs(capsys):
+    try:
+        bench.main(["--only", "warp"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    err = capsys.readouterr().err
+    assert "./run bench: error: unknown figure(s) warp" in err and "__main__" not in err

@@ -215,3 +215,40 @@ def test_demo_without_keep_calls_its_files_temporary_and_hides_log_paths(tmp_pat
                        on_notification=lambda *a: None, on_request=None, logs_kept=kept)  # type: ignore[arg-type]
     assert str(tmp_path) not in machine(False)._tail_head() and "--keep" in machine(False)._tail_head()
     assert str(tmp_path / "data" / "m1.stderr.log") in machine(True)._tail_head()
+
+
+def _trace_with_tasks(path, n: int):
+    path.write_text("".join(json.dumps({"at": float(i), "event": "task.created", "task_id": f"t{i}",
+                                        "type": "like", "tu": "g", "ru": f"r{i}", "source": "scroll_new",
+                                        "created_at": float(i), "deadline": None}) + "\n" for i in range(n)))
+    return path
+
+
+@pytest.mark.parametrize("flags, listed, more", [([], 50, "… 10 more"), (["--limit", "7"], 7, "… 53 more"),
+                                                 (["--all"], 60, None), (["--limit", "0"], 60, None)])
+def test_diff_says_how_many_it_left_out_and_can_show_all(tmp_path, capsys, flags, listed, more):
+    """The list was cut at 50 tasks per side without a word (newcomer's report, item 5)."""
+    a = _trace_with_tasks(tmp_path / "a.jsonl", 60)
+    b = _trace_with_tasks(tmp_path / "b.jsonl", 0)
+    assert cli.main(["diff", str(a), str(b), *flags]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"60 task(s) only in {a}"
+    assert sum(1 for x in out if " like " in x) == listed
+    assert [x.strip() for x in out if "more" in x] == ([f"{more} (--all or --limit N shows them)"] if more else [])
+
+
+def test_diff_help_describes_its_arguments(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["diff", "--help"])
+    out = capsys.readouterr().out
+    assert "TRACE_A" in out and "first trace" in out and "--all" in out and "default: 50" in out
+
+
+@pytest.mark.parametrize("cmd", [["generate"], ["demo"], ["senders", "simulate"]])
+def test_every_flag_has_a_help_text_with_its_default(capsys, cmd):
+    with pytest.raises(SystemExit):
+        cli.main([*cmd, "--help"])
+    out = capsys.readouterr().out
+    flags = [x for x in out.split("options:")[1].split("\n  -")[1:]]
+    assert flags and all(len(f.split(None, 2)) > 2 or "help" in f for f in flags), out
+    assert all("default" in f for f in flags if not f.startswith(("h,", "-binary", "-json"))), out

@@ -277,3 +277,34 @@ def test_20_waiting_deliveries_keep_order_and_are_not_attempts():
         t += 30
     assert [d for d, _ in sent] == list(range(20)) and probes == 1
     assert s.sent == 20 and sent[0][1] >= s.last_cooldown_start + 3600 + 600
+
+
+@pytest.mark.parametrize("group", [None, STACK_GROUP])
+def test_cooldown_notes_name_the_verdict_instant_after_the_step_lag(group):
+    """The report's "cooldown started: #1 until 08:42:55 UTC (1.2 min)" was followed by
+    "cooldown finished" at 08:48:31 with nothing to explain the 5.6 min: the note names the
+    verdict instant (the planned end plus the keyed 0–7 min scheduler step lag) — and the
+    verdict comes exactly then.  The same for an extension's note."""
+    s, rows = run(h.SenderState(sender="w"), fail(T0, group=group), fail(T0 + 1, group=group),
+                  *([fail(T0 + 2, group=group)] if group is not None else []))
+    assert s.state == h.COOLDOWN and rows[-1].code == 101
+    lag = s.exit_at - s.cooldown_end
+    assert 0 <= lag <= 7 * 60
+    assert rows[-1].note == (f"#1 until {h.utc_text(s.cooldown_end)} ({(s.cooldown_end - T0 - (2 if group else 1)) / 60:.1f}"
+                             f" min), verdict at {h.utc_text(s.exit_at)} (+{lag / 60:.1f} min step lag)")
+    nxt = h.next_timer(s)
+    while nxt is not None and nxt < s.exit_at:  # a warm-up slot first, answered as failed
+        step = M.handle(s, h.Tick(nxt))
+        s = step.state
+        if step.send_probe:
+            s = M.handle(s, h.ProbeResult(nxt + 5, ok=False, terminal=False)).state
+        nxt = h.next_timer(s)
+    exit_at = s.exit_at
+    step = M.handle(s, h.Tick(exit_at - 0.001))
+    assert step.state.state == h.COOLDOWN and not step.history  # not before the stated instant
+    step = M.handle(s, h.Tick(exit_at))
+    assert step.history and step.history[-1].code in (100, 102)  # the verdict: released or extended
+    if step.history[-1].code == 102:
+        e = step.state
+        assert step.history[-1].note.endswith(f"verdict at {h.utc_text(e.exit_at)} "
+                                              f"(+{(e.exit_at - e.cooldown_end) / 60:.1f} min step lag)")

@@ -99,3 +99,34 @@ def test_out_of_range_after_and_limit_are_one_line_and_exit_2(tmp_path, capsys):
         assert out.out == "" and out.err.count("\n") == 1 and bad[0] in out.err, bad
     assert main(["deliveries", "--data-dir", str(tmp_path), "--after", str(2 ** 63 - 1), "--json"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_newest_rows_say_that_older_rows_exist(tmp_path, capsys):
+    """Without --after the newest --limit rows came under "Deliveries (oldest first)" with no
+    hint that older rows exist (newcomer's report, item 6); the hint pages from the oldest."""
+    async def go():
+        async with await Store.open(tmp_path / "sidecar.db") as s:
+            rule = parse_rule({"name": "all", "actions": [{"target": "audit"}]})
+            st = RouterState(prefix="ev-", rules={rule.name: rule})
+            ops = []
+            for i in range(5):
+                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
+                          {"stack": "stack", "audit": "journal"})
+                st.apply(r)
+                ops += r.ops()
+            await RouterStore(s).commit(ops)
+    asyncio.run(go())
+    d = str(tmp_path)
+    assert main(["deliveries", "--data-dir", d, "--target", "audit", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Deliveries: the newest 3 (oldest first)" in out
+    hint = out.split("from the oldest: ", 1)[1].split(" (or", 1)[0]
+    assert shlex.split(hint) == ["sidecar", "deliveries", "--data-dir", d, "--target", "audit",
+                                 "--limit", "3", "--after", "0"]
+    assert main(["deliveries", "--data-dir", d, "--target", "audit", "--limit", "3", "--json"]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(x)["action"] for x in out.out.splitlines()] == ["a2", "a3", "a4"]
+    assert "older rows exist: --after 0" in out.err
+    assert main(["deliveries", "--data-dir", d, "--target", "audit", "--limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "Deliveries (oldest first)" in out and "Older" not in out  # all shown: no hint
