@@ -163,12 +163,13 @@ def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 class LoopWriter:
-    """Commits on the loop's connection ``conn`` (module rules).  ``run(fn)`` runs
-    ``fn(aiosqlite's connection)`` on aiosqlite's thread (:meth:`Store._run`, raising
-    :class:`StoreError`); ``counters`` is the store's (``checkpoints``, ``restarts``)."""
+    """Commits on the loop's connection ``conn`` (module rules).  ``run(fn, *args)`` runs
+    ``fn(aiosqlite's connection, *args)`` on aiosqlite's thread (:meth:`Store._run`, raising
+    :class:`StoreError`); ``counters`` is the store's (``checkpoints``, ``restarts``,
+    ``busy_retries``)."""
 
     def __init__(self, conn: sqlite3.Connection,
-                 run: Callable[[Callable[..., Any]], Awaitable[Any]], counters: Any) -> None:
+                 run: Callable[..., Awaitable[Any]], counters: Any) -> None:
         self.conn = conn
         self._run = run
         self._counters = counters

@@ -117,3 +117,25 @@ async def test_a_lock_that_outlasts_busy_timeout_fails_the_commit_as_a_whole_off
         assert store.commits_on_loop
     finally:
         await store.close()
+
+
+async def test_a_cancelled_retry_still_commits_whole_and_keeps_the_loop_behind_it(tmp_path):
+    """Cancelling the task that awaits a retried commit does not cancel the transaction on
+    aiosqlite's thread (it commits after the release), and a later commit still goes behind it."""
+    store = await Store.open(tmp_path / "sidecar.db")
+    try:
+        lock = await ForeignLock(tmp_path / "sidecar.db").take()
+        first = asyncio.ensure_future(store.commit([PutMeta("k1", "first"), PutMeta("k2", "x")]))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(store.commit([PutMeta("k1", "second")]))
+        await asyncio.sleep(0.05)
+        assert not second.done()
+        await lock.release()
+        await asyncio.wait_for(second, 5)
+        assert _meta(tmp_path / "sidecar.db") == {"k1": "second", "k2": "x"}
+        assert store.counters.busy_retries == 1
+    finally:
+        await store.close()
