@@ -133,7 +133,7 @@ class SidecarApp:
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
-                                   allowed_origins=settings.allowed_origins,
+                                   allowed_origins=settings.allow_origin,
                                    raw_params=True,  # decoded once, by each method
                                    group_handler=self._handle_group if wall else None,
                                    group_methods=GROUPED if wall else ())

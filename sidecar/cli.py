@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
     s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
-    s.add_argument("--allow-origin", action="append", dest="allowed_origins",
+    s.add_argument("--allow-origin", action="append", dest="allow_origin",
                    help="an Origin allowed to connect (repeatable; default none)")
     s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
@@ -147,8 +147,8 @@ def serve(args: argparse.Namespace) -> int:
     from sidecar.preflight import BadSetting, check_settings, load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k != "cmd" and v is not None}
-    if "allowed_origins" in overrides:
-        overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
+    if "allow_origin" in overrides:
+        overrides["allow_origin"] = tuple(overrides["allow_origin"])
     try:
         settings = load_settings(overrides)
         check_settings(settings)

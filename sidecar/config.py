@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from platformdirs import user_data_path
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 LOG_LEVELS = tuple(logging.getLevelName(n) for n in (10, 20, 30, 40, 50))  # DEBUG … CRITICAL
@@ -41,7 +42,9 @@ class Settings(BaseSettings):
     seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
     durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)
     max_frame: int = Field(default=1 << 20, ge=1024)  # bytes per websocket frame
-    allowed_origins: tuple[str, ...] = ()  # browsers send Origin; Electron main does not
+    # exact Origin values accepted (browsers send Origin; Electron main does not): the flag
+    # --allow-origin repeats, the environment SIDECAR_ALLOW_ORIGIN is a comma-separated list
+    allow_origin: Annotated[tuple[str, ...], NoDecode] = ()
     request_timeout_s: float = Field(default=15.0, gt=0)  # platform.request answer timeout (real s)
     log_level: str = "INFO"
 
@@ -73,6 +76,24 @@ class Settings(BaseSettings):
         if v not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the sidecar binds loopback only (DESIGN §3)")
         return v
+
+    @field_validator("allow_origin", mode="before")
+    @classmethod
+    def _origins(cls, v: object) -> object:
+        """A comma-separated string (the environment) becomes the list; each item must be an
+        origin as a browser sends it — ``scheme://host[:port]``, nothing after — or it could
+        never match (a newcomer's ``--allow-origin notanorigin`` was accepted and did nothing)."""
+        items = [p.strip() for p in v.split(",") if p.strip()] if isinstance(v, str) else v
+        if not isinstance(items, (list, tuple)):
+            return items  # pydantic says what is wrong with it
+        for item in items:
+            if not isinstance(item, str):
+                continue
+            parts = urlsplit(item)
+            if not (parts.scheme and parts.hostname) or parts.path or parts.query or parts.fragment \
+                    or "@" in parts.netloc or item != f"{parts.scheme}://{parts.netloc}":
+                raise ValueError(f"{item!r} is not an origin (scheme://host[:port], e.g. app://operator)")
+        return tuple(items)
 
     def resolved_token(self) -> str:
         """The per-launch token: from ``--token-file`` when one is given (flags win, README; the

@@ -22,7 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import re
+
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from sidecar.config import Settings
 
@@ -56,6 +59,10 @@ def load_settings(overrides: dict[str, Any]) -> Settings:
         given = err.get("input")
         shown = f" (got {given!r})" if given is not None and not isinstance(given, dict) else ""
         raise BadSetting(field, msg + shown) from None
+    except SettingsError as exc:  # an environment value pydantic-settings could not even decode
+        m = re.search(r'field "(\w+)"', str(exc))
+        raise BadSetting(m.group(1) if m else "?", "cannot be read from the environment: "
+                         + str(exc.__cause__ or exc)) from None
 
 
 def check_settings(settings: Settings) -> str:

@@ -66,6 +66,53 @@ def test_bad_environment_setting_names_the_variable(tmp_path):
     assert_one_line_exit_2(r, "SIDECAR_PORT")
 
 
+@pytest.mark.parametrize("value, words", [
+    ("x", ["--allow-origin", "SIDECAR_ALLOW_ORIGIN", "'x'"]),
+    ('["app://operator"', ["--allow-origin"]),  # what a JSON list half-typed looks like
+    ("app://operator/path", ["--allow-origin", "app://operator/path"]),
+])
+def test_bad_allowed_origin_in_the_environment_is_one_line_and_exit_2(tmp_path, value, words):
+    """A newcomer's trial: ``SIDECAR_ALLOWED_ORIGINS=x`` printed pydantic-settings' traceback and
+    exited 1, and ``SIDECAR_ALLOW_ORIGIN`` (the README's ``SIDECAR_<FLAG>`` rule) was ignored."""
+    r = run("serve", "--data-dir", str(tmp_path / "d"), extra_env={"SIDECAR_ALLOW_ORIGIN": value})
+    assert_one_line_exit_2(r, *words)
+
+
+@pytest.mark.parametrize("flag", ["notanorigin", "http://", "app://op/x?y", "null"])
+def test_allow_origin_flag_must_be_an_origin(tmp_path, flag):
+    r = run("serve", "--data-dir", str(tmp_path / "d"), "--allow-origin", flag)
+    assert_one_line_exit_2(r, "--allow-origin", repr(flag))
+
+
+def test_allow_origin_from_the_environment_is_a_comma_separated_list():
+    from sidecar.config import Settings
+    s = Settings(_env_file=None, **{})  # the defaults: no origin allowed
+    assert s.allow_origin == ()
+    os.environ["SIDECAR_ALLOW_ORIGIN"] = "app://operator, http://localhost:5173"
+    try:
+        assert Settings().allow_origin == ("app://operator", "http://localhost:5173")
+    finally:
+        del os.environ["SIDECAR_ALLOW_ORIGIN"]
+    assert Settings(allow_origin=("app://operator",)).allow_origin == ("app://operator",)
+
+
+def test_a_complex_environment_value_that_cannot_be_parsed_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    """The class of the bug: pydantic-settings raises ``SettingsError`` (not a ValidationError)
+    for an environment value it cannot decode; load_settings turns it into one line too."""
+    import pydantic_settings
+
+    from sidecar import preflight
+
+    def broken(**kw):
+        raise pydantic_settings.SettingsError(
+            'error parsing value for field "allow_origin" from source "EnvSettingsSource"')
+
+    monkeypatch.setattr(preflight, "Settings", broken)
+    with pytest.raises(preflight.BadSetting) as e:
+        preflight.load_settings({})
+    assert str(e.value).startswith("bad setting --allow-origin (SIDECAR_ALLOW_ORIGIN):")
+
+
 def test_port_in_use_is_one_line_and_exit_2(tmp_path, busy_port):
     r = run("serve", "--data-dir", str(tmp_path), "--port", str(busy_port))
     assert_one_line_exit_2(r, "--port", str(busy_port), "not free")
