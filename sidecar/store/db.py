@@ -28,7 +28,9 @@ Rules / theory of operation
   writer; its checkpoints run on aiosqlite's thread; a new file's page size is
   :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
   ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's thread
-  (one hop per commit, not one per statement).
+  (one hop per commit, not one per statement).  The loop never waits for a write lock another
+  process holds: such a commit is retried on aiosqlite's thread, which waits ``busy_timeout``
+  (:mod:`sidecar.store.writer`, "A lock someone else holds").
 * Readers run as one function on aiosqlite's connection thread, each in its own read
   transaction, so a reader never sees half of a batch; once the loop commits, that connection is
   ``query_only`` — a write there would take SQLite's write lock from under the loop (which would
@@ -121,6 +123,7 @@ class StoreCounters:
     checkpoints: int = 0
     restarts: int = 0  # commits that waited for a catch-up checkpoint (sidecar.store.writer)
     catch_up_timeouts: int = 0  # ... and went on before it was done
+    busy_retries: int = 0  # loop commits that found the lock taken, retried off the loop
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
@@ -174,7 +177,7 @@ class Store:
             _, version = await db._execute(_setup, db._conn, _SYNCHRONOUS[durability],
                                            busy_timeout_ms, migrations)
             if commit_on_loop:
-                writer = _w.open_writer(path, _SYNCHRONOUS[durability], busy_timeout_ms)
+                writer = _w.open_writer(path, _SYNCHRONOUS[durability])
                 await db._execute(_w.readers_only, db._conn)
         except BaseException as exc:
             if writer is not None:

@@ -42,6 +42,26 @@ Rules / theory of operation
   transaction against 220–225 µs, COMMIT 117–123 µs against 153 µs (1 KiB: 40 KB, but rows
   overflow and the CPU was no lower; end to end the difference is within the bench's noise).
   An existing file keeps its page size (changing it means rewriting the file) and works the same.
+* **A lock someone else holds is never waited for on the loop** (breaker 16).  Another process
+  (or connection) may hold SQLite's write lock — ``BEGIN IMMEDIATE`` in a ``sqlite3`` shell, a
+  backup, a ``wal_checkpoint(TRUNCATE)``.  A commit that waited for it on the loop's connection
+  would be one long C call on the loop's thread, up to ``busy_timeout`` (5 s): no reads, no acks,
+  no new connections, and no signal handler (Python runs them only between bytecodes) — a
+  SIGTERM was handled 3–4 s late, past the 2 s exit promise.  So the loop's connection has a
+  busy timeout of :data:`LOOP_BUSY_TIMEOUT_MS` (0: SQLite answers ``SQLITE_BUSY`` at once from
+  ``BEGIN IMMEDIATE``, before anything is written), and such a commit is retried — the same plan,
+  one transaction, all or nothing — on aiosqlite's thread (:func:`apply_plan_off_loop`), which
+  waits up to the store's ``busy_timeout`` while the loop runs on; past it the commit fails as a
+  whole (:class:`~sidecar.store.errors.StoreError`), as on the ``"full"`` path.  The caller's
+  rules do not change: it awaits the commit either way, so nothing is sent before it and a failed
+  one sends nothing.  **Order:** while a retried commit is on aiosqlite's thread, every later
+  commit goes there too, behind it (that thread runs its queue in order), so none overtakes it —
+  also when the awaiting task is cancelled (the retry still commits or rolls back as a whole, and
+  the loop writes again only after it ended).  Readers queue behind a retry on that thread (as
+  they queue behind every commit with ``"full"``), so a read may wait for the lock too, but the
+  loop does not.  The other waits are off the loop already: the checkpoints and the catch-up run
+  on aiosqlite's thread (and a PASSIVE checkpoint never waits for a lock); the close of the
+  loop's connection takes no lock.
 * A failed transaction rolls back as a whole (:func:`apply_plan`) on either connection and is
   raised as :class:`~sidecar.store.errors.StoreError`: nothing half-written.
 """
@@ -71,6 +91,10 @@ WAL_RESTART_BYTES = 64 << 20
 CATCH_UP_WAIT_S = 0.005
 WAL_HARD_BYTES = 4 * WAL_RESTART_BYTES
 
+# the loop's connection's busy timeout (module rules, "A lock someone else holds"): the loop never
+# waits for a lock; the store's own busy_timeout applies on aiosqlite's thread
+LOOP_BUSY_TIMEOUT_MS = 0
+
 Plan = list[tuple[str, list[tuple]]]  # compiled ops (sidecar.store.ops.compile_ops)
 
 
@@ -91,12 +115,32 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
         raise
 
 
-def open_writer(path: Path, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
-    """The loop's own connection: the store's pragmas, no automatic checkpoint (its fsyncs would
-    hold the loop; :class:`LoopWriter` runs them on aiosqlite's thread)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+def apply_plan_off_loop(conn: sqlite3.Connection, plan: Plan) -> None:
+    """:func:`apply_plan` on aiosqlite's connection (its thread), which is ``query_only`` while
+    the loop commits: a commit the loop found locked by someone else (module rules, "A lock
+    someone else holds"), waiting there up to that connection's ``busy_timeout``."""
+    conn.execute("PRAGMA query_only = OFF")
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        apply_plan(conn, plan)
+    finally:
+        conn.execute("PRAGMA query_only = ON")
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """``SQLITE_BUSY`` (any extended code): the lock is someone else's; nothing was written."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == sqlite3.SQLITE_BUSY
+    return "database is locked" in str(exc)
+
+
+def open_writer(path: Path, synchronous: str) -> sqlite3.Connection:
+    """The loop's own connection: the store's pragmas, no automatic checkpoint (its fsyncs would
+    hold the loop; :class:`LoopWriter` runs them on aiosqlite's thread), and no waiting for a
+    lock (:data:`LOOP_BUSY_TIMEOUT_MS`; module rules, "A lock someone else holds")."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True, timeout=0)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(LOOP_BUSY_TIMEOUT_MS)}")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -119,12 +163,13 @@ def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 class LoopWriter:
-    """Commits on the loop's connection ``conn`` (module rules).  ``run(fn)`` runs
-    ``fn(aiosqlite's connection)`` on aiosqlite's thread (:meth:`Store._run`, raising
-    :class:`StoreError`); ``counters`` is the store's (``checkpoints``, ``restarts``)."""
+    """Commits on the loop's connection ``conn`` (module rules).  ``run(fn, *args)`` runs
+    ``fn(aiosqlite's connection, *args)`` on aiosqlite's thread (:meth:`Store._run`, raising
+    :class:`StoreError`); ``counters`` is the store's (``checkpoints``, ``restarts``,
+    ``busy_retries``)."""
 
     def __init__(self, conn: sqlite3.Connection,
-                 run: Callable[[Callable[..., Any]], Awaitable[Any]], counters: Any) -> None:
+                 run: Callable[..., Awaitable[Any]], counters: Any) -> None:
         self.conn = conn
         self._run = run
         self._counters = counters
@@ -137,6 +182,7 @@ class LoopWriter:
         self._restart_frames = max(1, WAL_RESTART_BYTES // page)  # WAL frames of that many bytes
         self._hard_frames = max(1, WAL_HARD_BYTES // page)
         self._wal_frames = 0  # frames in the WAL at the last checkpoint's end
+        self._off_loop = 0  # commits on aiosqlite's thread not yet ended (module rules, "Order")
 
     async def commit(self, plan: Plan, n_ops: int) -> None:
         """``plan`` in one transaction on the loop (after a catch-up when one is due); raises
@@ -145,16 +191,38 @@ class LoopWriter:
             await self._catch_up()
         if self._closed:
             raise StoreError("store is closed")
+        if self._off_loop:  # behind a retried commit: there too, in order (module rules)
+            await self._commit_off_loop(plan)
+            return
         try:
             apply_plan(self.conn, plan)
         except sqlite3.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+            if not is_busy(exc):
+                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+            self._counters.busy_retries += 1
+            await self._commit_off_loop(plan)
+            return
         self._since_checkpoint += n_ops
         if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
             self._since_checkpoint = 0
             self._counters.checkpoints += 1
             self._checkpoint = asyncio.get_running_loop().create_task(
                 self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
+
+    async def _commit_off_loop(self, plan: Plan) -> None:
+        """``plan`` on aiosqlite's thread (:func:`apply_plan_off_loop`), which may wait for the
+        lock up to the store's ``busy_timeout``; the loop writes again only once it ended — also
+        when the awaiting task is cancelled (module rules, "Order").  Raises StoreError."""
+        self._off_loop += 1
+        done = asyncio.ensure_future(self._run(apply_plan_off_loop, plan))
+
+        def ended(fut: asyncio.Future) -> None:
+            self._off_loop -= 1
+            if not fut.cancelled():
+                fut.exception()  # retrieved: the awaiting task may have been cancelled
+
+        done.add_done_callback(ended)
+        await asyncio.shield(done)
 
     def close(self) -> None:
         """Close the loop's connection (at once: it is never the last one, so it does not
@@ -198,5 +266,6 @@ class LoopWriter:
             self._counters.catch_up_timeouts += 1
 
 
-__all__ = ["CATCH_UP_WAIT_S", "CHECKPOINT_OPS", "PAGE_SIZE", "WAL_HARD_BYTES", "WAL_RESTART_BYTES", "LoopWriter", "apply_plan",
+__all__ = ["CATCH_UP_WAIT_S", "CHECKPOINT_OPS", "LOOP_BUSY_TIMEOUT_MS", "PAGE_SIZE", "WAL_HARD_BYTES",
+           "WAL_RESTART_BYTES", "LoopWriter", "apply_plan", "apply_plan_off_loop", "is_busy",
            "open_writer", "passive_checkpoint", "readers_only"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
+import time
 
 import pytest
 
 from bridge.client import BridgeClient
-from tests.integration.sidecar_proc import SidecarProcess
+from tests.integration.sidecar_proc import SidecarProcess, answer_no_dialogs, send_event
 from tests.stack.fake_stack import StackServer
 
 T0 = 1796025600.0
@@ -118,4 +120,62 @@ async def test_one_signal_during_a_busy_loop_is_bounded_by_the_watchdog(tmp_path
         c = await _busy_far_future_advance(sc)
         code = await sc.stop("SIGTERM")  # within 2 s: cleanly (0) or forced by the watchdog (5)
         assert code in (0, 5)
+        await c.close()
+
+
+class _ForeignWriteLock:
+    """Another process holding SQLite's write lock on ``sidecar.db`` (``BEGIN IMMEDIATE``) until
+    :meth:`release` (breaker 16)."""
+
+    CODE = ("import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True)\n"
+            "sys.stdin.readline(); c.execute('COMMIT')\n")
+
+    async def take(self, db) -> "_ForeignWriteLock":
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", self.CODE, str(db), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE)
+        assert await asyncio.wait_for(self.proc.stdout.readline(), 10) == b"locked\n"
+        return self
+
+    async def release(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.stdin.close()
+            await asyncio.wait_for(self.proc.wait(), 10)
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+async def test_another_process_s_write_lock_neither_stops_the_loop_nor_delays_a_stop(
+        tmp_path, durability):
+    """Breaker 16: with ``--durability normal`` the commit ran on the loop's thread and waited
+    out busy_timeout (5 s) there — no frames answered, SIGTERM handled 3–4 s late (rc 6 when the
+    lock outlasted busy_timeout).  Now an ack is answered during the hold, the event's commit
+    lands after the release, and a SIGTERM during a hold is a clean exit 0 within the 2 s bound
+    (sidecar/store/writer.py, "A lock someone else holds")."""
+    notes: list[str] = []
+    async with SidecarProcess(tmp_path / "d", clock="wall", extra=("--durability", durability)) as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=answer_no_dialogs,
+                                       on_notification=lambda m, p: notes.append(m))
+        await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        lock = await _ForeignWriteLock().take(tmp_path / "d" / "sidecar.db")
+        try:
+            ev = asyncio.ensure_future(c.call("platform.event", send_event(1, time.time())))
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(c.call("stream.ack", {"seq": 0}), 1.0)  # the loop answers
+            assert not ev.done() and "task.created" not in notes  # nothing before its commit
+        finally:
+            await lock.release()
+        await asyncio.wait_for(ev, 5)
+        assert "task.created" in notes
+        # a stop while another hold keeps a second event's commit waiting
+        lock = await _ForeignWriteLock().take(tmp_path / "d" / "sidecar.db")
+        try:
+            ev2 = asyncio.ensure_future(c.call("platform.event", send_event(2, time.time())))
+            await asyncio.sleep(0.5)
+            assert not ev2.done()
+            assert await sc.stop("SIGTERM") == 0  # Overran past the 2 s bound
+        finally:
+            await lock.release()
+        ev2.cancel()
         await c.close()

@@ -13,6 +13,7 @@ from bridge.errors import InternalError
 from sidecar.store import writer as wmod
 
 from tests.sidecar.test_step_groups import TU, Run, event
+from tests.store.test_commit_under_a_foreign_lock import ForeignLock, _longest_stall
 
 
 def _tasks_in_sqlite(path) -> list[str]:
@@ -111,3 +112,32 @@ async def test_a_commit_sqlite_refuses_on_the_loop_is_a_failed_step(tmp_path):
         assert await run2.app.handle("tasks.list", {"tu": TU}) == []
     finally:
         await run2.stop()
+
+
+async def test_a_group_whose_commit_finds_another_process_s_write_lock_leaves_the_loop_running(
+        tmp_path):
+    """Breaker 16: a foreign ``BEGIN IMMEDIATE`` on sidecar.db.  The group's commit waits for it
+    off the loop (sidecar/store/writer.py, "A lock someone else holds"): other frames are served
+    meanwhile, nothing is sent or committed before the group's commit, and after the release the
+    commit lands and its notes follow, in order."""
+    run = await Run(tmp_path).start()
+    try:
+        lock = await ForeignLock(tmp_path / "sidecar.db").take()
+        try:
+            group = asyncio.ensure_future(
+                run.app._handle_group("platform.event", [event(0), event(1)]))
+            stall = await _longest_stall(0.5)
+            assert stall < 0.2, f"the loop stopped for {stall:.2f} s behind the foreign lock"
+            assert not group.done()
+            assert run.log == []  # nothing sent, nothing committed
+            assert await asyncio.to_thread(_tasks_in_sqlite, tmp_path) == []
+        finally:
+            await lock.release()
+        out = await asyncio.wait_for(group, 5)
+        assert [o["ok"] for o in out] == [True, True]
+        assert [e[0] for e in run.log] == ["commit", "note", "note"]
+        assert run.created() == ["c-ru-0", "c-ru-1"]
+        assert run.store.counters.busy_retries == 1
+        assert run.app.failed is None
+    finally:
+        await run.stop()
