@@ -35,6 +35,7 @@ __all__ = [
     "RemoteError",
     "RequestTimeout",
     "NotConnected",
+    "AnswerTooLarge",
     "PARSE_ERROR",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
@@ -154,6 +155,18 @@ class RemoteError(BridgeError):
 
 class RequestTimeout(BridgeError, TimeoutError):
     """No response to our request within its timeout (seconds); a late answer is ignored."""
+
+
+class AnswerTooLarge(BridgeError):
+    """The peer's answer to our request was a frame larger than the bridge's ``max_frame``: the
+    bridge does not take it (docs/decisions.md "Oversized frames"), and the request fails at once
+    instead of waiting its timeout.  ``size`` and ``cap`` are bytes.  Ask for less (one by one)."""
+
+    def __init__(self, size: int, cap: int, request: str = "a request"):
+        self.size = size  # bytes of the refused answer frame
+        self.cap = cap  # the bridge's max_frame, bytes
+        self.request = request  # what was asked ("<method> (id N)")
+        super().__init__(f"the answer to {request} was {size} bytes, over the {cap} bytes frame cap")
 
 
 class NotConnected(BridgeError, ConnectionError):

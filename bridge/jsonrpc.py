@@ -56,6 +56,7 @@ __all__ = [
     "encode_result",
     "encode_error",
     "request_id_of",
+    "head_of",
     "JSONRPC",
 ]
 
@@ -133,6 +134,15 @@ class _RawEnvelope(msgspec.Struct):
     error: Union[ErrorObject, UnsetType] = UNSET
 
 
+class _Head(msgspec.Struct):
+    """What an oversized frame is, without decoding its payload (:func:`head_of`)."""
+
+    id: Any = None
+    method: Any = UNSET
+    result: Union[msgspec.Raw, UnsetType] = UNSET
+    error: Union[msgspec.Raw, UnsetType] = UNSET
+
+
 class _IdOnly(msgspec.Struct):
     """Just the ``id`` member; other members are skipped unvalidated (error path only)."""
 
@@ -141,6 +151,7 @@ class _IdOnly(msgspec.Struct):
 
 _decoder = msgspec.json.Decoder(_Envelope)  # the one typed decoder
 _raw_decoder = msgspec.json.Decoder(_RawEnvelope)  # the same, params left as Raw
+_head_decoder = msgspec.json.Decoder(_Head)  # an oversized frame's kind and id, payload skipped
 _id_decoder = msgspec.json.Decoder(_IdOnly)  # salvages an id from a frame that failed validation
 _encoder = msgspec.json.Encoder()  # the one encoder
 
@@ -264,3 +275,18 @@ def request_id_of(raw: bytes) -> Any:
     except RpcError as exc:
         return exc.id
     return msg.id if type(msg) is Request else None
+
+
+def head_of(raw: bytes) -> tuple[bool, Any]:
+    """``(is_answer, id)`` of a frame the bridge will not take whole (over its cap): an answer
+    (``result`` or ``error``, no ``method``) fails the request it answers; a request's error
+    answer carries its id.  Payloads are skipped, not decoded.  ``(False, None)`` for anything
+    that does not read as an object with such members."""
+    try:
+        head = _head_decoder.decode(raw)
+    except Exception:  # noqa: BLE001 — best effort: the frame is refused either way
+        return False, None
+    msg_id = head.id if isinstance(head.id, str) or type(head.id) is int else None
+    if head.method is UNSET and (head.result is not UNSET or head.error is not UNSET):
+        return True, msg_id
+    return False, msg_id if isinstance(head.method, str) else None

@@ -9,8 +9,10 @@ Rules / theory of operation
   ``max_frame`` bytes (1 MiB in the sidecar) is bad input like any malformed frame: it gets a
   JSON-RPC error -32600 naming the cap (with the request's ``id``; ``null`` for a notification or
   an unreadable frame), never reaches the handler, and the connection lives (docs/decisions.md
-  "Oversized frames").  Only past ``hard_frame`` bytes (default 16 × ``max_frame``), which
-  websockets refuses to buffer at all, is the connection closed with 1009.
+  "Oversized frames"); an oversized ANSWER to one of our own requests also fails that request at
+  once (:class:`~bridge.errors.AnswerTooLarge`; :meth:`Session.refuse_oversized`).  Only past
+  ``hard_frame`` bytes (default 16 × ``max_frame``), which websockets refuses to buffer at all,
+  is the connection closed with 1009.
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
   response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
   is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
@@ -40,10 +42,11 @@ Rules / theory of operation
   clock's platform requests — still gets it), and answers it with its result if it ends in time,
   else -32603 :data:`~bridge.worker.CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
   after the close began — queued behind the call in flight, or sent meanwhile — is never handed
-  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`.  Those answers are flushed to the
-  socket (bounded, :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames a
-  full queue made the reader leave on the socket, and frames of a client that does not read,
-  go unanswered (counted and logged).
+  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`; so is a request the
+  reader reads once the worker is done (or finds no queue room for), by the reader itself, until
+  the 1001 — every request read is answered.  Those answers are flushed to the socket (bounded,
+  :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames still on the wire when
+  the close frame leaves, and frames of a client that does not read, go unanswered.
 """
 from __future__ import annotations
 
@@ -51,11 +54,10 @@ import asyncio
 import itertools
 import secrets
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -65,9 +67,9 @@ from . import jsonrpc
 from .auth import Hello, authenticate, check_handshake, is_loopback_bind
 from .errors import (
     CLOSE_AUTH_TIMEOUT,
+    AnswerTooLarge,
     CLOSE_REPLACED,
     CLOSE_UNAUTHORIZED,
-    InvalidParams,
     InvalidRequest,
     NotConnected,
     RemoteError,
@@ -76,7 +78,7 @@ from .errors import (
     Unauthorized,
 )
 from .inbound import InboundQueue
-from .session import Session, close_and_drain, drain, within
+from .session import Session, close_and_drain, within
 from .stream import OutboundStream
 from .worker import GroupHandler, Handler, Worker, error_frame
 
@@ -103,6 +105,7 @@ class BridgeServer:
     connection is closed with 1008 (it may reconnect and resume the stream).
     ``group_handler`` / ``group_methods`` / ``group_max``: hand a run of up to ``group_max``
     queued frames of one of ``group_methods`` to ``group_handler`` in one call (module rules).
+    ``cut_short_data``: ``(method) -> data`` of the -32603 answering a call cut short at close.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class BridgeServer:
         group_handler: GroupHandler | None = None,
         group_methods: Iterable[str] = (),
         group_max: int = 256,
+        cut_short_data: Callable[[str], Any] | None = None,
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -153,11 +157,13 @@ class BridgeServer:
         self._closing = asyncio.Event()  # set by close(): readers stop waiting for queue space
         self._ids = itertools.count(1)  # ids of our requests to the client
         self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
-        self._dropped_on_close = 0  # frames the reader left on the socket after close() began
+        # set by close() once the worker is done: the reader answers requests NOT_BEGUN itself
+        self._settled = False
+        self._refused_notes = 0  # notifications the reader refused while closing (logged)
         # the one worker: the handler calls, in arrival order (bridge.worker)
         self._work = Worker(self._queue, handler, self._closing, raw_params=raw_params,
                             group_handler=group_handler, group_methods=group_methods,
-                            group_max=group_max)
+                            group_max=group_max, cut_short_data=cut_short_data)
 
     # ---- public API ------------------------------------------------------------------------
 
@@ -205,7 +211,8 @@ class BridgeServer:
     async def request(self, method: str, params: Any = None, timeout: float | None = 10.0) -> Any:
         """Send a request to the current client and return its ``result``.
 
-        Raises :class:`RemoteError` (error answer), :class:`RequestTimeout` (none within
+        Raises :class:`RemoteError` (error answer), :class:`AnswerTooLarge` (an answer frame over
+        ``max_frame``: at once, not at the timeout), :class:`RequestTimeout` (none within
         ``timeout`` seconds; None = wait forever), :class:`NotConnected` (no client, or the
         connection closed meanwhile), ``TypeError`` (params not encodable).
         """
@@ -224,6 +231,8 @@ class BridgeServer:
             if future.done() and not future.cancelled():
                 return future.result()  # settled in the same loop iteration: its outcome wins
             raise RequestTimeout(f"{method} (id {request_id}) got no answer in {timeout} s") from None
+        except AnswerTooLarge as exc:  # the reader does not know the method: name it here
+            raise AnswerTooLarge(exc.size, exc.cap, f"{method} (id {request_id})") from None
         finally:
             session.pending.pop(request_id, None)
 
@@ -247,6 +256,7 @@ class BridgeServer:
                 self._work.cut_short()
                 self._worker.cancel()
             self._work.answer_queued()
+        self._settled = True  # from here the reader answers what it reads (module rules)
         session = self._session
         if session is not None and not await session.flush(FLUSH_S):
             log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
@@ -262,7 +272,7 @@ class BridgeServer:
         if self._worker is not None:
             self._worker.cancel()
             await within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
-        dropped = self._dropped_on_close + self._queue.qsize()
+        dropped = self._refused_notes + self._queue.qsize()
         if dropped:
             log.warning("bridge close: %d inbound frames were not handled", dropped)
         log.info("bridge closed")
@@ -338,9 +348,7 @@ class BridgeServer:
             except ConnectionClosed:
                 return
             if len(raw) > self._max_frame:
-                session.send(error_frame(jsonrpc.request_id_of(raw), InvalidRequest(
-                    f"frame of {len(raw)} bytes exceeds the {self._max_frame} bytes cap; nothing of it "
-                    f"was handled (send smaller frames)")))
+                session.refuse_oversized(raw, self._max_frame)
                 continue
             try:
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
@@ -351,15 +359,16 @@ class BridgeServer:
             kind = type(msg)
             if kind is Request or kind is Notification:
                 if msg.method == "stream.ack":
-                    self._on_ack(session, msg)
+                    session.on_ack(msg)
                 elif msg.method == "auth":
                     if kind is Request:
                         session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
+                elif self._settled:  # closing, the worker is done: the client hears so at once
+                    self._refuse(session, msg)
                 elif self._queue.has_room(len(raw)):
                     self._queue.put_nowait((session, msg, len(raw)))
                 elif not await self._queue.put((session, msg, len(raw)), self._closing):
-                    self._dropped_on_close += 1 + await drain(ws)
-                    return
+                    self._refuse(session, msg)  # closing and no room: the handler never sees it
             elif kind is Response:
                 future = session.pending.get(msg.id)
                 if future is not None and not future.done():
@@ -375,19 +384,8 @@ class BridgeServer:
                 else:
                     log.warning("client sent an error for id %r: %s", msg.id, error)
 
-    def _on_ack(self, session: Session, msg: Any) -> None:  # a Request or a Notification
-        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
-        params = msg.params
-        if isinstance(params, msgspec.Raw):  # raw_params: the bridge's own method, decoded here
-            params = msgspec.json.decode(params)
-        seq = params.get("seq") if isinstance(params, dict) else None
-        is_request = type(msg) is jsonrpc.Request
-        if type(seq) is not int or seq < 0:
-            if is_request:
-                session.send(error_frame(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
-            else:
-                log.warning("ignored malformed stream.ack %r", params)
-            return
-        self.stream.ack(seq)
-        if is_request:
-            session.send(jsonrpc.encode_result(msg.id, {"ok": True}))
+    def _refuse(self, session: Session, msg: Any) -> None:
+        """Closing: ``msg`` never reaches the handler; a request is answered NOT_BEGUN."""
+        if type(msg) is jsonrpc.Notification:
+            self._refused_notes += 1
+        Worker.refuse(session, msg)

@@ -27,11 +27,13 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+import msgspec
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from . import jsonrpc
 from .auth import Hello
-from .errors import NotConnected
+from .errors import AnswerTooLarge, InvalidParams, InvalidRequest, NotConnected
 from .stream import Delivery, OutboundStream
 
 __all__ = ["Session", "drain", "close_and_drain", "close_or_abort", "within"]
@@ -46,6 +48,7 @@ class Session:
                  control_limit: int = 32 << 20):
         self.ws = ws  # the websocket
         self.hello = hello  # the client's auth params (client name, version; token unused)
+        self.stream = stream  # the shared outbound stream (stream.ack releases it)
         self.delivery = Delivery(stream)  # what to send next, in order
         self.pending: dict[int, asyncio.Future] = {}  # our request id -> future of its answer
         self.closed = False  # set once the connection is done (closed or replaced)
@@ -75,6 +78,37 @@ class Session:
             # a plain close, not close_and_drain: the server's reader is still in ws.recv() and
             # drains the socket itself; a second recv() raised websockets' ConcurrencyError
             self._cutoff = asyncio.create_task(close_or_abort(self.ws, 1008, "not reading answers"))
+
+    def refuse_oversized(self, raw: bytes, cap: int) -> None:
+        """A frame over the ``cap`` bytes (:mod:`bridge.server` rules): the client gets -32600
+        naming the cap (with a request's id, else null); an answer to one of our pending requests
+        also fails that request at once with :class:`AnswerTooLarge` — else it waited its whole
+        timeout (breaker 16 F2)."""
+        is_answer, msg_id = jsonrpc.head_of(raw)
+        if is_answer:
+            future = self.pending.get(msg_id)
+            if future is not None and not future.done():
+                future.set_exception(AnswerTooLarge(len(raw), cap))
+        self.send(jsonrpc.encode_error(None if is_answer else msg_id, InvalidRequest(
+            f"frame of {len(raw)} bytes exceeds the {cap} bytes cap; nothing of it was handled"
+            f" (send smaller frames)")))
+
+    def on_ack(self, msg: Any) -> None:  # a Request or a Notification
+        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
+        params = msg.params
+        if isinstance(params, msgspec.Raw):  # raw_params: the bridge's own method, decoded here
+            params = msgspec.json.decode(params)
+        seq = params.get("seq") if isinstance(params, dict) else None
+        is_request = type(msg) is jsonrpc.Request
+        if type(seq) is not int or seq < 0:
+            if is_request:
+                self.send(jsonrpc.encode_error(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
+            else:
+                log.warning("ignored malformed stream.ack %r", params)
+            return
+        self.stream.ack(seq)
+        if is_request:
+            self.send(jsonrpc.encode_result(msg.id, {"ok": True}))
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""

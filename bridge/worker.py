@@ -26,7 +26,9 @@ Rules / theory of operation
   Electron sent is lost); their answers are dropped.
 * Once the server's close began (``closing`` set), a frame taken off the queue is never handed
   to the handler: it is answered -32603 :data:`NOT_BEGUN`; the call in flight that outlives the
-  close's grace is answered -32603 :data:`CUT_SHORT` (see :mod:`bridge.server`).
+  close's grace is answered -32603 :data:`CUT_SHORT` (see :mod:`bridge.server`), with the
+  ``data`` the server's ``cut_short_data(method)`` gives (what the call kept so far; the sidecar:
+  ``{now}`` of an advance, ``{taken, now}`` of ``platform.events``).
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ class Worker:
 
     def __init__(self, queue: InboundQueue, handler: Handler, closing: asyncio.Event, *,
                  raw_params: bool, group_handler: GroupHandler | None,
-                 group_methods: Iterable[str], group_max: int) -> None:
+                 group_methods: Iterable[str], group_max: int,
+                 cut_short_data: Callable[[str], Any] | None = None) -> None:
         self._queue = queue  # readers → this worker
         self._handler = handler  # async (method, params) -> result
         self._raw_params = raw_params  # params reach the handler undecoded (msgspec.Raw)
@@ -80,6 +83,8 @@ class Worker:
         self._group_methods = frozenset(group_methods) if group_handler is not None else frozenset()
         self._group_max = group_max  # frames per group_handler call at most
         self._closing = closing  # set by the server's close(): answer NOT_BEGUN from then on
+        # method -> the ``data`` of its CUT_SHORT answer (what the call kept so far), or None
+        self._cut_short_data = cut_short_data
         self.idle = asyncio.Event()  # set while the worker waits for the next frame
         # the frames the worker's handler call is working on (one, or a group's), unanswered yet
         self.in_flight: list[tuple[Session, Any]] = []
@@ -169,7 +174,19 @@ class Worker:
         loop step, so it never answers them too)."""
         frames, self.in_flight = self.in_flight, []
         for session, msg in frames:
-            self._answer(session, msg, InternalError(CUT_SHORT))
+            data = None
+            if self._cut_short_data is not None:
+                try:
+                    data = self._cut_short_data(msg.method)
+                except Exception:  # noqa: BLE001 — the answer goes out anyway, without data
+                    log.exception("cut_short_data(%s) raised", msg.method)
+            self._answer(session, msg, InternalError(CUT_SHORT, data=data))
+
+    @classmethod
+    def refuse(cls, session: Session, msg: Any) -> None:
+        """Answer a frame the handler will never see (the server is closing) -32603
+        :data:`NOT_BEGUN` (a notification is only logged)."""
+        cls._answer(session, msg, InternalError(NOT_BEGUN))
 
     def answer_queued(self) -> None:
         """Frames still queued once the call in flight is settled: -32603 :data:`NOT_BEGUN`."""

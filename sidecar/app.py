@@ -133,10 +133,10 @@ class SidecarApp:
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
-                                   allowed_origins=settings.allow_origin,
-                                   raw_params=True,  # decoded once, by each method
+                                   allowed_origins=settings.allow_origin, raw_params=True,  # decoded once, by each method
                                    group_handler=self._handle_group if wall else None,
-                                   group_methods=GROUPED if wall else ())
+                                   group_methods=GROUPED if wall else (),
+                                   cut_short_data=lambda method: self.batches.cut_short_data(method))
         self._lock = asyncio.Lock()  # one step at a time
         self._bg: set[asyncio.Task] = set()  # background tasks (wall-clock requests, ticker)
         self.asker = app_requests.Asker(self.bridge, settings.request_timeout_s)  # platform.request(s)
@@ -285,7 +285,7 @@ class SidecarApp:
         reg("status", p.Status, self._status, needs_clock=False)
         reg("session.login", p.SessionLogin, lambda a: self.inputs.login(a))
         reg("session.logout", p.SessionLogout, lambda a: self.inputs.logout(a))
-        reg("platform.event", p.PlatformEvent, self._platform_event)
+        reg("platform.event", p.PlatformEventIn, self._platform_event)
         reg("platform.events", p.PlatformEvents, lambda a: self.batches.handle(a), needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, lambda a: self.inputs.reconnected(a))
         reg("platform.poll", p.PlatformPoll, lambda a: self.inputs.poll(a))

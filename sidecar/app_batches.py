@@ -58,8 +58,19 @@ class EventBatches:
         self._now_or_none = now_or_none
         self.seen: int | None = None  # events begun (platform.request's batch_seen); None outside a call
         self.skipped: list[int] = []  # if_open events skipped so far (platform.request's batch_skipped)
+        self.taken = 0  # events of the call under way whose steps all ran (kept with the group)
         self.last_seq = 0  # stream seq of the last note this process sent (any kind)
         self.step_seqs: dict[int, int] | None = None  # in a call: step number -> last_seq once its effects were sent
+
+    def cut_short_data(self, method: str) -> dict | None:
+        """The ``data`` of a call cut short at shutdown (the bridge's ``cut_short_data``; README
+        "shutdown"): what it kept — an advance the instant it reached (``now``),
+        ``platform.events`` also the events it took (``taken``); None for other methods."""
+        if method == "clock.advance_to":
+            return {"now": self._now_or_none()}
+        if method == "platform.events":
+            return {"taken": self.taken, "now": self._now_or_none()}
+        return None
 
     async def handle(self, a: p.PlatformEvents) -> dict:
         """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
@@ -73,7 +84,7 @@ class EventBatches:
         marks: list[int] = []  # the number of the last step once each event's step was run
         async with self._lock:
             seq0 = self.last_seq = self._stream_last_seq()
-            self.seen, self.step_seqs, self.skipped = 0, {}, []
+            self.seen, self.step_seqs, self.skipped, self.taken = 0, {}, [], 0
             try:
                 async with self.executor.group():
                     for i, ev in enumerate(a.events):
@@ -96,6 +107,7 @@ class EventBatches:
                         else:
                             results.append(await self._batch_event(ev))
                         marks.append(self.executor.steps + self.executor.pending_steps())
+                        self.taken = len(results)  # a cut short at shutdown says it (app.py)
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
             except (Stopping, InternalError) as exc:
@@ -125,7 +137,7 @@ class EventBatches:
         limit = clock.now() if at is None or at <= clock.now() else at
         return due is not None and due <= limit
 
-    async def _batch_event(self, ev: p.PlatformEvent) -> dict:
+    async def _batch_event(self, ev: p.BatchEvent) -> dict:
         """One event of a batch as one step of the open group; a refusal is its error result."""
         try:
             n = await self.executor.run(partial(

@@ -15,6 +15,10 @@ Rules / theory of operation
 * A client that does not know ``platform.requests`` (it answers -32601, or with anything but one
   result per request) is asked one by one from then on (:class:`Asker`): the same answers, more
   round trips — an older Electron or a test client that answers every method alike keeps working.
+  That is the connection's fact: a client that connects afterwards is asked together again.
+* Answers that each fit the bridge's frame cap (1 MiB) may not fit it together: the bridge fails
+  the round trip at once (:class:`bridge.errors.AnswerTooLarge`) and that step's requests are
+  asked one by one — asking together never fails where one by one succeeds.
 * Any failure is an outcome, never raised: ``(None, "<ExceptionName>: <text>")`` — a per-item
   error reads exactly as the same error of a single ``platform.request`` (a
   :class:`bridge.errors.RemoteError`), a failure of the whole round trip (a timeout, no client)
@@ -26,7 +30,7 @@ import logging
 from typing import Any
 
 from bridge import BridgeServer
-from bridge.errors import RemoteError
+from bridge.errors import AnswerTooLarge, RemoteError
 from sidecar.protocol_outbound import PlatformRequest, PlatformRequests
 from sidecar.runtime.step import Request
 
@@ -54,10 +58,13 @@ class Unsupported(Exception):
 
 async def perform_many(bridge: BridgeServer, params: list[PlatformRequest], timeout: float) -> list[Outcome]:
     """Several requests in one ``platform.requests`` round trip; one outcome per request.
-    Raises :class:`Unsupported` when the client does not serve the method."""
+    Raises :class:`Unsupported` when the client does not serve the method, and
+    :class:`bridge.errors.AnswerTooLarge` when the answers together exceed the frame cap."""
     try:
         answer = await bridge.request("platform.requests", PlatformRequests(requests=params),
                                       timeout=timeout)
+    except AnswerTooLarge:
+        raise  # each answer may fit alone: Asker.many asks one by one
     except RemoteError as exc:
         if exc.code == -32601:
             raise Unsupported(str(exc)) from exc
@@ -70,24 +77,39 @@ async def perform_many(bridge: BridgeServer, params: list[PlatformRequest], time
     return [_outcome(r) for r in results]
 
 
+_NOBODY = object()  # Asker._refused_by while no client refused platform.requests
+
+
 class Asker:
     """The app's requests to one bridge (module rules): together while the client serves
-    ``platform.requests``, one by one after it showed it does not."""
+    ``platform.requests``, one by one after the connected client showed it does not (a newer
+    client that connects is asked together again), and one by one for a step whose answers
+    together were too large for one frame."""
 
     def __init__(self, bridge: BridgeServer, timeout: float) -> None:
         self.bridge, self.timeout = bridge, timeout
-        self.together = True  # False once the client did not serve platform.requests
+        # the connection (its auth params, a new object per connection; None in-process) that
+        # did not serve platform.requests; _NOBODY while every client so far did
+        self._refused_by: object = _NOBODY
+
+    @property
+    def together(self) -> bool:
+        """True unless the connected client showed it does not serve ``platform.requests``."""
+        return self._refused_by is not self.bridge.client
 
     async def one(self, params: PlatformRequest) -> Outcome:
         return await perform(self.bridge, params, self.timeout)
 
     async def many(self, params: list[PlatformRequest]) -> list[Outcome]:
         if self.together:
+            client = self.bridge.client
             try:
                 return await perform_many(self.bridge, params, self.timeout)
             except Unsupported as exc:
                 log.info("the client does not serve platform.requests (%s); asking one by one", exc)
-                self.together = False
+                self._refused_by = client
+            except AnswerTooLarge as exc:
+                log.info("%s; asking this step's %d requests one by one", exc, len(params))
         return [await self.one(x) for x in params]
 
 

@@ -56,9 +56,28 @@ class PlatformEvent(Params, kw_only=True):
     name: str
     data: msgspec.Raw
     received_at: float | None = None
-    # platform.events only: a replayed operator's answer to task ``if_open``, handled only if
-    # that task is still open when the event's turn comes (see PlatformEvents)
+
+
+class BatchEvent(PlatformEvent, kw_only=True):
+    """One event of ``platform.events``: a :class:`PlatformEvent` plus ``if_open`` (a task id;
+    a replayed operator's answer, handled only if that task is still open when the event's turn
+    comes — see :class:`PlatformEvents`).  ``platform.event`` has no ``if_open``: it refuses one
+    (-32602, :class:`PlatformEventIn`) rather than run a conditional event unconditionally."""
+
     if_open: str | None = None
+
+
+class PlatformEventIn(PlatformEvent, kw_only=True):
+    """How ``platform.event`` decodes its params: :class:`PlatformEvent` (the schema's), and an
+    ``if_open`` member — a :class:`BatchEvent` field only — is refused naming it (breaker 16
+    F5: it used to be accepted and ignored)."""
+
+    if_open: Any = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        if self.if_open is not msgspec.UNSET:
+            raise ValueError("if_open is a platform.events item field (an event run only if that task"
+                             " is still open); platform.event does not take it — send it in platform.events")
 
 
 class PlatformEvents(Params, kw_only=True):
@@ -89,7 +108,7 @@ class PlatformEvents(Params, kw_only=True):
     ``{"ok": true, "skipped": true, "events": 0}`` — and the ``platform.request`` calls after it
     list it in ``batch_skipped``."""
 
-    events: list[PlatformEvent]
+    events: list[BatchEvent]
     stop_at_due: bool = False
 
 

@@ -123,3 +123,35 @@ async def test_a_frame_sent_during_the_close_is_answered_shutting_down(bridge):
     await closing
     assert app.handled == ["slow"]
     assert await _closed(client) == 1001
+
+
+async def test_a_frame_read_after_the_cut_short_until_the_1001_is_answered(bridge, monkeypatch):
+    """F3 (breaker 16): after the call in flight is cut short (worker cancelled, queue settled)
+    the connection stays open a moment for the last answers; a request read then used to sit in
+    the queue unanswered ("N inbound frames were not handled").  Every request read until the
+    close is answered -32603 "nothing was done".  (The flush is slowed to hold that moment open.)"""
+    server, app, client = bridge
+    call = asyncio.create_task(client.call("slow", {"seconds": None}))
+    await app.started.wait()
+    session = server._session
+    flush = session.flush
+    in_flush = asyncio.Event()
+
+    async def slow_flush(timeout_s):
+        in_flush.set()
+        await asyncio.sleep(0.3)
+        return await flush(timeout_s)
+
+    monkeypatch.setattr(session, "flush", slow_flush)
+    closing = asyncio.create_task(server.close(grace=0.1))
+    await in_flush.wait()
+    late = [asyncio.create_task(client.call("echo", {"i": i})) for i in range(3)]
+    with pytest.raises(RemoteError):
+        await call
+    for q in late:
+        with pytest.raises(RemoteError) as info:
+            await q
+        assert info.value.code == -32603 and "nothing was done" in info.value.message
+    await closing
+    assert app.handled == ["slow"]
+    assert await _closed(client) == 1001

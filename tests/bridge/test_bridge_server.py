@@ -9,6 +9,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bridge import (
+    AnswerTooLarge,
     BridgeClient,
     BridgeServer,
     InvalidParams,
@@ -547,3 +548,23 @@ async def test_raw_params_reach_the_handler_undecoded_and_the_bridge_methods_sti
     assert [m for m, _ in app.handled] == ["record", "record"]
     assert all(isinstance(p, msgspec.Raw) for _, p in app.handled)
     assert [bytes(p) for _, p in app.handled] == [b'{"tu": "t-1", "n":[1,2]}', b"{}"]
+
+
+async def test_an_oversized_answer_to_our_request_fails_it_at_once(start):
+    """F2 (breaker 16): an answer over ``max_frame`` to one of the server's own requests fails
+    that request at once with :class:`AnswerTooLarge` naming the size and the cap — it used to
+    wait its whole timeout (the id-null error went to the client, the pending request never
+    heard of it).  The connection lives; the next request is answered normally."""
+    server, _, port = await start(max_frame=1024)
+
+    async def on_request(method, params):
+        return {"blob": "x" * params["n"]}
+
+    await connect(start, port, on_request=on_request, max_frame=1 << 20)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(AnswerTooLarge) as info:
+        await server.request("platform.request", {"n": 2000}, timeout=30)
+    assert loop.time() - began < 5
+    assert info.value.size > 1024 and info.value.cap == 1024 and "1024" in str(info.value)
+    assert await server.request("platform.request", {"n": 10}, timeout=5) == {"blob": "x" * 10}

@@ -227,3 +227,41 @@ async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
         assert T0 < info.value.data["now"] < T0 + 86400 * 365
         assert "stopped at" in info.value.message
         await c.close()
+
+
+@pytest.mark.parametrize("method", ["clock.advance_to", "platform.events"])
+async def test_an_advance_or_batch_cut_short_at_sigterm_says_what_was_kept(tmp_path, method):
+    """F4 (breaker 16): a ``clock.advance_to`` / ``platform.events`` whose step awaits a platform
+    answer that never comes is cut short after the grace; its -32603 still says what was kept —
+    ``data.now`` (the instant it reached), and for ``platform.events`` ``data.taken`` (the
+    events it took) — as the late path always did."""
+    hold, asked = asyncio.Event(), asyncio.Event()
+
+    async def answer(m: str, params: dict) -> dict:
+        if hold.is_set():
+            asked.set()
+            await asyncio.Event().wait()  # never answered
+        return {"dialogs": []}
+
+    async with SidecarProcess(tmp_path, clock="virtual") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=answer)
+        await c.call("clock.advance_to", {"t": T0})
+        await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
+        hold.set()
+        if method == "clock.advance_to":
+            call = asyncio.create_task(c.call(method, {"t": T0 + 3600}))
+        else:
+            call = asyncio.create_task(c.call(method, {"events": [
+                dict(send_event(1, T0 + 10), received_at=T0 + 10),
+                dict(send_event(2, T0 + 3600), received_at=T0 + 3600)]}))
+        async with asyncio.timeout(10):
+            await asked.wait()
+        assert await sc.stop("SIGTERM") == 0
+        with pytest.raises(RemoteError) as info:
+            await call
+        assert info.value.code == -32603 and "shutting down" in info.value.message
+        data = info.value.data
+        assert isinstance(data, dict) and T0 <= data["now"] < T0 + 3600
+        if method == "platform.events":
+            assert data["taken"] in (0, 1)
+        await c.close()

@@ -230,3 +230,30 @@ def test_a_batch_cut_short_by_shutdown_says_how_many_events_were_taken(tmp_path)
         finally:
             await run.stop()
     asyncio.run(main())
+
+
+def test_platform_event_refuses_if_open_naming_the_field_and_the_schema_shows_it_only_on_batches(tmp_path):
+    """F5 (breaker 16): ``if_open`` sat on the params struct shared with ``platform.events`` items,
+    so ``platform.event`` accepted it (and the schema listed it) and ignored it: an event the
+    caller meant to be conditional ran anyway.  It is a ``platform.events`` item field only;
+    ``platform.event`` refuses it with -32602 naming it, and nothing runs."""
+    import pytest
+    from bridge.errors import InvalidParams
+    from sidecar import protocol as p
+
+    assert "if_open" not in p.INBOUND["platform.event"].__struct_fields__
+    import typing
+    item = typing.get_type_hints(p.INBOUND["platform.events"])["events"]
+    assert "if_open" in item.__args__[0].__struct_fields__
+
+    async def main() -> None:
+        run = await _start(tmp_path)
+        try:
+            before = list(run.sent)
+            with pytest.raises(InvalidParams) as info:
+                await run.call("platform.event", {**msg("ru-1", "m-1", T0 + 3), "if_open": "t-1"})
+            assert "if_open" in info.value.message and "platform.events" in info.value.message
+            assert run.sent == before
+        finally:
+            await run.stop()
+    asyncio.run(main())

@@ -7,7 +7,7 @@ import asyncio
 import sqlite3
 from typing import Any
 
-from bridge.errors import RemoteError
+from bridge.errors import AnswerTooLarge, RemoteError
 from sidecar import app_requests
 from sidecar.runtime.step import Request
 
@@ -84,6 +84,7 @@ class _Bridge:
 
     def __init__(self, many: Any, one: Any = None) -> None:
         self.many, self.one_answer, self.calls = many, one, []
+        self.client = object()  # the connection's auth params: a new object per connection
 
     async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
         self.calls.append(method)
@@ -117,3 +118,30 @@ def test_a_client_without_platform_requests_is_asked_one_by_one_from_then_on():
         assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
         assert not asker.together
         assert bridge.calls == ["platform.requests"] + ["platform.request"] * 4  # asked together once
+
+
+def test_a_new_connection_is_asked_together_again():
+    """F2 (breaker 16): one client's not serving ``platform.requests`` is that connection's fact,
+    not the process's — a newer Electron that connects afterwards is asked together again."""
+    bridge = _Bridge(RemoteError(-32601, "no platform.requests"), one={"online": []})
+    asker = app_requests.Asker(bridge, 1.0)  # type: ignore[arg-type]
+    asyncio.run(asker.many(_reqs()))
+    assert not asker.together
+    bridge.client = object()  # a new client authenticated
+    bridge.many = {"results": [{"result": {"online": ["ru-2"]}}] * 2}
+    assert asker.together
+    assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-2"]}, None)] * 2
+    assert bridge.calls[-1] == "platform.requests"
+
+
+def test_an_answer_too_large_together_is_asked_one_by_one():
+    """F2 (breaker 16): answers that each fit the frame cap may not fit it together; the bridge
+    fails the round trip at once (AnswerTooLarge) and the step's requests are asked one by one —
+    asking together never fails where one by one succeeds.  The client still serves
+    ``platform.requests``: the next step is asked together again."""
+    bridge = _Bridge(AnswerTooLarge(1_200_000, 1 << 20, "platform.requests (id 3)"),
+                     one={"online": ["ru-1"]})
+    asker = app_requests.Asker(bridge, 1.0)  # type: ignore[arg-type]
+    assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
+    assert bridge.calls == ["platform.requests", "platform.request", "platform.request"]
+    assert asker.together
