@@ -31,6 +31,22 @@ def _fill(tmp_path) -> None:
     asyncio.run(go())
 
 
+def _fill_audit(tmp_path, n: int) -> None:
+    """``n`` events, one a second from T0, each routed to the journal target ``audit``."""
+    async def go():
+        async with await Store.open(tmp_path / "sidecar.db") as s:
+            rule = parse_rule({"name": "all", "actions": [{"target": "audit"}]})
+            st = RouterState(prefix="ev-", rules={rule.name: rule})
+            ops = []
+            for i in range(n):
+                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
+                          {"stack": "stack", "audit": "journal"})
+                st.apply(r)
+                ops += r.ops()
+            await RouterStore(s).commit(ops)
+    asyncio.run(go())
+
+
 def test_rules_and_deliveries_print_tables_and_json(tmp_path, capsys):
     _fill(tmp_path)
     assert main(["rules", "--data-dir", str(tmp_path)]) == 0
@@ -53,18 +69,7 @@ def test_a_data_dir_without_a_database_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_deliveries_page_with_after_and_newest_by_default(tmp_path, capsys):
-    async def go():
-        async with await Store.open(tmp_path / "sidecar.db") as s:
-            rule = parse_rule({"name": "all", "actions": [{"target": "audit"}]})
-            st = RouterState(prefix="ev-", rules={rule.name: rule})
-            ops = []
-            for i in range(7):
-                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
-                          {"stack": "stack", "audit": "journal"})
-                st.apply(r)
-                ops += r.ops()
-            await RouterStore(s).commit(ops)
-    asyncio.run(go())
+    _fill_audit(tmp_path, 7)
     d = str(tmp_path)
     assert main(["deliveries", "--data-dir", d, "--limit", "3", "--json"]) == 0
     out = capsys.readouterr()
@@ -104,18 +109,7 @@ def test_out_of_range_after_and_limit_are_one_line_and_exit_2(tmp_path, capsys):
 def test_newest_rows_say_that_older_rows_exist(tmp_path, capsys):
     """Without --after the newest --limit rows came under "Deliveries (oldest first)" with no
     hint that older rows exist (newcomer's report, item 6); the hint pages from the oldest."""
-    async def go():
-        async with await Store.open(tmp_path / "sidecar.db") as s:
-            rule = parse_rule({"name": "all", "actions": [{"target": "audit"}]})
-            st = RouterState(prefix="ev-", rules={rule.name: rule})
-            ops = []
-            for i in range(5):
-                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
-                          {"stack": "stack", "audit": "journal"})
-                st.apply(r)
-                ops += r.ops()
-            await RouterStore(s).commit(ops)
-    asyncio.run(go())
+    _fill_audit(tmp_path, 5)
     d = str(tmp_path)
     assert main(["deliveries", "--data-dir", d, "--target", "audit", "--limit", "3"]) == 0
     out = capsys.readouterr().out
