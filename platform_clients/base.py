@@ -208,16 +208,17 @@ UncheckedId = Annotated[str, msgspec.Meta(max_length=256)]  # RawId without its 
 
 
 def convert_ids(data: Any, typ: type, unchecked: type, ids: Callable[[Any], tuple[str, ...]]):
-    """``convert(data, typ)`` for a Python value (what the engine's callers and tests pass) with
-    the ids' control-character check done once: ``data`` is converted to ``unchecked`` (``typ``'s
-    fields in the same order with :data:`UncheckedId` for :data:`RawId`), the ids (``ids``: an
-    ``operator.attrgetter`` of the RawId fields) are searched joined; on any failure the full
-    ``convert(data, typ)`` runs, so a bad event is refused with exactly the error ``typ`` gives.  Returns a ``typ`` or an equal-valued
-    ``unchecked``.  :class:`msgspec.Raw` goes straight to ``typ``'s decoder."""
-    if type(data) is dict:
+    """``convert(data, typ)`` for a dict or :class:`msgspec.Raw` (the bridge's path) with the
+    ids' control-character check done once: ``data`` is converted / decoded to ``unchecked``
+    (``typ``'s fields in the same order with :data:`UncheckedId` for :data:`RawId`) and the ids
+    (``ids``: an ``operator.attrgetter`` of the RawId fields) are searched joined.  On any
+    failure the full ``convert(data, typ)`` runs, so a bad event is refused with exactly the
+    error ``typ`` gives.  Returns a ``typ`` or an equal-valued ``unchecked``."""
+    raw = isinstance(data, msgspec.Raw)
+    if raw or type(data) is dict:
         try:
-            v: Any = msgspec.convert(data, unchecked)
-        except msgspec.ValidationError:
+            v: Any = _decoder(unchecked).decode(data) if raw else msgspec.convert(data, unchecked)
+        except msgspec.DecodeError:  # ValidationError or bad JSON: the full path says which
             v = None
         if v is not None and _CONTROL.search("".join(ids(v))) is None:
             return v

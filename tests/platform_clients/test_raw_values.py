@@ -106,3 +106,23 @@ def test_send_fast_path_equals_the_full_convert(data):
     assert _SendUnchecked.__struct_fields__ == Send.__struct_fields__
     assert _SendUnchecked.__struct_encode_fields__ == Send.__struct_encode_fields__
     assert fast() == full()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({"id": _ids, "type": st.sampled_from(["message", "inmail_message", 3]),
+                              "from": _ids, "to": _ids, "at": _ats},
+                             optional={"body": st.one_of(st.text(max_size=4), st.integers())}),
+       st.sampled_from(["", "}", "x"]))
+def test_send_fast_path_equals_the_full_decode_of_raw_json(data, tail):
+    """The bridge hands ``msgspec.Raw``: the same values or the same error (bad JSON included)."""
+    raw = msgspec.Raw(msgspec.json.encode(data) + tail.encode())
+
+    def outcome(fn):
+        try:
+            s = fn()
+        except (BadRawEvent, msgspec.DecodeError) as exc:
+            return (type(exc), str(exc))
+        return ("ok", [getattr(s, f) for f in Send.__struct_fields__])
+
+    assert outcome(lambda: convert_ids(raw, Send, _SendUnchecked, _SEND_IDS)) \
+        == outcome(lambda: convert(raw, Send))
