@@ -214,15 +214,18 @@ def convert_ids(data: Any, typ: type, unchecked: type, ids: Callable[[Any], tupl
     (``ids``: an ``operator.attrgetter`` of the RawId fields) are searched joined.  On any
     failure the full ``convert(data, typ)`` runs, so a bad event is refused with exactly the
     error ``typ`` gives.  Returns a ``typ`` or an equal-valued ``unchecked``."""
-    raw = isinstance(data, msgspec.Raw)
-    if raw or type(data) is dict:
-        try:
-            v: Any = _decoder(unchecked).decode(data) if raw else msgspec.convert(data, unchecked)
-        except msgspec.DecodeError:  # ValidationError or bad JSON: the full path says which
-            v = None
-        if v is not None and _CONTROL.search("".join(ids(v))) is None:
-            return v
-    return convert(data, typ)
+    try:
+        if type(data) is dict:
+            v: Any = msgspec.convert(data, unchecked)
+        elif isinstance(data, msgspec.Raw):
+            v = _decoder(unchecked).decode(data)
+        else:
+            return convert(data, typ)
+    except msgspec.DecodeError:  # ValidationError or bad JSON: the full path says which
+        return convert(data, typ)
+    if _CONTROL.search("".join(ids(v))) is None:
+        return v
+    return convert(data, typ)  # an id with a control character: RawId's own error
 
 
 @functools.cache
