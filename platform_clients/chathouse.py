@@ -24,11 +24,13 @@ Freeloader: pays only with bonuses.
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from platform_clients.base import RawId, Timestamp, Pass, PlatformClient, convert
+from platform_clients.base import (RawId, Timestamp, Pass, PlatformClient, UncheckedId, convert,
+                                   convert_ids)
 from platform_clients.golden import IncomingEmail, _email
 from sidecar.domain import events as ev
 from sidecar.domain.favorites import Favorite
@@ -48,6 +50,21 @@ class Send(msgspec.Struct, rename={"from_": "from"}):
     to: RawId
     at: Timestamp
     body: str = ""
+
+
+class _SendUnchecked(msgspec.Struct, rename={"from_": "from"}):
+    """:class:`Send` with unchecked ids, for :func:`~platform_clients.base.convert_ids` (the same
+    fields in the same order: tests/platform_clients/test_raw_values.py holds the two equal)."""
+
+    id: UncheckedId
+    type: str
+    from_: UncheckedId
+    to: UncheckedId
+    at: Timestamp
+    body: str = ""
+
+
+_SEND_IDS = attrgetter("id", "from_", "to")
 
 
 class NewNotification(msgspec.Struct):
@@ -78,7 +95,7 @@ class ChatRequest(msgspec.Struct, rename={"from_": "from"}):
 
 
 def _send(tu: str, data: Any) -> list[ev.DomainEvent]:
-    s = convert(data, Send)
+    s = convert_ids(data, Send, _SendUnchecked, _SEND_IDS)
     outgoing = s.from_ == tu
     ru = s.to if outgoing else s.from_
     if s.type == "inmail_message":

@@ -9,9 +9,12 @@ import logging
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from platform_clients import BadRawEvent, client_for
-from platform_clients.base import MAX_TS, MIN_TS
+from platform_clients.base import MAX_TS, MIN_TS, convert, convert_ids
+from platform_clients.chathouse import _SEND_IDS, Send, _SendUnchecked
 from sidecar import protocol as p
 from sidecar.logs import OneLine
 from tests.sidecar.world import T0
@@ -69,3 +72,57 @@ def test_log_lines_escape_control_characters():
     out = fmt.format(rec)
     assert "\n" not in out and "\x00" not in out
     assert out == "WARNING bad id 'a' then b\\nINFO forged\\x00"
+
+
+# The Send fast path (platform_clients.base.convert_ids) against the full RawId convert: the same
+# values for good events, the same BadRawEvent text for bad ones, whatever the dict holds.
+_ids = st.one_of(st.text(max_size=6), st.text(max_size=6).map(lambda s: s + "\n"),
+                 st.sampled_from(["", "ru-1", "\x7f", "a\x1fb", "x" * 257, "x" * 256]), st.integers())
+_ats = st.one_of(st.floats(allow_nan=True), st.sampled_from([T0, MIN_TS, MAX_TS, MAX_TS + 1]),
+                 st.integers(), st.none(), st.text(max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["id", "type", "from", "to", "at", "body", "extra"]),
+                       st.one_of(_ids, _ats, st.booleans()))
+       | st.fixed_dictionaries({"id": _ids, "type": st.sampled_from(["message", "inmail_message", 3]),
+                                "from": _ids, "to": _ids, "at": _ats},
+                               optional={"body": st.one_of(st.text(max_size=4), st.integers())}))
+def test_send_fast_path_equals_the_full_convert(data):
+    def full():
+        try:
+            s = convert(data, Send)
+        except BadRawEvent as exc:
+            return ("error", str(exc))
+        return ("ok", [getattr(s, f) for f in Send.__struct_fields__])
+
+    def fast():
+        try:
+            s = convert_ids(data, Send, _SendUnchecked, _SEND_IDS)
+        except BadRawEvent as exc:
+            return ("error", str(exc))
+        return ("ok", [getattr(s, f) for f in Send.__struct_fields__])
+
+    assert _SendUnchecked.__struct_fields__ == Send.__struct_fields__
+    assert _SendUnchecked.__struct_encode_fields__ == Send.__struct_encode_fields__
+    assert fast() == full()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({"id": _ids, "type": st.sampled_from(["message", "inmail_message", 3]),
+                              "from": _ids, "to": _ids, "at": _ats},
+                             optional={"body": st.one_of(st.text(max_size=4), st.integers())}),
+       st.sampled_from(["", "}", "x"]))
+def test_send_fast_path_equals_the_full_decode_of_raw_json(data, tail):
+    """The bridge hands ``msgspec.Raw``: the same values or the same error (bad JSON included)."""
+    raw = msgspec.Raw(msgspec.json.encode(data) + tail.encode())
+
+    def outcome(fn):
+        try:
+            s = fn()
+        except (BadRawEvent, msgspec.DecodeError) as exc:
+            return (type(exc), str(exc))
+        return ("ok", [getattr(s, f) for f in Send.__struct_fields__])
+
+    assert outcome(lambda: convert_ids(raw, Send, _SendUnchecked, _SEND_IDS)) \
+        == outcome(lambda: convert(raw, Send))
