@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import re
 from typing import Annotated, Any, Callable, ClassVar, Optional
 
@@ -207,11 +208,36 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 UncheckedId = Annotated[str, msgspec.Meta(max_length=256)]  # RawId without its pattern
 
 
+def unchecked_twin(typ: type) -> tuple[type, Callable[[Any], tuple[str, ...]]]:
+    """``typ``'s twin for :func:`convert_ids` — the same fields, order, defaults and wire names
+    with :data:`UncheckedId` for each :data:`RawId` — and a getter of those ids.  Derived, not
+    written out, so the twin cannot drift from ``typ``."""
+    fields: list[Any] = []
+    renames: dict[str, str] = {}
+    ids: list[str] = []
+    for f in msgspec.structs.fields(typ):
+        checked = f.type == RawId
+        ftype = UncheckedId if checked else f.type
+        if f.default is not msgspec.NODEFAULT:
+            fields.append((f.name, ftype, f.default))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            fields.append((f.name, ftype, msgspec.field(default_factory=f.default_factory)))
+        else:
+            fields.append((f.name, ftype))
+        if f.encode_name != f.name:
+            renames[f.name] = f.encode_name
+        if checked:
+            ids.append(f.name)
+    twin = msgspec.defstruct(f"{typ.__name__}Unchecked", fields, rename=renames or None,
+                             module=typ.__module__)
+    return twin, operator.attrgetter(*ids)
+
+
 def convert_ids(data: Any, typ: type, unchecked: type, ids: Callable[[Any], tuple[str, ...]]):
     """``convert(data, typ)`` for a dict or :class:`msgspec.Raw` (the bridge's path) with the
     ids' control-character check done once: ``data`` is converted / decoded to ``unchecked``
-    (``typ``'s fields in the same order with :data:`UncheckedId` for :data:`RawId`) and the ids
-    (``ids``: an ``operator.attrgetter`` of the RawId fields) are searched joined.  On any
+    (:func:`unchecked_twin` of ``typ``) and the ids
+    (``ids``: the twin's getter of the RawId fields) are searched joined.  On any
     failure the full ``convert(data, typ)`` runs, so a bad event is refused with exactly the
     error ``typ`` gives.  Returns a ``typ`` or an equal-valued ``unchecked``."""
     try:

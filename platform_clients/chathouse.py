@@ -24,13 +24,12 @@ Freeloader: pays only with bonuses.
 """
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from platform_clients.base import (RawId, Timestamp, Pass, PlatformClient, UncheckedId, convert,
-                                   convert_ids)
+from platform_clients.base import (RawId, Timestamp, Pass, PlatformClient, convert, convert_ids,
+                                   unchecked_twin)
 from platform_clients.golden import IncomingEmail, _email
 from sidecar.domain import events as ev
 from sidecar.domain.favorites import Favorite
@@ -52,19 +51,7 @@ class Send(msgspec.Struct, rename={"from_": "from"}):
     body: str = ""
 
 
-class _SendUnchecked(msgspec.Struct, rename={"from_": "from"}):
-    """:class:`Send` with unchecked ids, for :func:`~platform_clients.base.convert_ids` (the same
-    fields in the same order: tests/platform_clients/test_raw_values.py holds the two equal)."""
-
-    id: UncheckedId
-    type: str
-    from_: UncheckedId
-    to: UncheckedId
-    at: Timestamp
-    body: str = ""
-
-
-_SEND_IDS = attrgetter("id", "from_", "to")
+_SendUnchecked, _SEND_IDS = unchecked_twin(Send)  # for convert_ids: ids checked in one search
 
 
 class NewNotification(msgspec.Struct):
