@@ -19,6 +19,7 @@ import msgspec
 
 from sidecar.domain.events import DialogSnapshot, DomainEvent
 from sidecar.domain.favorites import Favorite
+from sidecar.patterns import NO_CONTROL_OR_EMPTY
 
 log = logging.getLogger("platform_clients")
 
@@ -60,7 +61,7 @@ MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
 MAX_TS = 4102444800.0  # 2100-01-01T00:00:00Z
 Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS,
                                           description="unix seconds, 2000-01-01 … 2100-01-01")]
-RawId = Annotated[str, msgspec.Meta(max_length=256, pattern=r"\A[^\x00-\x1f\x7f]*\Z",
+RawId = Annotated[str, msgspec.Meta(max_length=256, pattern=NO_CONTROL_OR_EMPTY,
                                     description="an id: no control characters")]
 
 

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "schema":
-        from sidecar.protocol_answers import json_schema
+        from sidecar.contract import json_schema
         json.dump(json_schema(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
