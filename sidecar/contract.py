@@ -142,7 +142,9 @@ def json_schema() -> dict:
     _close_outbound(defs, [*s_out.values(), *s_ans.values(), *s_call.values(), s_ready, s_error])
     for name, fields in T.ENUMS.items():
         for field, schema in fields.items():
-            defs[name]["properties"][field] = schema
+            props = defs[name]["properties"]
+            assert field in props, f"ENUMS names {name}.{field}, which the Struct lacks"
+            props[field] = schema
     for method in T.STREAM_METHODS:
         struct = defs[OUTBOUND[method].__name__]
         struct["required"] = sorted({*struct.get("required", ()), "seq"})
