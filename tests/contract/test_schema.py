@@ -54,6 +54,7 @@ def test_every_method_is_marked_request_or_notification():
     assert defs["in.stream.ack.notification"]["properties"]["id"] is False
 
 
+@pytest.mark.xdist_group("capture")  # the capture is made once, in one worker (tests/conftest.py)
 def test_real_frames_of_a_replay_match_the_schema(frames):
     count, found = check(frames)
     assert count == len(frames) > 1000
