@@ -4,8 +4,7 @@ error codes, the closed enums of the values the sidecar sends, and the error ``d
 :mod:`sidecar.contract` puts them into ``sidecar schema``.
 
 * Close and error codes are the bridge's own constants (:mod:`bridge.errors`), described here
-  once for the Electron team; exit codes are ``sidecar serve --help``'s table (a test holds the
-  two equal).
+  once for the Electron team; exit codes are read from ``sidecar serve --help``'s table.
 * :data:`ENUMS` closes a field of an outbound ``$def`` to the values the code can produce: each
   set is the code's own (``TaskType``, ``CloseReason``, the router's priorities and statuses, the
   senders' states), except the task sources, which are string literals spread over the services —
@@ -15,6 +14,7 @@ error codes, the closed enums of the values the sidecar sends, and the error ``d
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -57,17 +57,19 @@ CLOSE_CODES: dict[int, str] = {
     E.CLOSE_REPLACED: "a newer connection authenticated: one client at a time; do not reconnect",
 }
 
-EXIT_CODES: dict[int, str] = {
-    0: "shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s",
-    1: "unexpected internal error (logged with its traceback)",
-    2: "bad setting or command line (one line on stderr names it); nothing was started",
-    3: "the data dir is locked by another running sidecar",
-    4: "the database cannot be opened (corrupted/unreadable; it is left untouched)",
-    5: "shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)",
-    6: "a step could not be saved (or crashed): nothing of it was kept; a restart restores it all",
-    130: "a second SIGINT during shutdown ended the process at once (128 + N for signal N)",
-    143: "a second SIGTERM during shutdown ended the process at once (128 + N for signal N)",
-}
+def _exit_codes() -> dict[int, str]:
+    """``sidecar serve --help``'s table (:data:`sidecar.cli.EXIT_CODES`), the one source: each
+    ``  N  meaning`` row, and the ``128+N`` row as its two usual values (SIGINT, SIGTERM)."""
+    from sidecar.cli import EXIT_CODES as text
+    rows = {int(n): m.strip() for n, m in re.findall(r"^  (\d+)\s+(.*)$", text, re.M)}
+    signal_row = re.search(r"^  128\+N\s+(.*)$", text, re.M)
+    if signal_row:
+        for n, name in ((130, "SIGINT"), (143, "SIGTERM")):
+            rows[n] = f"128 + {n - 128} ({name}): {signal_row[1].strip()}"
+    return rows
+
+
+EXIT_CODES: dict[int, str] = _exit_codes()
 
 ERROR_CODES: dict[int, str] = {
     E.PARSE_ERROR: "the frame is not JSON (or not UTF-8, or nested too deep)",
