@@ -174,6 +174,7 @@ class HealthMachine:
             case _:
                 assert_never(ev)
         row = lookup(s.state, input_type(ev), out.outcome)
+        # the row sets the state name; an input that changes nothing hands back the state it got
         new = out.state if out.state.state == row.to else replace(out.state, state=row.to)
         history = list(out.first)
         if row.code is not None:

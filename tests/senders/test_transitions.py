@@ -44,13 +44,14 @@ def need_check() -> h.SenderState:
 
 def unconfirmed_to_the_end(s: h.SenderState) -> tuple[h.SenderState, h.HealthInput]:
     """Warm-ups that fail, through both extensions, up to the Tick of the last verdict."""
-    while True:
+    for _ in range(20):  # 2 extensions × (probe, answer, verdict) — far fewer steps than this
         due = h.next_timer(s)
         assert due is not None
         if s.extensions == h.EXTENSIONS and due == s.exit_at:
             return s, h.Tick(due)
         step = M.handle(s, h.Tick(due))
         s = run(step.state, h.ProbeResult(due + 1, ok=False)) if step.send_probe else step.state
+    raise AssertionError(f"no last verdict reached: {s}")
 
 
 def extension_tick() -> tuple[h.SenderState, h.HealthInput]:
