@@ -60,9 +60,12 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 def open_checked(path: Path) -> sqlite3.Connection:
-    """``path`` opened ``mode=ro`` for a reader (a running sidecar may be writing it, so never
-    ``immutable``) after :func:`check`; raises :class:`DatabaseDamaged` (connection closed)."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """``path`` opened for a reader by :func:`connect_readonly`, after :func:`check`; raises
+    :class:`DatabaseDamaged` (connection closed).  A running sidecar always has its ``-wal``
+    open, so its file is read ``mode=ro`` through the WAL; ``immutable`` only when none is there
+    (a sidecar that starts during the read and checkpoints before it ends is the one case that
+    read could see torn — a CLI read, run again).  Nothing is created beside a file at rest."""
+    conn = connect_readonly(path)
     try:
         conn.execute("PRAGMA busy_timeout = 5000")
         check(conn, path)
