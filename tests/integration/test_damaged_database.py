@@ -145,3 +145,72 @@ def test_repair_of_a_file_nothing_can_be_read_of_moves_it_aside_with_its_own_cod
     assert r.returncode == 8, (r.stdout, r.stderr)
     assert len(list(data_dir.glob("sidecar.damaged-*.db"))) == 1
     assert counts(db)["deliveries"] == 0  # a fresh, migrated file: the next start restores from Stack
+
+
+def test_after_a_repair_the_next_start_restores_the_chain_from_stacks_markers(tmp_path, monkeypatch):
+    """The end-to-end way out (DESIGN §9): a chain is running when the sidecar crashes; before
+    its restart every page of ``favorites``, ``service_state`` and ``tasks`` (the local marker
+    cache, the chains pool and the task history the chain is rebuilt from) is damaged.  The
+    start refuses (exit 7); ``sidecar repair`` saves the rest; the restarted sidecar logs in and
+    continues the chain from what Stack holds (startup data: the favorite's marker, the task
+    history) — its follow-up comes exactly at the instant the marker says, as without the damage
+    (tests/integration/test_shift_change.py's arithmetic).  Without Stack's startup data the
+    chain would not come back (checked by hand: dropping its markers and history fails this)."""
+    import asyncio
+
+    from electron_stub.machine import Machine
+    from sidecar.core.clock import from_iso
+    from sidecar.core.rng import KeyedRandom
+    from sidecar.domain.tasks import TaskType, task_id_for
+    from sidecar.services import chain as ch
+
+    t0, ru, seed = from_iso(START), "g-ru-1", 5
+    src = task_id_for(TU, ru, TaskType.UNANSWERED_MESSAGE, t0 + 10, "socket")
+    due = ch.ms(t0 + 20 + ch.delay(KeyedRandom(seed), TU, ru, src, 0)) - t0  # closed at t=20
+    assert 80 <= due <= 200
+    base = {"project": "golden", "tu": TU, "ru": ru}
+    write(tmp_path / "s.jsonl", [
+        {"kind": "header", "format": 1, "name": "damaged_mid_chain", "start": START, "seed": seed,
+         "duration_s": 400, "operator": {"chat_answer_p": 1.0, "chat_delay_s": [10, 10],
+                                          "mail_answer_p": 0.0, "mail_delay_s": [60, 60]}},
+        {"kind": "tu", "project": "golden", "tu": TU, "operator": "op-1"},
+        {"kind": "favorite", **base, **FAV},
+        {"t": 0, "kind": "login", "project": "golden", "tu": TU, "operator": "op-1"},
+        {"t": 5, "kind": "online", "project": "golden", "ru": ru, "online": True},
+        {"t": 10, "kind": "message", **base, "from": "ru", "id": "m-1", "body": "hi"},
+        {"t": 45, "kind": "expect", "what": "marker", "tu": TU, "ru": ru, "name": "followUpChat",
+         "value": {"sourceUnansweredTaskId": src, "step": 0}},
+        {"t": 50, "kind": "crash"},
+        {"t": due - 1, "kind": "expect", "what": "no_task", "tu": TU, "type": "follow_up_message",
+         "ru": ru, "between": [0, due - 1.5]},
+        {"t": due + 2, "kind": "expect", "what": "task_created", "tu": TU, "type": "follow_up_message",
+         "ru": ru, "between": [due, due + 1], "source": "chain"},
+    ])
+    seen: dict = {}
+    start = Machine.start
+
+    async def damaged_restart(self: Machine) -> None:
+        if self.launches:  # the restart after the crash: damage, refused start, repair
+            db = self.data_dir / "sidecar.db"
+            pages = [p for t in ("favorites", "service_state", "tasks") for p in leaf_pages(db, t)]
+            seen["before"] = counts(db)
+            damage(db, pages)
+            seen["serve"] = await asyncio.to_thread(
+                sidecar, "serve", "--port", "0", "--data-dir", str(self.data_dir), "--clock", "virtual")
+            seen["repair"] = await asyncio.to_thread(sidecar, "repair", "--data-dir", str(self.data_dir))
+            seen["after"] = counts(db)
+        await start(self)
+
+    monkeypatch.setattr(Machine, "start", damaged_restart)
+    rp, code = replay(tmp_path / "s.jsonl", tmp_path / "data")
+    assert seen["serve"].returncode == 7 and "sidecar repair" in seen["serve"].stderr
+    assert seen["repair"].returncode == 0, seen["repair"].stderr
+    assert seen["before"]["favorites"] == 1 and seen["before"]["service_state"] > 0
+    for lost in ("favorites", "service_state", "tasks"):  # lost locally
+        assert seen["before"][lost] > 0 and seen["after"][lost] == 0, (lost, seen["repair"].stdout)
+    assert seen["after"]["deliveries"] == seen["before"]["deliveries"] > 0
+    assert code == 0, [r for r in rp.results if not r.ok]
+    assert rp.stats.crashes == 1
+    first = min((t for t in rp.rec.tasks.values() if t.type == "follow_up_message"),
+                key=lambda t: t.created_at)
+    assert round(first.created_at - t0, 3) == round(due, 3)
