@@ -42,7 +42,7 @@ exit codes:
   1    unexpected internal error (logged with its traceback)
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
-  4    the database cannot be opened (corrupted/unreadable; it is left untouched)
+  4    the database cannot be opened (unreadable, or a newer schema; it is left untouched)
   5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
   6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
   7    the database is damaged (PRAGMA quick_check); nothing was written to it: run `sidecar repair`

@@ -74,7 +74,10 @@ class TableReport:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("repair", help="move a damaged database aside and salvage what can be read",
-                       description=__doc__.split("Exit codes:")[0].split("Rules")[0].strip(),
+                       description="Move the damaged sidecar.db of DIR aside (sidecar.damaged-<UTC>.db, "
+                                   "untouched), copy what SQLite can still read of every table into a "
+                                   "fresh sidecar.db, and say per table what was saved and what was not. "
+                                   "The next start restores the rest from Stack.",
                        epilog="exit codes: 0 repaired (the report names any loss) or not damaged; "
                               "2 no database there; 3 a running sidecar holds the data dir; "
                               f"{EXIT_NOTHING_SAVED} nothing could be read (moved aside; the next "

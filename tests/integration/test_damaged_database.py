@@ -86,6 +86,37 @@ def test_a_damaged_database_is_refused_at_start_in_one_line_and_left_byte_for_by
     assert {s: digest(db.with_name(db.name + s)) for s in ("", "-wal")} == before
 
 
+def test_a_crash_left_wal_is_read_for_the_check_and_left_byte_for_byte_as_well(data_dir, tmp_path):
+    """After a crash the committed transactions are in ``sidecar.db-wal``: the check must read
+    them (mode=ro, not immutable) and must neither checkpoint them into the damaged file nor
+    change the WAL.  The crash is a copy of the files taken while a writer still has them open."""
+    db = data_dir / "sidecar.db"
+    pages = _middle_leaves(db, "deliveries", 100)
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    size = writer.execute("PRAGMA page_size").fetchone()[0]
+    writer.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('crash-test', 'in the WAL only')")
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    for f in data_dir.iterdir():
+        shutil.copy(f, crashed / f.name)
+    writer.close()
+    db = crashed / "sidecar.db"
+    assert (crashed / "sidecar.db-wal").stat().st_size > 0
+    with open(db, "r+b") as f:  # damage the main file only (the page is not in the WAL)
+        f.seek((pages[0] - 1) * size)
+        f.write(b"\xa5\x5a" * (size // 2))
+    before = {s: digest(db.with_name(db.name + s)) for s in ("", "-wal")}
+    r = sidecar("serve", "--port", "0", "--data-dir", str(crashed), "--clock", "virtual")
+    assert r.returncode == 7 and len(r.stderr.splitlines()) == 1, r.stderr[-2000:]
+    assert {s: digest(db.with_name(db.name + s)) for s in ("", "-wal")} == before
+    r = sidecar("repair", "--data-dir", str(crashed))
+    assert r.returncode == 0, r.stderr
+    c = sqlite3.connect(db)
+    assert c.execute("SELECT value FROM meta WHERE key = 'crash-test'").fetchone() == ("in the WAL only",)
+    c.close()
+
+
 def _lost_rowids(text: str, table: str) -> set[int]:
     line = next(x for x in text.splitlines() if x.strip().startswith(table + " "))
     out: set[int] = set()
