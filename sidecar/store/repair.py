@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     finally:
         lock.release()
-    print(f"sidecar repair: moved it aside to {aside.name} (with its -wal/-shm); salvaged into a fresh {db.name}:")
+    print(f"sidecar repair: moved it aside to {aside.name} (with its -wal/-shm, if any); salvaged into a fresh {db.name}:")
     for r in reports:
         print(r.line())
     saved = sum(r.saved for r in reports)
@@ -132,7 +132,9 @@ def move_aside(db: Path, now: float) -> Path:
     while any(aside.with_name(aside.name + s).exists() for s in _SUFFIXES):
         n += 1
         aside = db.with_name(f"{db.stem}.damaged-{stamp}-{n}{db.suffix}")
-    for s in ("-wal", "-shm", ""):  # the file itself last: SQLite never sees it without its WAL
+    # under the lock no sidecar opens it meanwhile; the file itself last, so a crash mid-move
+    # leaves a sidecar.db that quick_check still refuses, never a moved file without its WAL
+    for s in ("-wal", "-shm", ""):
         src = db.with_name(db.name + s)
         if src.exists():
             os.replace(src, aside.with_name(aside.name + s))
