@@ -61,7 +61,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import InternalError, InvalidParams, RpcError
+from sidecar.refusals import refusal
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar import app_requests
@@ -239,7 +240,6 @@ class SidecarApp:
         except RuntimeError:
             return None
 
-    # bridge handler ---------------------------------------------------------------------------
     async def handle(self, method: str, params: Any) -> Any:
         m = self.methods.get(method)  # MethodNotFound for an unknown one
         args = m.decode(params)  # InvalidParams naming the method
@@ -251,7 +251,7 @@ class SidecarApp:
         try:
             result = await m.handler(args)
         except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
-            raise InvalidParams(error_text(exc)) from None
+            raise refusal(exc) from None
         if self.clock.virtual and isinstance(result, dict):
             # the driver of a virtual clock may jump straight to this instant: nothing the
             # sidecar does on its own happens before it (timers, outbox retries)
@@ -317,7 +317,7 @@ class SidecarApp:
 
     def _require_clock(self) -> None:
         if isinstance(self.clock, VirtualClock) and not self.clock.is_set:
-            raise InvalidParams("virtual clock not set: send clock.advance_to first")
+            raise InvalidParams("virtual clock not set: send clock.advance_to first", data={"field": "params"})
 
     # steps ------------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:

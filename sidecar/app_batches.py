@@ -29,12 +29,13 @@ import math
 from functools import partial
 from typing import Callable
 
-from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import InternalError, InvalidParams, RpcError
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import protocol as p
 from sidecar.app_deliveries import Deliveries
 from sidecar.app_time import Clockwork
 from sidecar.core.clock import Clock, VirtualClock
+from sidecar.refusals import refusal
 from sidecar.runtime.engine import Engine, EngineError
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import Stopping, StepFailed
@@ -95,7 +96,8 @@ class EventBatches:
                                 break  # the caller sends the rest once it saw that
                             if at is not None and (not clock.is_set or at > clock.now()):
                                 if not math.isfinite(at):
-                                    raise InvalidParams("platform.events: received_at must be finite")
+                                    raise InvalidParams("platform.events: received_at must be finite",
+                                                        data={"field": f"events.{i}.received_at"})
                                 await self.clockwork.fire_until(clock, at, "platform.events")
                             self._require_clock()
                             if self._pump_kick.is_set() or self.executor.outbox_due_pending():
@@ -143,6 +145,9 @@ class EventBatches:
             n = await self.executor.run(partial(
                 self.engine.platform_event, tu=ev.tu, project=ev.project, name=ev.name, data=ev.data))
         except (EngineError, BadRawEvent, UnknownRawEvent, RpcError) as exc:
-            code = exc.code if isinstance(exc, RpcError) else INVALID_PARAMS
-            return {"ok": False, "error": {"code": code, "message": error_text(exc)}}
+            err = exc if isinstance(exc, RpcError) else refusal(exc)
+            error = {"code": err.code, "message": err.message}
+            if err.data is not None:
+                error["data"] = err.data  # data.field: the event's own (/data/… for its raw data)
+            return {"ok": False, "error": error}
         return {"ok": True, "events": n}

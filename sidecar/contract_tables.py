@@ -37,8 +37,10 @@ class ReadyLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class ErrorData(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    """An error's ``data`` (absent when the message says it all).  ``field``: the refused params
-    field (-32602; ``data.0.tu`` style paths for nested items); ``now`` / ``next_due``: the clock
+    """An error's ``data``.  ``field`` (every -32602, :mod:`sidecar.refusals`): the refused
+    params field — a dotted path for nested items (``items.0.sender``), a JSON pointer into the
+    params for a raw event's value (``/data/sentAt``), ``params`` for the request as a whole;
+    ``now`` / ``next_due``: the clock
     after a partial ``clock.advance_to`` and its next timer (unix seconds); ``taken``: events of
     a ``platform.events`` handled before it was refused."""
 

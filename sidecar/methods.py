@@ -76,9 +76,9 @@ class Method(Generic[P]):
         except msgspec.ValidationError as exc:
             field = field_of(str(exc))
             raise InvalidParams(f"{self.name}: {exc}",
-                                data=None if field is None else {"field": field}) from None
+                                data={"field": "params" if field is None else field}) from None
         except msgspec.DecodeError as exc:  # only bytes from an in-process caller can be malformed
-            raise InvalidParams(f"{self.name}: params are not JSON ({exc})") from None
+            raise InvalidParams(f"{self.name}: params are not JSON ({exc})", data={"field": "params"}) from None
 
 
 class Methods:

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from sidecar.contract_tables import ErrorData
 from sidecar.protocol_outbound import TaskView
 
 __all__ = ["ANSWERS", "PLATFORM_ANSWER"]
@@ -53,6 +54,7 @@ class EventAnswer(Ok, kw_only=True):
 class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     code: int  # JSON-RPC error code: -32602 (a refused event)
     message: str
+    data: ErrorData | None = None  # {"field": …} as a -32602's data (sidecar.refusals)
 
 
 class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):

@@ -37,7 +37,12 @@ ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 
 class EngineError(Exception):
-    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602."""
+    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602 whose
+    ``data.field`` is ``field`` (the params field refused, :mod:`sidecar.refusals`)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
@@ -70,12 +75,12 @@ class Engine:
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
             if old.project != project:
-                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}")
+                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}", "project")
             return old  # idempotent: Electron may repeat a login after a reconnect
         try:
             client = client_for(project)
         except KeyError:
-            raise EngineError(f"unknown project {project!r}") from None
+            raise EngineError(f"unknown project {project!r}", "project") from None
         self._epochs += 1
         rt = TuRuntime(tu, project, client, operator, scheduler=self.scheduler,
                        factory=self.factory, rng=self.rng, decisions=self.decisions,
@@ -141,7 +146,7 @@ class Engine:
         UnknownRawEvent — nothing is changed in that case."""
         rt = self._rt(tu)
         if project != rt.project:
-            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}")
+            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}", "project")
         events = rt.client.decode_event(tu, name, data)
         for event in events:
             dispatch(step, rt, event)
@@ -160,7 +165,7 @@ class Engine:
         try:
             why = CloseReason(reason)
         except ValueError:
-            raise EngineError(f"unknown close reason {reason!r}") from None
+            raise EngineError(f"unknown close reason {reason!r}", "reason") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
     def register_timer(self, kind: str, handler: Callable[[Step, tuple, Any], None]) -> None:
@@ -249,7 +254,7 @@ class Engine:
     def _rt(self, tu: str) -> TuRuntime:
         rt = self.tus.get(tu)
         if rt is None or not rt.logged_in:
-            raise EngineError(f"TU {tu!r} is not logged in")
+            raise EngineError(f"TU {tu!r} is not logged in", "tu")
         return rt
 
     def open_tasks(self, tu: str | None = None) -> list[Task]:
