@@ -60,9 +60,9 @@ CLOSE_CODES: dict[int, str] = {
 }
 
 def _exit_codes() -> dict[int, str]:
-    """``sidecar serve --help``'s table (:data:`sidecar.cli.EXIT_CODES`), the one source: each
+    """``sidecar serve --help``'s table (:data:`sidecar.exit_codes.EXIT_CODES`), the one source: each
     ``  N  meaning`` row, and the ``128+N`` row as its two usual values (SIGINT, SIGTERM)."""
-    from sidecar.cli import EXIT_CODES as text
+    from sidecar.exit_codes import EXIT_CODES as text
     rows = {int(n): m.strip() for n, m in re.findall(r"^  (\d+)\s+(.*)$", text, re.M)}
     signal_row = re.search(r"^  128\+N\s+(.*)$", text, re.M)
     if signal_row:
