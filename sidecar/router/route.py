@@ -150,7 +150,7 @@ class RouterState:
     @classmethod
     def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
                 dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S) -> "RouterState":
-        """The state after a start: ``loaded`` is :func:`sidecar.router.storage.load`'s answer."""
+        """The state after a start: ``loaded`` is :func:`sidecar.router.io.storage.load`'s answer."""
         return cls(prefix=prefix, rules=dict(loaded.rules), dedup=dict(loaded.dedup),
                    last_real=dict(loaded.last_real), seq=loaded.next_seq, match_mode=match_mode,
                    dedup_window_s=dedup_window_s)

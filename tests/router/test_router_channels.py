@@ -13,11 +13,11 @@ import pytest
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer
 from sidecar.router.attempt import STACK_LADDER
-from sidecar.router.channels import JournalChannel, TelegramChannel
+from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import Event, StackWrite
-from sidecar.router.pump import DeliveryPump
-from sidecar.router.channels import StackChannel
+from sidecar.router.io.pump import DeliveryPump
+from sidecar.router.io.channels import StackChannel
 from sidecar.stack.client import StackClient
 
 from routerhelp import T0, emit, make_state

@@ -132,7 +132,7 @@ def test_positional_rows_equal_keyword_rows():
     """Rows are built positionally where it is hot (the direct path above, the store's reader):
     the store's reader gives the row a keyword construction gives, for every column."""
     from sidecar.router.model import DELIVERY_FIELDS, Delivery
-    from sidecar.router.storage import _COLS, delivery_from_row
+    from sidecar.router.io.storage import _COLS, delivery_from_row
     cols = [c.strip() for c in _COLS.split(",")]
     assert sorted(cols) == sorted(DELIVERY_FIELDS)
     floats = ("event_at", "next_attempt_at", "expires_at", "delivered_at")

@@ -6,8 +6,8 @@ from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, Rele
 from sidecar.router.model import Event, StackWrite
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
-from sidecar.router.pump import DeliveryPump
-from sidecar.router.channels import StackChannel
+from sidecar.router.io.pump import DeliveryPump
+from sidecar.router.io.channels import StackChannel
 
 from routerhelp import T0, Scripted, emit, make_state
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 
 from sidecar.router.attempt import DELIVERED, YES, Admission, Attempts, Report, retryable
-from sidecar.router.channels import JournalChannel
+from sidecar.router.io.channels import JournalChannel
 from sidecar.router.config import Target
 from sidecar.router.model import Event
-from sidecar.router.pump import DeliveryPump
+from sidecar.router.io.pump import DeliveryPump
 
 from routerhelp import T0, Scripted, emit, make_state
 
@@ -63,7 +63,7 @@ async def test_a_failing_health_report_keeps_every_outcome(tmp_path, rstore, cap
     health = Broken("crm-hook", "report")
     st, pump, audit = setup(tmp_path, rstore, health)
     await emit(rstore, st, [ALERT], T0)
-    with caplog.at_level(logging.ERROR, logger="sidecar.router.pump"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.pump"):
         res = await pump.run_due(T0)  # never raises
     rows = {r.target: r for r in await rstore.deliveries()}
     assert (rows["audit"].status, rows["audit"].attempts) == ("delivered", 1)
@@ -83,7 +83,7 @@ async def test_a_failing_admission_makes_only_that_row_wait(tmp_path, rstore, ca
     health = Broken("crm-hook", "may_send")
     st, pump, _ = setup(tmp_path, rstore, health)
     await emit(rstore, st, [ALERT], T0)
-    with caplog.at_level(logging.ERROR, logger="sidecar.router.pump"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.pump"):
         res = await pump.run_due(T0)
     rows = {r.target: r for r in await rstore.deliveries()}
     assert rows["audit"].status == "delivered"

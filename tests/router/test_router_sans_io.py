@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ["sidecar.router.model", "sidecar.router.render", "sidecar.router.route",
-        "sidecar.router.attempt", "sidecar.router.storage"]
+        "sidecar.router.attempt", "sidecar.router.io.storage"]
 IO_LIBRARIES = ("asyncio", "aiosqlite", "httpx", "websockets", "socket")
 
 

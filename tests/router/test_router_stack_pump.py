@@ -13,9 +13,9 @@ import pytest
 from fake_stack import serve
 
 from sidecar.router.attempt import STACK_LADDER
-from sidecar.router.channels import StackChannel
-from sidecar.router.pump import DeliveryPump
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.pump import DeliveryPump
+from sidecar.router.io.storage import RouterStore
 from sidecar.stack.client import StackClient
 from sidecar.stack.writes import followup_chat_key, marker_write
 
@@ -127,7 +127,7 @@ async def test_rejected_write_is_kept_retried_at_last_step_and_logged(rstore, st
     b0 = await put(rstore, state, "B", 0)
     stack_server.fail(400, path_contains="/favorites/A/")
     pump = pump_of(rstore, client)
-    with caplog.at_level(logging.ERROR, logger="sidecar.router.channels"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.channels"):
         res = await pump.run_due(NOW)
     assert delivered(res) == [b0]
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]

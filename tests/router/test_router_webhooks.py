@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 
 from electron_stub.receivers import Receivers
 from sidecar.core.clock import VirtualClock
-from sidecar.router.channels import WebhookChannel
+from sidecar.router.io.channels import WebhookChannel
 from sidecar.router.config import Target
 from sidecar.router.model import Delivery
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from sidecar.cli import main
+from sidecar.cli.main import main
 from sidecar.store import Store
 
 

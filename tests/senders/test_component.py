@@ -7,9 +7,9 @@ import msgspec
 import pytest
 
 from bridge.errors import InvalidParams
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
-from sidecar.protocol_answers import ANSWERS
+from sidecar.protocol.answers import ANSWERS
 from sidecar.router.attempt import retryable
 from sidecar.senders import health as h
 from sidecar.senders.gate import timer_key

@@ -8,11 +8,11 @@ import pytest
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import DELIVERED, Attempts, Outcome, ReleaseTarget, retryable, terminal
-from sidecar.router.channels import Channel
+from sidecar.router.io.channels import Channel
 from sidecar.router.model import Delivery, Event, parse_rule
-from sidecar.router.pump import DeliveryPump
+from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.route import RouterState, route
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.storage import RouterStore
 from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate, timer_key
 from sidecar.senders.groups import Group

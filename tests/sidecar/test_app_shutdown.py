@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from bridge.errors import InternalError
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.runtime.step import Request
 from sidecar.store.db import Store
@@ -106,7 +106,7 @@ async def test_the_pump_loops_router_events_after_close_begin_no_step(tmp_path):
     """The pump pass that raised router events (``sidecar/stack unreachable``) while close()
     ran: their step is refused, the loop ends, nothing fails."""
     from sidecar.router.model import Event
-    from sidecar.routing import PassResult
+    from sidecar.app.router import PassResult
 
     app, store = await make_app(tmp_path)
     ev = Event(source="sidecar", subject="stack", action="unreachable", priority="high")
@@ -137,7 +137,7 @@ async def test_close_names_every_stage_it_abandons_and_keeps_to_its_budget(tmp_p
     stage that overruns is cut off and named in close()'s answer, which ``sidecar serve`` logs
     instead of a clean shutdown; and the stages' own bounds (1.8 s together) are cut to
     :data:`CLOSE_BUDGET_S`, so the database close still ends before the 1.5 s watchdog."""
-    from sidecar.app import CLOSE_BUDGET_S
+    from sidecar.app.root import CLOSE_BUDGET_S
 
     app, store = await make_app(tmp_path)
     await login(app)

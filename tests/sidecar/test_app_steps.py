@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from bridge.errors import InternalError, InvalidParams
-from sidecar.app import EXIT_STEP_FAILED, SidecarApp
+from sidecar.app.root import EXIT_STEP_FAILED, SidecarApp
 from sidecar.config import Settings
 from sidecar.store.db import Store
 from sidecar.store.errors import StoreError
@@ -140,7 +140,7 @@ def test_refusals_stay_bad_params_and_change_nothing(tmp_path):
 
 
 def test_serve_exits_with_the_step_failed_code():
-    from sidecar.cli import EXIT_CODES
+    from sidecar.cli.main import EXIT_CODES
     assert EXIT_STEP_FAILED == 6 and "  6    a step could not be saved" in EXIT_CODES
 
 
@@ -175,7 +175,7 @@ def test_a_failed_steps_decisions_and_candidates_never_survive_nor_silence_a_lat
         await again.call("platform.event", msg("ru-1", "m-4", T0 + 30.5))  # the same refusal again
         assert await why(again) == [(10.0, "unanswered_message", "created"),
                                     (30.0, "unanswered_message", "refused:stronger_task_open")]
-        from sidecar.router.storage import RouterStore  # candidates ride the router's stack channel
+        from sidecar.router.io.storage import RouterStore  # candidates ride the router's stack channel
         cands = [msgspec.json.decode(r.message) for r in await RouterStore(again.store).deliveries()
                  if r.source == "candidates"]
         assert [c["at"] - T0 for c in cands if c["ru"] == "ru-1"] == [10.0, 30.0], cands  # none of +20

@@ -101,8 +101,7 @@ def test_a_complex_environment_value_that_cannot_be_parsed_is_one_line_and_exit_
     for an environment value it cannot decode; load_settings turns it into one line too."""
     import pydantic_settings
 
-    from sidecar import preflight
-
+    from sidecar.cli.main import preflight
     def broken(**kw):
         raise pydantic_settings.SettingsError(
             'error parsing value for field "allow_origin" from source "EnvSettingsSource"')
@@ -144,7 +143,7 @@ def test_a_bad_token_file_is_refused_even_when_sidecar_token_is_set(tmp_path, ki
 
 
 def test_settings_flag_token_file_wins_over_the_environment(tmp_path, monkeypatch):
-    from sidecar.preflight import check_settings, load_settings
+    from sidecar.cli.preflight import check_settings, load_settings
     tf = tmp_path / "token"
     tf.write_text("from-file\n")
     monkeypatch.setenv("SIDECAR_TOKEN", "from-env")
@@ -199,7 +198,7 @@ def test_serve_help_documents_every_exit_code():
 
 
 def test_readme_documents_the_same_exit_codes():
-    from sidecar.cli import EXIT_CODES
+    from sidecar.cli.main import EXIT_CODES
     readme = (ROOT / "README.md").read_text()
     for line in EXIT_CODES.splitlines()[1:]:
         code = line.split()[0]
@@ -222,7 +221,7 @@ def test_printing_commands_into_a_closed_pipe_exit_141_quietly(args):
 
 def test_why_console_turns_a_broken_pipe_into_BrokenPipeError():
     """rich's own on_broken_pipe exits 1; the why table must reach the 141 handler."""
-    from sidecar.why_cli import pipe_console_class
+    from sidecar.cli.why import pipe_console_class
     PipeConsole = pipe_console_class()
     r, w = os.pipe()
     os.close(r)

@@ -81,7 +81,7 @@ def test_version_outputs_match_what_the_readme_says():
 
 
 def _help(capsys, *argv: str) -> str:
-    from sidecar.cli import _parser
+    from sidecar.cli.main import _parser
 
     with pytest.raises(SystemExit):
         _parser().parse_args([*argv, "--help"])
@@ -96,7 +96,7 @@ def test_groups_assign_and_unassign_are_described_apart(capsys):
 
 
 def test_every_groups_create_flag_has_a_help_text(capsys):
-    from sidecar.cli import _parser
+    from sidecar.cli.main import _parser
 
     ap = _parser()
     groups = next(a for a in ap._subparsers._group_actions[0].choices["groups"]._actions

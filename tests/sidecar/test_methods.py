@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import InvalidParams, MethodNotFound
-from sidecar import protocol as p
-from sidecar.methods import BRIDGE_METHODS, Methods
+from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol.methods import BRIDGE_METHODS, Methods
 
 
 def test_every_protocol_method_is_registered_by_the_app(tmp_path):
-    from sidecar.app import SidecarApp
+    from sidecar.app.root import SidecarApp
     from sidecar.config import Settings
 
     class NoStore:  # the registry is built without touching the store

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.core.rng import KeyedRandom
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine

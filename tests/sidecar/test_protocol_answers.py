@@ -9,8 +9,8 @@ import sys
 import msgspec
 
 from bridge.client import BridgeClient
-from sidecar.protocol import INBOUND
-from sidecar.protocol_answers import ANSWERS
+from sidecar.protocol.inbound import INBOUND
+from sidecar.protocol.answers import ANSWERS
 from tests.integration.sidecar_proc import ROOT, SidecarProcess
 
 T0 = 1796025600.0

@@ -8,10 +8,10 @@ import shlex
 
 import pytest
 
-from sidecar.cli import main
+from sidecar.cli.main import main
 from sidecar.router.model import Event, parse_rule
 from sidecar.router.route import RouterState, route
-from sidecar.router.storage import PutRule, RouterStore
+from sidecar.router.io.storage import PutRule, RouterStore
 from sidecar.store.db import Store
 
 T0 = 1796025600.0

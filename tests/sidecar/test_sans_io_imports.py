@@ -44,7 +44,7 @@ def test_sans_io_modules_import_no_io_library():
 
 def test_the_check_would_see_an_io_import():
     """The subprocess check is not vacuous: the runtime side does load them."""
-    code = "import sys, sidecar.app; print('asyncio' in sys.modules and 'aiosqlite' in sys.modules)"
+    code = "import sys, sidecar.app.root; print('asyncio' in sys.modules and 'aiosqlite' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "True", r.stderr
 
@@ -139,11 +139,11 @@ def test_the_circle_check_sees_a_type_only_circle():
 
 def test_the_runtime_imports_no_service_and_no_driver():
     """Flow one way: services stand on the runtime; the runtime never reaches up into a
-    service, the app, the bridge or the wire structs of ``sidecar.protocol``'s callers."""
+    service, the app, the bridge or the wire structs of ``sidecar.protocol.inbound``'s callers."""
     graph = import_graph()
-    drivers = {"sidecar.app", "sidecar.app_time", "sidecar.app_deliveries", "sidecar.app_inputs",
-               "sidecar.app_batches",
-               "sidecar.cli", "sidecar.config", "sidecar.logs", "sidecar.aio",
+    drivers = {"sidecar.app.root", "sidecar.app.clockwork", "sidecar.app.deliveries", "sidecar.app.inputs",
+               "sidecar.app.batches",
+               "sidecar.cli.main", "sidecar.config", "sidecar.logs", "sidecar.app.aio",
                "sidecar.store.db", "sidecar.stack.client"}
     for mod, deps in graph.items():
         if mod.startswith("sidecar.runtime"):
@@ -160,8 +160,8 @@ def test_no_back_pointer_from_a_tu_runtime_to_the_engine():
 
 def test_the_core_builds_no_wire_struct():
     """Steps record domain notes (``sidecar.domain.notes``); the app turns them into the wire
-    Structs of ``sidecar.protocol_outbound`` (``sidecar.wire``) — the core never imports the wire."""
+    Structs of ``sidecar.protocol.outbound`` (``sidecar.app.wire``) — the core never imports the wire."""
     graph = import_graph()
     for mod, deps in graph.items():
         if mod.startswith(("sidecar.runtime", "sidecar.services", "sidecar.domain")):
-            assert not {d for d in deps if d.startswith("sidecar.protocol")}, mod
+            assert not {d for d in deps if d.startswith("sidecar.protocol.inbound")}, mod

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.router.attempt import Attempts
 from sidecar.runtime.engine import OUTBOX_TIMER

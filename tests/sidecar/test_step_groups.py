@@ -1,4 +1,4 @@
-"""Wall clock: queued ``platform.event`` frames run as ONE commit group (sidecar/step_groups.py;
+"""Wall clock: queued ``platform.event`` frames run as ONE commit group (sidecar/app/step_groups.py;
 issue 11, the wall clock's latency).  Each frame is answered exactly as it would be alone; no
 ``task.created`` precedes its commit; a failed group commit sends nothing and answers -32603;
 at shutdown nothing new begins.  The app runs on a wall-like clock the test moves by hand, with
@@ -10,7 +10,7 @@ from typing import Any
 
 from bridge import BridgeClient
 from bridge.errors import InternalError, InvalidParams, RpcError
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.core.clock import Clock
 from sidecar.store.db import Store

@@ -1,5 +1,5 @@
 """The domain notes and their wire Structs keep the same fields (the duplicates tool flagged the
-pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol_outbound.TaskView``): :mod:`sidecar.wire`
+pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol.outbound.TaskView``): :mod:`sidecar.app.wire`
 converts one into the other by attribute name, so a field added to one side only would be
 dropped or fail at send time instead of here."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 import msgspec
 import pytest
 
-from sidecar import protocol_outbound as out
+from sidecar.protocol.inbound import outbound as out
 from sidecar.domain import notes
 
 

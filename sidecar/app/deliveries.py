@@ -1,6 +1,6 @@
 """The app's side of the delivery pump: when the router's pump runs, what a pass is followed by,
 ``stack.flush``, and the wall clock's pump loop (DESIGN §10; the router itself:
-:mod:`sidecar.routing`).
+:mod:`sidecar.app.router`).
 
 Rules / theory of operation
 ---------------------------
@@ -8,7 +8,7 @@ Rules / theory of operation
   a Stack outage never blocks a step.  On the wall clock the pump is its own task beside the
   steps (:meth:`Deliveries.pump_loop`: a slow Stack delays only Stack) and sends a write as soon
   as it is queued; on the virtual clock it runs inside the advance at the delivery timer's
-  instants (:mod:`sidecar.app_time`) — every target but Stack when its row is due, Stack's new
+  instants (:mod:`sidecar.app.clockwork`) — every target but Stack when its row is due, Stack's new
   writes at most every ``stack_flush_interval_s`` (retries at their ladder instants), everything
   due in flight together (Stack's ``POST /v1/batch`` when it has it) — so a replay is
   deterministic and does not depend on how the driver slices its advances.
@@ -32,18 +32,18 @@ import logging
 from typing import Any, Awaitable, Callable, Protocol
 
 from bridge.errors import InternalError
-from sidecar.aio import wait_event
+from sidecar.app.aio import wait_event
 from sidecar.core.clock import Clock
-from sidecar.routing import PassResult, RouterComponent
+from sidecar.app.router import PassResult, RouterComponent
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.step import Step
-from sidecar.senders.component import SendersComponent
+from sidecar.app.senders import SendersComponent
 from sidecar.senders.gate import waiting_reason
 from sidecar.senders.health import may_send as sender_may_send
 from sidecar.senders.health import utc_text
 
-log = logging.getLogger("sidecar.app")
+log = logging.getLogger("sidecar.app.root")
 
 StepFn = Callable[[Callable[[Step], Any]], Awaitable[Any]]  # an engine input -> its step's value
 
@@ -69,7 +69,7 @@ class Deliveries:
     ``locked(coro_fn)`` awaits ``coro_fn()`` under the step lock — each raises
     :class:`bridge.errors.InternalError` once the process stopped or shuts down.  ``wake()``
     wakes the wall clock's ticker, ``wake_if_sooner()`` only when its next timer is now sooner
-    than the instant it sleeps to (:class:`sidecar.app_time.Alarm`).  :attr:`acked` counts the
+    than the instant it sleeps to (:class:`sidecar.app.clockwork.Alarm`).  :attr:`acked` counts the
     Stack writes acknowledged (``status``)."""
 
     def __init__(self, *, clock: Clock, engine: Engine, executor: StepExecutor,
@@ -89,7 +89,7 @@ class Deliveries:
         self._wake = wake
         self._wake_if_sooner = wake_if_sooner
         self.pump_kick = asyncio.Event()  # the delivery timer fired: send what is due
-        self.others_due = False  # virtual clock: the timer fired mid-advance (sidecar.app_time)
+        self.others_due = False  # virtual clock: the timer fired mid-advance (sidecar.app.clockwork)
         self.nothing_left = False  # wall clock: a pass left no row it could ever send (pump_loop)
         self.acked = 0  # Stack writes acknowledged (status)
 
@@ -136,13 +136,13 @@ class Deliveries:
         return res
 
     async def flush_stack(self) -> dict:
-        """``stack.flush`` (:class:`sidecar.protocol.StackFlush`): send every due Stack write now,
+        """``stack.flush`` (:class:`sidecar.protocol.inbound.StackFlush`): send every due Stack write now,
         ignoring the flush cadence (:mod:`sidecar.router.cadence`) — for whoever is about to read
         Stack (another machine's login, a check).  Retries keep their ladder instants: a write
         waiting for a retry is not due.  Answer ``{"acked", "failed", "pending", "waiting"?}``:
         writes acknowledged and writes whose attempt failed in this flush, Stack writes still
         queued after it, and — when some are — why and until when
-        (:class:`sidecar.protocol_answers.StackWaiting`)."""
+        (:class:`sidecar.protocol.answers.StackWaiting`)."""
         if self.routing.stack is None:
             return {"acked": 0, "failed": 0, "pending": 0}
         if self.clock.virtual:
@@ -167,7 +167,7 @@ class Deliveries:
         return out
 
     def _stack_waiting(self, now: float) -> dict[str, Any]:
-        """Why Stack's writes stay pending (:class:`sidecar.protocol_answers.StackWaiting`):
+        """Why Stack's writes stay pending (:class:`sidecar.protocol.answers.StackWaiting`):
         the ``stack`` sender's health first (cooldown, Need Check, rest), else their next
         flush instant (a retry on Stack's ladder, or the flush grid)."""
         s = self.senders.gate.state("stack")

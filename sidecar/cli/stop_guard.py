@@ -78,7 +78,7 @@ def hard_exit(code: int, why: str) -> NoReturn:
 
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` at once — no event-loop close, no join of the threads left
-    (``sidecar serve`` after a close stage was abandoned, :mod:`sidecar.aio`) — once stdout,
+    (``sidecar serve`` after a close stage was abandoned, :mod:`sidecar.app.aio`) — once stdout,
     stderr and the log handlers are flushed (a held handler lock is not waited for).  The OS
     releases the data-dir lock; SQLite's WAL holds every commit (:mod:`sidecar.store.db`)."""
     for stream in (sys.stdout, sys.stderr):

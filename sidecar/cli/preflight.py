@@ -12,7 +12,7 @@ Rules / theory of operation
   removed again when it fails).
 * The port check binds and releases at once, with ``SO_REUSEADDR`` as the real server does (a
   port in TIME_WAIT is free for it).  Another process may still take the port before the bridge
-  binds; that race ends in the same one line and exit 2 (``sidecar.cli``).
+  binds; that race ends in the same one line and exit 2 (``sidecar.cli.main``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``sidecar`` command line: ``serve`` (the process Electron launches), ``schema``, ``version``,
-``why TU RU`` (a pair's decision log, :mod:`sidecar.why_cli`) and ``groups …`` / ``senders …``
-(sender health's manage API on a data dir, :mod:`sidecar.senders.cli`).
+``why TU RU`` (a pair's decision log, :mod:`sidecar.cli.why`) and ``groups …`` / ``senders …``
+(sender health's manage API on a data dir, :mod:`sidecar.cli.senders`).
 
 ``sidecar serve`` prints exactly one JSON line on stdout when it is ready:
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
@@ -10,9 +10,9 @@ Shutdown is bounded (issue 7, DESIGN §3): once SIGTERM, SIGINT, SIGHUP, stdin E
 parent's death asks for it, a watchdog *thread* ends the process with exit code 5 if the orderly
 close has not finished within :data:`SHUTDOWN_DEADLINE_S` (a thread, because a stuck event loop
 could not run a timer of its own), and a second signal ends it at once with 128 + its number.
-Each close stage has its own bound (:meth:`sidecar.app.SidecarApp.close`, the database close
+Each close stage has its own bound (:meth:`sidecar.app.root.SidecarApp.close`, the database close
 here); a stage that overran or failed is *abandoned*: the exit log names it instead of saying
-"shut down cleanly", and the process then ends at once (:func:`sidecar.stop_guard.exit_now`)
+"shut down cleanly", and the process then ends at once (:func:`sidecar.cli.stop_guard.exit_now`)
 without closing the event loop or joining threads — whatever was abandoned may still be running
 and must neither call back into a closed loop nor hold the process past its 2 s.  The exit code
 is still 0 (the shutdown was asked for and ended in time; nothing committed is lost).
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
-from sidecar.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
+from sidecar.cli.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
 
@@ -55,7 +55,7 @@ _ARGUMENT = re.compile(r"argument (?P<flag>[^:]+): (?P<problem>.*)", re.S)
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (issue 7: bad input gets one line and exit 2),
     worded like every other refusal: ``sidecar: bad setting --clock (SIDECAR_CLOCK): …`` for a
-    ``serve`` flag (each has its environment variable, :func:`sidecar.preflight.flag_of`),
+    ``serve`` flag (each has its environment variable, :func:`sidecar.cli.preflight.flag_of`),
     ``sidecar: bad argument --after: …`` for another command's, ``sidecar: bad command line: …``
     for the rest (an unknown flag, a missing argument); each ends with where the help is."""
 
@@ -106,11 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
     sub.add_parser("version", help="print the version")
-    from sidecar.why_cli import add_parser as add_why
+    from sidecar.cli.why import add_parser as add_why
     add_why(sub)
-    from sidecar.senders.cli import add_parsers as add_senders
+    from sidecar.cli.senders import add_parsers as add_senders
     add_senders(sub)
-    from sidecar.router_cli import add_parsers as add_router
+    from sidecar.cli.router import add_parsers as add_router
     add_router(sub)
     return ap
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "schema":
-        from sidecar.protocol_answers import json_schema
+        from sidecar.protocol.answers import json_schema
         json.dump(json_schema(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -146,13 +146,13 @@ def _main(argv: list[str] | None) -> int:
         print(__version__)
         return 0
     if args.cmd == "why":
-        from sidecar.why_cli import run as why
+        from sidecar.cli.why import run as why
         return why(args)
     if args.cmd in ("groups", "senders"):
-        from sidecar.senders.cli import run as manage
+        from sidecar.cli.senders import run as manage
         return manage(args)
     if args.cmd in ("rules", "deliveries"):
-        from sidecar.router_cli import run as router_cli
+        from sidecar.cli.router import run as router_cli
         return router_cli(args)
     return serve(args)
 
@@ -160,9 +160,9 @@ def _main(argv: list[str] | None) -> int:
 def serve(args: argparse.Namespace) -> int:
     """Run ``sidecar serve`` to the end; the exit code.  For the process entry point only: it
     takes the stop signals for the rest of the process and runs the shutdown watchdog
-    (:class:`sidecar.stop_guard.StopGuard`) before anything is opened or printed."""
+    (:class:`sidecar.cli.stop_guard.StopGuard`) before anything is opened or printed."""
     from sidecar import logs
-    from sidecar.preflight import BadSetting, check_settings, load_settings
+    from sidecar.cli.preflight import BadSetting, check_settings, load_settings
 
     overrides = {k: v for k, v in vars(args).items() if k != "cmd" and v is not None}
     if "allow_origin" in overrides:
@@ -178,7 +178,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"sidecar: bad setting --data-dir: {settings.data_dir}: {exc}", file=sys.stderr)
         return 2
     guard = StopGuard().install()  # from here on no stop signal is ever ignored or fatal
-    left: list[str] = []  # the close stages abandoned (sidecar.aio "Abandoned is not done")
+    left: list[str] = []  # the close stages abandoned (sidecar.app.aio "Abandoned is not done")
     try:
         with asyncio.Runner() as runner:
             try:
@@ -200,9 +200,9 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     """The life of ``sidecar serve`` in the event loop; its exit code.  The close stages that
     were abandoned are added to ``left`` (the caller must not close the loop under them)."""
     from bridge.lifecycle import wait_for_shutdown
-    from sidecar import gcpolicy
-    from sidecar.aio import bounded
-    from sidecar.app import EXIT_STEP_FAILED, SidecarApp
+    from sidecar.cli.main import gcpolicy
+    from sidecar.app.aio import bounded
+    from sidecar.app.root import EXIT_STEP_FAILED, SidecarApp
     from sidecar.router.config import ConfigError
     from sidecar.store.db import Store
     from sidecar.store.errors import DataDirLocked, StoreError

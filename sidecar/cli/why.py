@@ -133,7 +133,7 @@ def pipe_console_class() -> type:
 
     class PipeConsole(Console):
         """rich's Console, but a closed output pipe raises :class:`BrokenPipeError` for
-        ``sidecar.cli.main`` (exit 141, quietly) instead of rich's ``SystemExit(1)``."""
+        ``sidecar.cli.main.main`` (exit 141, quietly) instead of rich's ``SystemExit(1)``."""
 
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError("the output pipe was closed")

@@ -27,10 +27,10 @@ from typing import Any
 from sidecar.core.clock import WallClock
 from sidecar.core.rng import KeyedRandom
 
-from . import manage
-from .health import HealthMachine
-from .manage import ManageError, Registry, with_senders
-from .store import load_history, load_registry, registry_ops
+from sidecar.senders import manage
+from sidecar.senders.health import HealthMachine
+from sidecar.senders.manage import ManageError, Registry, with_senders
+from sidecar.senders.store import load_history, load_registry, registry_ops
 
 DB_NAME = "sidecar.db"
 EXIT_BAD, EXIT_LOCKED = 2, 3
@@ -199,7 +199,7 @@ def _print(args: argparse.Namespace, rows: list[dict], table: Any) -> int:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         return 0
-    from sidecar.why_cli import pipe_console_class
+    from sidecar.cli.why import pipe_console_class
 
     console = pipe_console_class()(width=None if sys.stdout.isatty() else 200)
     console.print(table(rows))

@@ -6,7 +6,7 @@ Rules / theory of operation
 * Virtual clock: ``clock.advance_to(t)`` (:meth:`Clockwork.advance_to`) moves time to each due
   timer in order (a timer's step runs with ``now`` = its due time), runs the delivery pump at
   the delivery timer's instants too (Stack's writes at Stack's flush instants,
-  :mod:`sidecar.router.cadence`; :mod:`sidecar.app_deliveries`), and answers only when
+  :mod:`sidecar.router.cadence`; :mod:`sidecar.app.deliveries`), and answers only when
   everything up to ``t`` has run.  How the driver slices its advances changes nothing.
 * **Group commit** (issue 11 item 4): the timers of one advance and the timers the ticker finds
   due at once commit as one group — one SQLite transaction, one thread hop — in step order
@@ -19,7 +19,7 @@ Rules / theory of operation
   due by then goes straight to the pump (no ticker round, no timer step per event) and the
   ticker is woken only for a timer sooner than the one it sleeps to.
 * A failed step or shutdown (:class:`StepFailed`, :class:`Stopping`) is a -32603 to the caller
-  (crash-only, :mod:`sidecar.app`); the ticker then just ends.  An advance cut short by
+  (crash-only, :mod:`sidecar.app.root`); the ticker then just ends.  An advance cut short by
   shutdown says the instant it reached (``data.now``): the timers before it ran and are kept.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ import math
 from typing import Callable
 
 from bridge.errors import InternalError, InvalidParams
-from sidecar.aio import wait_event
-from sidecar.app_deliveries import Deliveries, StepLocked
+from sidecar.app.aio import wait_event
+from sidecar.app.deliveries import Deliveries, StepLocked
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.core.scheduler import Scheduler
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine
@@ -64,7 +64,7 @@ class Clockwork:
 
     ``lock``: the app's one step lock; ``step_locked(fn)`` runs ``fn`` as a step while the lock
     is held (-32603 once the process stopped); ``connected()``: whether a client is there to
-    answer platform requests; ``next_due()``: :meth:`sidecar.app.SidecarApp.next_due`;
+    answer platform requests; ``next_due()``: :meth:`sidecar.app.root.SidecarApp.next_due`;
     ``max_fires``: the timers one advance may run."""
 
     def __init__(self, *, clock: Clock, engine: Engine, executor: StepExecutor, lock: asyncio.Lock,

@@ -1,5 +1,5 @@
 """Domain notes → wire Structs (DESIGN §4): the app's one translation from what a step decided
-(:mod:`sidecar.domain.notes`) to what Electron receives (:mod:`sidecar.protocol_outbound`).
+(:mod:`sidecar.domain.notes`) to what Electron receives (:mod:`sidecar.protocol.outbound`).
 
 * :func:`to_wire` converts a note into ``protocol_outbound.OUTBOUND[method]`` by attribute (msgspec's
   ``from_attributes``): one converter per method, the field names are the contract.  A note whose
@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from sidecar.protocol import Params
-from sidecar.protocol_outbound import OUTBOUND, TaskView
+from sidecar.protocol.inbound import Params
+from sidecar.protocol.outbound import OUTBOUND, TaskView
 from sidecar.domain.notes import TaskSnapshot
 from sidecar.domain.tasks import Task
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sidecar.core.clock import WallClock
-from sidecar.paging import INT64_MAX
+from sidecar.protocol.paging import INT64_MAX
 
 STATUSES = ("pending", "delivered", "failed", "skipped", "duplicate")
 _COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "rule", "target",
@@ -98,11 +98,11 @@ def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | 
                     since: float | None = None, after_seq: int | None = None,
                     limit: int = 200) -> tuple[list[dict[str, Any]], int | None, bool]:
     """The audit's rows as dicts of :data:`_COLS`, oldest first, through the bridge method's own
-    reader (:func:`sidecar.router.storage.list_deliveries`): the newest ``limit`` rows, or with
+    reader (:func:`sidecar.router.io.storage.list_deliveries`): the newest ``limit`` rows, or with
     ``after_seq`` the first ``limit`` rows after it.  Returns ``(rows, next, older)``: ``next`` =
     the ``--after`` of the following page (None: no more rows; always None for the newest rows),
     ``older`` = the newest rows were cut: older rows match too (always False with ``after_seq``)."""
-    from sidecar.router.storage import list_deliveries
+    from sidecar.router.io.storage import list_deliveries
 
     limit = max(1, limit)
     conn = _connect(data_dir)
@@ -141,7 +141,7 @@ def _next_page(args: argparse.Namespace, data_dir: Path, nxt: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sidecar.config import default_data_dir
-    from sidecar.why_cli import parse_since, pipe_console_class
+    from sidecar.cli.why import parse_since, pipe_console_class
 
     name = f"sidecar {args.cmd}"
     nxt: int | None = None

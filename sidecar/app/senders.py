@@ -19,7 +19,7 @@ Rules / theory of operation
 * Methods: ``groups.list/create/get/patch/delete``, ``groups.assignments.set/add/remove``
   (≤ 500 items, each ``{sender, groups: [id…]}``), ``groups.senders.set/add/remove``
   (``{id, senders: [name…]}``), ``senders.list/get/history/recover``.  Shapes: the Structs in
-  :mod:`sidecar.protocol` (params) and :mod:`sidecar.protocol_answers` (answers).
+  :mod:`sidecar.protocol.inbound` (params) and :mod:`sidecar.protocol.answers` (answers).
 """
 from __future__ import annotations
 
@@ -31,17 +31,17 @@ from typing import Any
 import msgspec
 
 from bridge.errors import InvalidParams
-from sidecar import protocol as p
-from sidecar.paging import budget, cut_text, page
+from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol.paging import budget, cut_text, page
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Report
 from sidecar.router.model import Event
 from sidecar.runtime.step import Step
 
-from . import manage
-from .gate import TIMER_KIND, HealthGate
-from .health import HealthMachine
-from .store import history_page, load_registry, registry_ops
+from sidecar.senders import manage
+from sidecar.senders.gate import TIMER_KIND, HealthGate
+from sidecar.senders.health import HealthMachine
+from sidecar.senders.store import history_page, load_registry, registry_ops
 
 log = logging.getLogger("sidecar.senders")
 

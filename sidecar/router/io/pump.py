@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from .attempt import Attempts, Begin, Next, Outcome, retryable, terminal
-from .channels import Channel, StackChannel
-from .model import Delivery, Event
-from .storage import RouterStore
+from sidecar.router.attempt import Attempts, Begin, Next, Outcome, retryable, terminal
+from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.model import Delivery, Event
+from sidecar.router.io.storage import RouterStore
 
-log = logging.getLogger("sidecar.router.pump")
+log = logging.getLogger("sidecar.router.io.pump")
 MAX_BATCH = 500
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from sidecar.protocol import INBOUND
-from sidecar.protocol_outbound import OUTBOUND, TaskView
+from sidecar.protocol.inbound import INBOUND
+from sidecar.protocol.outbound import OUTBOUND, TaskView
 
 __all__ = ["ANSWERS", "PLATFORM_ANSWER", "json_schema"]
 

@@ -1,19 +1,19 @@
 """``platform.events``: a burst of raw platform events handled in order, each its own step, the
-whole call ONE commit group (issue 11 item 3; params :class:`sidecar.protocol.PlatformEvents`).
+whole call ONE commit group (issue 11 item 3; params :class:`sidecar.protocol.inbound.PlatformEvents`).
 
 Rules / theory of operation
 ---------------------------
 * The call holds the app's step lock throughout; its events' steps run in ONE commit group
   (:meth:`StepExecutor.group`), each event's routing decided on the state the earlier ones left.
 * On the virtual clock each event first advances the clock to its ``received_at`` exactly as
-  ``clock.advance_to`` would (:meth:`sidecar.app_time.Clockwork.fire_until`: the timers due
+  ``clock.advance_to`` would (:meth:`sidecar.app.clockwork.Clockwork.fire_until`: the timers due
   meanwhile, each at its instant), then runs the delivery pass due now
-  (:meth:`sidecar.app_deliveries.Deliveries.pump_locked`), as at the end of an advance.
+  (:meth:`sidecar.app.deliveries.Deliveries.pump_locked`), as at the end of an advance.
   ``stop_at_due`` stops before any event but the first when the sidecar would act by itself
   first (:meth:`EventBatches._acts_before`).  On the wall clock ``received_at`` is informational.
 * An ``if_open`` event whose task is no longer open is skipped: nothing runs, and its index goes
   into the ``batch_skipped`` of the ``platform.request`` calls after it (:attr:`~EventBatches.
-  skipped`, which the app hands to :mod:`sidecar.app_requests` with :attr:`~EventBatches.seen`).
+  skipped`, which the app hands to :mod:`sidecar.app.requests` with :attr:`~EventBatches.seen`).
 * A refused event (bad raw event, TU not logged in) is its own error result and changes
   nothing; the others are handled.  Each result carries ``seq``: the stream's last seq once its
   step's notes were sent (``step_seqs``, filled by the app's ``step_done`` port from
@@ -31,9 +31,9 @@ from typing import Callable
 
 from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
-from sidecar import protocol as p
-from sidecar.app_deliveries import Deliveries
-from sidecar.app_time import Clockwork
+from sidecar.protocol.inbound import inbound as p
+from sidecar.app.deliveries import Deliveries
+from sidecar.app.clockwork import Clockwork
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.runtime.engine import Engine, EngineError
 from sidecar.runtime.executor import StepExecutor
@@ -73,7 +73,7 @@ class EventBatches:
         return None
 
     async def handle(self, a: p.PlatformEvents) -> dict:
-        """``platform.events`` (see :class:`sidecar.protocol.PlatformEvents`): the events in
+        """``platform.events`` (see :class:`sidecar.protocol.inbound.PlatformEvents`): the events in
         order, each its own step, the whole call ONE commit group — plus, on the virtual clock,
         the advance to each event's ``received_at`` first (timers, and every delivery at its
         instant, exactly as ``clock.advance_to``).  Per event ``{"ok", "events", "seq"}`` or

@@ -4,7 +4,7 @@ round trip (``platform.requests``; issue 11 item 3).
 Rules / theory of operation
 ---------------------------
 * A request carries ``at`` (the asking step's instant, unix seconds) and, inside a
-  ``platform.events`` call, ``batch_seen`` / ``batch_skipped`` (:class:`sidecar.protocol_outbound.PlatformRequest`):
+  ``platform.events`` call, ``batch_seen`` / ``batch_skipped`` (:class:`sidecar.protocol.outbound.PlatformRequest`):
   on the virtual clock a replayer answers from its world as of then.
 * Virtual clock: the requests one step makes go out together as ONE ``platform.requests
   {requests: [platform.request params, …]}`` round trip when there are several; the answer is
@@ -31,11 +31,11 @@ from typing import Any
 
 from bridge import BridgeServer
 from bridge.errors import AnswerTooLarge, RemoteError
-from sidecar.protocol_outbound import PlatformRequest, PlatformRequests
+from sidecar.protocol.outbound import PlatformRequest, PlatformRequests
 from sidecar.runtime.step import Request
 
 Outcome = tuple[Any, str | None]  # (result, None) or (None, error text)
-log = logging.getLogger("sidecar.app")
+log = logging.getLogger("sidecar.app.root")
 
 
 def params_of(req: Request, batch_seen: int | None, batch_skipped: list[int]) -> PlatformRequest:

@@ -1,7 +1,7 @@
 """The bridge's method catalogue (DESIGN §4), Electron → sidecar: one msgspec Struct per
 request method's params (``INBOUND``), the manage API's included.  The sidecar → Electron side
-(notifications, ``platform.request``) is :mod:`sidecar.protocol_outbound`; the answers are
-:mod:`sidecar.protocol_answers`.  ``sidecar schema`` prints the JSON Schema generated from these
+(notifications, ``platform.request``) is :mod:`sidecar.protocol.outbound`; the answers are
+:mod:`sidecar.protocol.answers`.  ``sidecar schema`` prints the JSON Schema generated from these
 Structs; it is the truth for the Electron team.  Unknown fields are ignored (msgspec's default),
 so Electron may send more than we read.
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from sidecar.paging import Cursor, Limit, Weight
+from sidecar.protocol.paging import Cursor, Limit, Weight
 
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
@@ -82,7 +82,7 @@ class PlatformEventIn(PlatformEvent, kw_only=True):
 
 class PlatformEvents(Params, kw_only=True):
     """A burst of raw platform socket events (issue 11 item 3): handled in order, each its own
-    step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol_answers.EventsAnswer`:
+    step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol.answers.EventsAnswer`:
     one result per event taken, in order; a refused event (bad raw event, TU not logged in) is
     an error result and changes nothing, the others are handled.
 
@@ -291,7 +291,7 @@ class SenderHistory(Params, kw_only=True):
     since: float | None = None
     after_id: Cursor | None = None
     limit: Limit | None = None  # null / absent: 500
-# ---- the router's management (DESIGN §10; sidecar/routing.py) ------------------------------
+# ---- the router's management (DESIGN §10; sidecar/app/router.py) ------------------------------
 # Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
 # refused here.
@@ -334,7 +334,7 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     """The delivery audit by seq, one page: ``status``?, ``target``?, ``since``? (events at or
     after, unix seconds), ``after_seq``? (the previous answer's ``next``), ``limit``? (1..1000,
     default 1000).  Answer ``{"deliveries": [...], "next": seq | null}``: a page never exceeds
-    the frame cap (``sidecar.paging``); pass ``next`` back as ``after_seq`` until it is null."""
+    the frame cap (``sidecar.protocol.paging``); pass ``next`` back as ``after_seq`` until it is null."""
 
     status: str | None = None
     target: str | None = None

@@ -1,8 +1,8 @@
 """The bridge's method catalogue (DESIGN §4), sidecar → Electron: one msgspec Struct per
 notification's params (``OUTBOUND``: task created / closed / updated, chain attempts, sender
 states, deliveries) and per request the sidecar makes (``platform.request`` /
-``platform.requests``).  The app builds them from the domain's notes (:mod:`sidecar.wire`); the
-Electron → sidecar side is :mod:`sidecar.protocol`, whose ``Params`` base these share.
+``platform.requests``).  The app builds them from the domain's notes (:mod:`sidecar.app.wire`); the
+Electron → sidecar side is :mod:`sidecar.protocol.inbound`, whose ``Params`` base these share.
 ``sidecar schema`` prints their JSON Schema.
 
 Times on the wire are unix seconds (UTC) as floats unless a field says ISO.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from sidecar.protocol import Params
+from sidecar.protocol.inbound import Params
 
 
 class TaskView(msgspec.Struct, kw_only=True):

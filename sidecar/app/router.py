@@ -6,12 +6,12 @@ Rules / theory of operation
 * Built once per process from the settings: :func:`sidecar.router.config.load_config` (env
   ``SIDECAR_ROUTER_*`` + ``<data dir>/router.toml``; a bad setting is a
   :class:`~sidecar.router.config.ConfigError`, exit 2), a channel per configured target, the
-  ``stack`` channel over the app's Stack client, one :class:`~sidecar.router.pump.DeliveryPump`
+  ``stack`` channel over the app's Stack client, one :class:`~sidecar.router.io.pump.DeliveryPump`
   (the only way out of the sidecar: Stack writes included — the old outbox pump is gone), and
   :class:`~sidecar.router.attempt.Attempts` asking sender health (:meth:`plug_health`; the app
   plugs :class:`sidecar.senders.gate.HealthGate` in, :class:`AlwaysOpen` before that).
   ``stamp_at`` (the virtual clock): every channel's HTTP call carries its pass instant
-  (:mod:`sidecar.router.channels`, "Virtual instant stamp").
+  (:mod:`sidecar.router.io.channels`, "Virtual instant stamp").
 * :meth:`RouterComponent.start` restores the routing state from SQLite (rules, dedup keys,
   throttle windows, the event counter and the data dir's event-id prefix).
 * The step executor routes a step's events through :attr:`port` (decide before the commit,
@@ -25,7 +25,7 @@ Rules / theory of operation
   (``sidecar/stack unreachable|reachable`` from :class:`~sidecar.router.core.StackWatch`, sender
   health's later) — the app routes them in a step of their own.
 * Bridge methods (:meth:`register`): ``rules.list/create/patch/delete``, ``deliveries.list``,
-  ``events.emit``.  The lists page and never answer past the frame cap (:mod:`sidecar.paging`).  Bad input raises ``InvalidParams`` (-32602) whose ``data.field`` names the
+  ``events.emit``.  The lists page and never answer past the frame cap (:mod:`sidecar.protocol.paging`).  Bad input raises ``InvalidParams`` (-32602) whose ``data.field`` names the
   field; nothing is changed.  A rule change commits under the step lock and only then changes
   memory; it never resets a throttle window, a dedup key or a retry schedule.
 """
@@ -39,21 +39,21 @@ from typing import Any
 import msgspec
 
 from bridge.errors import InvalidParams
-from sidecar import protocol as p
-from sidecar.protocol_outbound import DeliveryNote
+from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol.outbound import DeliveryNote
 from sidecar.core.rng import KeyedRandom
-from sidecar.paging import MAX_LIMIT, budget, cut_text, page
+from sidecar.protocol.paging import MAX_LIMIT, budget, cut_text, page
 from sidecar.router.attempt import Attempts, Next, SenderHealth
 from sidecar.router.cadence import StackCadence
-from sidecar.router.channels import Channel, StackChannel, build_channel
+from sidecar.router.io.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
-from sidecar.router.pump import DeliveryPump
+from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.route import PREFIX_KEY, Ahead, RouterState, Routing
-from sidecar.router.storage import RouterStore, prune_ops
+from sidecar.router.io.storage import RouterStore, prune_ops
 
-log = logging.getLogger("sidecar.routing")
+log = logging.getLogger("sidecar.app.router")
 
 
 
@@ -79,7 +79,7 @@ def delivery_note(row: Delivery, status: str, attempt: int, at: float,
 
 def delivery_view(row: Delivery) -> dict[str, Any]:
     """A row as ``deliveries.list`` answers it: the audit without bytes (the message as text,
-    cut at :data:`~sidecar.paging.MAX_FIELD` characters so one row never nears the frame cap)."""
+    cut at :data:`~sidecar.protocol.paging.MAX_FIELD` characters so one row never nears the frame cap)."""
     out = msgspec.to_builtins(row)
     out["message"], out["message_cut"] = cut_text(bytes(row.message).decode("utf-8", "replace"))
     return out

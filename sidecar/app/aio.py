@@ -12,7 +12,7 @@ Rules / theory of operation
   (DESIGN §3), so no single resource may hold it up.
 * **Abandoned is not done.**  A stage that overran its deadline (or failed) is written into the
   caller's ``left`` list, and ``sidecar serve`` ends the process without closing the event loop
-  or joining threads when that list is not empty (:func:`sidecar.cli.serve`): what was abandoned
+  or joining threads when that list is not empty (:func:`sidecar.cli.main.serve`): what was abandoned
   may still be running — a task that swallows its cancellation, aiosqlite's connection thread
   finishing a checkpoint — and must neither call back into a closed loop ("Event loop is
   closed") nor hold the process past its 2 s; the exit log names every entry instead of saying
@@ -27,7 +27,7 @@ from typing import TypeVar
 
 __all__ = ["bounded", "cancel_all", "wait_event"]
 
-log = logging.getLogger("sidecar.aio")
+log = logging.getLogger("sidecar.app.aio")
 T = TypeVar("T")
 
 

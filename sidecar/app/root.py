@@ -3,15 +3,15 @@
 The composition root: :class:`SidecarApp` builds the parts, registers every bridge method, is
 the step executor's ports, and starts and closes the process.  Its concepts live beside it:
 
-* :mod:`sidecar.app_time` — the virtual clock's advance, the wall clock's ticker, the
+* :mod:`sidecar.app.clockwork` — the virtual clock's advance, the wall clock's ticker, the
   per-event wall-clock path;
-* :mod:`sidecar.app_deliveries` — when the router's delivery pump runs, ``stack.flush``, the
+* :mod:`sidecar.app.deliveries` — when the router's delivery pump runs, ``stack.flush``, the
   wall clock's pump loop;
-* :mod:`sidecar.app_inputs` — a TU's inputs besides its platform events: ``session.login``
+* :mod:`sidecar.app.inputs` — a TU's inputs besides its platform events: ``session.login``
   (Stack's startup read), ``session.logout``, ``platform.poll``, ``platform.reconnected``,
   ``favorite.update``, ``task.close``, ``tasks.list``, ``why``;
-* :mod:`sidecar.app_batches` — ``platform.events``: a burst of raw events as one commit group;
-* :mod:`sidecar.step_groups` — the wall clock's queued ``platform.event`` frames as one group.
+* :mod:`sidecar.app.batches` — ``platform.events``: a burst of raw events as one commit group;
+* :mod:`sidecar.app.step_groups` — the wall clock's queued ``platform.event`` frames as one group.
 
 Rules / theory of operation
 ---------------------------
@@ -30,7 +30,7 @@ Rules / theory of operation
   SQLite (a delivery timer fired: every target's rows at that instant, Stack's at the end of the
   advance) and before any yield.
 * Everything outward — Stack writes included — leaves only through the router's delivery pump
-  (:mod:`sidecar.routing`, DESIGN §10; :mod:`sidecar.app_deliveries`); a Stack outage never
+  (:mod:`sidecar.app.router`, DESIGN §10; :mod:`sidecar.app.deliveries`); a Stack outage never
   blocks a step.
 * **A step is atomic, in memory too — crash-only** (DESIGN §13).  The engine mutates memory while
   it decides, so a step whose commit fails (or that raises anything but a refusal, i.e. a
@@ -64,33 +64,33 @@ from bridge import BridgeServer
 from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
-from sidecar import app_requests
-from sidecar import protocol as p
-from sidecar.aio import bounded, cancel_all
-from sidecar.app_batches import EventBatches
-from sidecar.app_deliveries import Deliveries
-from sidecar.app_inputs import Inputs
-from sidecar.app_time import Alarm, Clockwork
+from sidecar.app.root import requests as app_requests
+from sidecar.protocol.inbound import inbound as p
+from sidecar.app.aio import bounded, cancel_all
+from sidecar.app.batches import EventBatches
+from sidecar.app.deliveries import Deliveries
+from sidecar.app.inputs import Inputs
+from sidecar.app.clockwork import Alarm, Clockwork
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
-from sidecar.methods import Methods
+from sidecar.protocol.methods import Methods
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import Stopping, StepFailed
 from sidecar.runtime.step import Request, Step
-from sidecar.senders.component import SendersComponent
+from sidecar.app.senders import SendersComponent
 from sidecar.services import default_services
-from sidecar.step_groups import StepGroups
-from sidecar.routing import RouterComponent
+from sidecar.app.step_groups import StepGroups
+from sidecar.app.router import RouterComponent
 from sidecar.store.db import Store
-from sidecar.wire import to_wire
+from sidecar.app.wire import to_wire
 
 if TYPE_CHECKING:
     from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
 
-log = logging.getLogger("sidecar.app")
+log = logging.getLogger("sidecar.app.root")
 
 EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
 REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
@@ -98,7 +98,7 @@ REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
 # seconds SidecarApp.close may take at most: each stage's own bound is cut to what is left of it,
-# so close() + the database close (0.3 s, sidecar.cli) end before the 1.5 s watchdog (exit 5)
+# so close() + the database close (0.3 s, sidecar.cli.main) end before the 1.5 s watchdog (exit 5)
 CLOSE_BUDGET_S = 1.0
 
 GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
@@ -130,7 +130,7 @@ class SidecarApp:
             # imported here: httpx is loaded only by a sidecar that has a Stack (issue 11)
             from sidecar.stack.client import StackClient
             self.stack = StackClient(settings.stack_url)
-        wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.step_groups)
+        wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.app.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame,
                                    allowed_origins=settings.allow_origin, raw_params=True,  # decoded once, by each method
@@ -202,10 +202,10 @@ class SidecarApp:
     async def close(self) -> list[str]:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
         each stage has its own deadline, and a stage that overruns (or fails) is logged and left
-        behind — the process exits anyway (``sidecar.cli`` enforces the hard limit).  Returns
+        behind — the process exits anyway (``sidecar.cli.main`` enforces the hard limit).  Returns
         the stages left behind, e.g. ``["delivery flush at exit (over 0.40 s)"]`` (empty: all
         done): ``sidecar serve`` must then not wait for them or close the loop under them
-        (:mod:`sidecar.aio` "Abandoned is not done"), and names them in its exit log."""
+        (:mod:`sidecar.app.aio` "Abandoned is not done"), and names them in its exit log."""
         left: list[str] = []
         loop = asyncio.get_running_loop()
         end = loop.time() + CLOSE_BUDGET_S
@@ -267,7 +267,7 @@ class SidecarApp:
 
     async def _handle_group(self, method: str, params: list[Any]) -> list[Any]:
         """The bridge's ``group_handler`` (wall clock): queued frames of one of :data:`GROUPED`
-        as one commit group, each answered as it would be alone (:mod:`sidecar.step_groups`)."""
+        as one commit group, each answered as it would be alone (:mod:`sidecar.app.step_groups`)."""
         return await self.groups.handle(method, params)
 
     def next_due(self) -> float | None:
@@ -277,7 +277,7 @@ class SidecarApp:
         return self.engine.next_due(self._now_or_none())
 
     def _register_methods(self) -> None:
-        """Every method Electron may call (``sidecar.methods``); a new one registers here or is
+        """Every method Electron may call (``sidecar.protocol.methods``); a new one registers here or is
         handed in by its component, never by extending an if-chain."""
         reg = self.methods.register
         reg("why", p.Why, lambda a: self.inputs.why(a), needs_clock=False)
@@ -372,7 +372,7 @@ class SidecarApp:
         self.fatal.set()
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
-        """One ``platform.request`` (:mod:`sidecar.app_requests`)."""
+        """One ``platform.request`` (:mod:`sidecar.app.requests`)."""
         return await self.asker.one(app_requests.params_of(req, self.batches.seen, self.batches.skipped))
 
     async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:

@@ -22,7 +22,7 @@ Rules / theory of operation
   -32603; shutdown began (:class:`~sidecar.runtime.ports.Stopping`) → the frames whose steps
   ran are committed and answered, the rest get -32603 "shutting down".
 * The virtual clock never groups here: its driver awaits each answer, and ``platform.events``
-  is its batch (:mod:`sidecar.app_batches`).
+  is its batch (:mod:`sidecar.app.batches`).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import InternalError, InvalidParams, RpcError, error_text
-from sidecar.methods import Methods
+from sidecar.protocol.methods import Methods
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import StepFailed, Stopping
 from sidecar.runtime.step import Step

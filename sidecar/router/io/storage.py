@@ -29,7 +29,7 @@ import msgspec
 from sidecar.store.ops import Op, register, to_json
 from sidecar.store.rows import decode_json
 
-from .model import Delivery, Rule, rule_dict
+from sidecar.router.model import Delivery, Rule, rule_dict
 
 _COLS = ("seq, id, event_id, event_at, source, subject, action, priority, rule, channel, target,"
          " status, attempts, next_attempt_at, expires_at, last_error, note, message, delivered_at,"

@@ -14,7 +14,7 @@ Rules / theory of operation
   An unusable startup answer (:func:`sidecar.stack.startup.parse_startup` None) restores from
   local state too; either is a warning in the log, never an error to Electron.
 * Stack is about to be read: Stack's due writes are flushed first (the login's startup read,
-  the next machine's after a logout — :meth:`sidecar.app_deliveries.Deliveries.flush_observed`),
+  the next machine's after a logout — :meth:`sidecar.app.deliveries.Deliveries.flush_observed`),
   so Stack's answer includes what this process wrote.
 * An unknown project is refused (-32602) before any I/O; an engine refusal (unknown TU …) is
   raised before anything changes (the app answers it -32602).
@@ -30,24 +30,24 @@ import msgspec
 
 from bridge.errors import InvalidParams, error_text
 from platform_clients import client_for
-from sidecar import protocol as p
-from sidecar.app_deliveries import StepFn
+from sidecar.protocol.inbound import inbound as p
+from sidecar.app.deliveries import StepFn
 from sidecar.config import Settings
-from sidecar.paging import MAX_LIMIT, budget, page
+from sidecar.protocol.paging import MAX_LIMIT, budget, page
 from sidecar.core.clock import Clock
-from sidecar.routing import RouterComponent
+from sidecar.app.router import RouterComponent
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import Engine
 from sidecar.runtime.step import Request, Step
 from sidecar.stack.errors import StackError
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
-from sidecar.wire import task_view
+from sidecar.app.wire import task_view
 
 if TYPE_CHECKING:
     from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
 
-log = logging.getLogger("sidecar.app")
+log = logging.getLogger("sidecar.app.root")
 
 HISTORY_WINDOW_S = 2 * 86400.0  # local task history loaded at login (restore input)
 
@@ -163,7 +163,7 @@ class Inputs:
 
         Answer ``{"tu", "ru", "since", "decisions": [{"id", "at", "type", "source", "outcome",
         "task_id", "detail", "text"}], "next"}`` (``at`` unix seconds; one page under the frame
-        cap, :mod:`sidecar.paging`); rows past the retention are gone.  ``limit`` null: 1000."""
+        cap, :mod:`sidecar.protocol.paging`); rows past the retention are gone.  ``limit`` null: 1000."""
         limit = a.limit or MAX_LIMIT
         found = await self.store.decisions(a.tu, a.ru, since=a.since, after_id=a.after_id,
                                            limit=limit + 1)

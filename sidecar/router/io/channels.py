@@ -66,10 +66,10 @@ from sidecar.stack.errors import StackError, StackUnavailable
 from sidecar.stack.virtual_at import at_headers
 from sidecar.store.ops import Op
 
-from .config import Target
-from .attempt import DELIVERED, STACK_LADDER, Outcome, classify_exc, classify_status, held, retryable, terminal
-from .model import Delivery
-from .storage import PutJournal
+from sidecar.router.config import Target
+from sidecar.router.attempt import DELIVERED, STACK_LADDER, Outcome, classify_exc, classify_status, held, retryable, terminal
+from sidecar.router.model import Delivery
+from sidecar.router.io.storage import PutJournal
 
 if TYPE_CHECKING:
     # Imported where a channel that needs them is made: httpx and standardwebhooks only by an
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
 
     from sidecar.stack.client import StackClient
 
-log = logging.getLogger("sidecar.router.channels")
+log = logging.getLogger("sidecar.router.io.channels")
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
