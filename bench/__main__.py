@@ -52,7 +52,7 @@ def engine_only(n: int, gc_policy: bool = True) -> dict:
     shared machine)."""
     import gc
 
-    from sidecar.cli.main import gcpolicy
+    from sidecar.cli import gcpolicy
     from tests.sidecar.driver import Driver
     d = Driver(lambda tu, m, p: {"dialogs": [], "mails": []}, seed=1)
     t0 = 1796025600.0

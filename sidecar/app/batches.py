@@ -31,7 +31,7 @@ from typing import Callable
 
 from bridge.errors import INVALID_PARAMS, InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
-from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol import inbound as p
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.clockwork import Clockwork
 from sidecar.core.clock import Clock, VirtualClock

@@ -30,7 +30,7 @@ import msgspec
 
 from bridge.errors import InvalidParams, error_text
 from platform_clients import client_for
-from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol import inbound as p
 from sidecar.app.deliveries import StepFn
 from sidecar.config import Settings
 from sidecar.protocol.paging import MAX_LIMIT, budget, page

@@ -64,8 +64,8 @@ from bridge import BridgeServer
 from bridge.errors import InternalError, InvalidParams, RpcError, error_text
 from platform_clients import BadRawEvent, UnknownRawEvent
 from sidecar import PROTOCOL_VERSION, __version__
-from sidecar.app.root import requests as app_requests
-from sidecar.protocol.inbound import inbound as p
+from sidecar.app import requests as app_requests
+from sidecar.protocol import inbound as p
 from sidecar.app.aio import bounded, cancel_all
 from sidecar.app.batches import EventBatches
 from sidecar.app.deliveries import Deliveries

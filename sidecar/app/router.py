@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from bridge.errors import InvalidParams
-from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol import inbound as p
 from sidecar.protocol.outbound import DeliveryNote
 from sidecar.core.rng import KeyedRandom
 from sidecar.protocol.paging import MAX_LIMIT, budget, cut_text, page
@@ -51,7 +51,8 @@ from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.route import PREFIX_KEY, Ahead, RouterState, Routing
-from sidecar.router.io.storage import RouterStore, prune_ops
+from sidecar.router.ops import prune_ops
+from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.app.router")
 

@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from bridge.errors import InvalidParams
-from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol import inbound as p
 from sidecar.protocol.paging import budget, cut_text, page
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Report
@@ -41,7 +41,8 @@ from sidecar.runtime.step import Step
 from sidecar.senders import manage
 from sidecar.senders.gate import TIMER_KIND, HealthGate
 from sidecar.senders.health import HealthMachine
-from sidecar.senders.store import history_page, load_registry, registry_ops
+from sidecar.senders.store import registry_ops
+from sidecar.senders.io.storage import history_page, load_registry
 
 log = logging.getLogger("sidecar.senders")
 

@@ -200,7 +200,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     """The life of ``sidecar serve`` in the event loop; its exit code.  The close stages that
     were abandoned are added to ``left`` (the caller must not close the loop under them)."""
     from bridge.lifecycle import wait_for_shutdown
-    from sidecar.cli.main import gcpolicy
+    from sidecar.cli import gcpolicy
     from sidecar.app.aio import bounded
     from sidecar.app.root import EXIT_STEP_FAILED, SidecarApp
     from sidecar.router.config import ConfigError

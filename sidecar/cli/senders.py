@@ -30,7 +30,8 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.senders import manage
 from sidecar.senders.health import HealthMachine
 from sidecar.senders.manage import ManageError, Registry, with_senders
-from sidecar.senders.store import load_history, load_registry, registry_ops
+from sidecar.senders.store import registry_ops
+from sidecar.senders.io.storage import load_history, load_registry
 
 DB_NAME = "sidecar.db"
 EXIT_BAD, EXIT_LOCKED = 2, 3

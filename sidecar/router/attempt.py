@@ -59,7 +59,7 @@ import msgspec
 from sidecar.store.ops import Op, register
 
 from .model import Delivery, Event, Status
-from .storage import ClaimDelivery, SettleDelivery
+from .ops import ClaimDelivery, SettleDelivery
 
 #: Seconds before retry 1, 2, 3, 4 (seed 002 ``RETRY_DELAYS``).
 LADDER: tuple[float, ...] = (30.0, 120.0, 600.0, 1800.0)

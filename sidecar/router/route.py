@@ -67,7 +67,7 @@ from sidecar.store.ops import Op, PutMeta
 from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
 from .budget import EventWork
 from .render import TemplateFailure, message_for
-from .storage import PutDedup, PutDelivery, PutThrottle
+from .ops import PutDedup, PutDelivery, PutThrottle
 
 # ---- matching (seed 002 ``_rule_matches``, ``_payload_matches``, ``ROUTING_MATCH_MODE``) -------
 

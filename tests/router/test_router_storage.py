@@ -6,7 +6,7 @@ import pytest
 
 from sidecar.router.model import Event, StackWrite, parse_rule
 from sidecar.router.route import RouterState, route
-from sidecar.router.io.storage import DeleteRule, PutDelivery, PutRule, prune_ops
+from sidecar.router.ops import DeleteRule, PutDelivery, PutRule, prune_ops
 from sidecar.store.errors import StoreError
 from sidecar.store.ops import PutMeta
 

@@ -17,7 +17,7 @@ from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate, timer_key
 from sidecar.senders.groups import Group
 from sidecar.senders.manage import Registry
-from sidecar.senders.store import load_history, load_registry
+from sidecar.senders.io.storage import load_history, load_registry
 from sidecar.store.db import Store
 
 T0 = 1_764_489_600.0  # 2025-11-30 08:00:00 UTC

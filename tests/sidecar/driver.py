@@ -38,7 +38,7 @@ Answer = Callable[[str, str, dict], Any]
 def stack_writes(ops: list, source: str | None = None) -> list:
     """The Stack writes among ``ops``: the router's pending ``stack`` deliveries (the built-in
     route of ``markers`` / ``tasks`` / ``candidates`` events), in order; ``source`` filters."""
-    from sidecar.router.io.storage import PutDelivery
+    from sidecar.router.ops import PutDelivery
     return [op.delivery for op in ops if isinstance(op, PutDelivery)
             and op.delivery.channel == "stack" and (source is None or op.delivery.source == source)]  # (tu, method, params) -> result; raise for an error
 

@@ -101,7 +101,7 @@ def test_a_complex_environment_value_that_cannot_be_parsed_is_one_line_and_exit_
     for an environment value it cannot decode; load_settings turns it into one line too."""
     import pydantic_settings
 
-    from sidecar.cli.main import preflight
+    from sidecar.cli import preflight
     def broken(**kw):
         raise pydantic_settings.SettingsError(
             'error parsing value for field "allow_origin" from source "EnvSettingsSource"')

@@ -14,7 +14,7 @@ import pytest
 from sidecar.core.clock import VirtualClock
 from sidecar.router.core import Router
 from sidecar.router.model import Action, Event, Rule, Status
-from sidecar.router.io.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 from sidecar.stack.writes import marker_event
 from sidecar.core.scheduler import Scheduler
 from sidecar.runtime.executor import StepExecutor

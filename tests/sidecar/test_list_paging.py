@@ -11,7 +11,7 @@ import pytest
 from bridge.errors import InvalidParams
 from sidecar.protocol.paging import MAX_FIELD, SLACK, budget, cut_text, fit, page
 from sidecar.router.model import Delivery
-from sidecar.router.io.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 from tests.sidecar.test_app_steps import T0, Run
 
 FRAME = 1 << 20  # the default frame cap (Settings.max_frame)

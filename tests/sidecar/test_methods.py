@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import InvalidParams, MethodNotFound
-from sidecar.protocol.inbound import inbound as p
+from sidecar.protocol import inbound as p
 from sidecar.protocol.methods import BRIDGE_METHODS, Methods
 
 

@@ -239,7 +239,7 @@ def test_platform_event_refuses_if_open_naming_the_field_and_the_schema_shows_it
     ``platform.event`` refuses it with -32602 naming it, and nothing runs."""
     import pytest
     from bridge.errors import InvalidParams
-    from sidecar.protocol.inbound import inbound as p
+    from sidecar.protocol import inbound as p
     assert "if_open" not in p.INBOUND["platform.event"].__struct_fields__
     import typing
     item = typing.get_type_hints(p.INBOUND["platform.events"])["events"]

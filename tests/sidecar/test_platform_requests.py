@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 from bridge.errors import AnswerTooLarge, RemoteError
-from sidecar.app.root import requests as app_requests
+from sidecar.app import requests as app_requests
 from sidecar.runtime.step import Request
 
 from tests.sidecar.test_app_steps import T0, TU, Run

@@ -11,7 +11,8 @@ import pytest
 from sidecar.cli.main import main
 from sidecar.router.model import Event, parse_rule
 from sidecar.router.route import RouterState, route
-from sidecar.router.io.storage import PutRule, RouterStore
+from sidecar.router.ops import PutRule
+from sidecar.router.io.storage import RouterStore
 from sidecar.store.db import Store
 
 T0 = 1796025600.0

@@ -180,7 +180,7 @@ def test_operator_overdue_is_routed_once_per_tu_per_hour():
     w.at_abs(task.deadline + 1)  # overdue: one task, not yet 10 min
     w.at_abs(task.deadline + 600 + 5)  # the first one overdue 10 min: the alert
     w.at_abs(task.deadline + 1800)
-    from sidecar.router.io.storage import PutDelivery
+    from sidecar.router.ops import PutDelivery
     alerts = [op.delivery for op in w.d.ops if isinstance(op, PutDelivery)
               and op.delivery.source == "sidecar"]
     real = [a for a in alerts if a.status == "pending"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.cli.main import why as why_cli
+from sidecar.cli import why as why_cli
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
 TU, RU = "g-tu-01", "g-ru-01-0001-with-a-rather-long-suffix"
 

@@ -69,7 +69,7 @@ from sidecar.store.ops import Op
 from sidecar.router.config import Target
 from sidecar.router.attempt import DELIVERED, STACK_LADDER, Outcome, classify_exc, classify_status, held, retryable, terminal
 from sidecar.router.model import Delivery
-from sidecar.router.io.storage import PutJournal
+from sidecar.router.ops import PutJournal
 
 if TYPE_CHECKING:
     # Imported where a channel that needs them is made: httpx and standardwebhooks only by an
