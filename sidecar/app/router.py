@@ -50,7 +50,7 @@ from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
-from sidecar.router.route import PREFIX_KEY, Ahead, RouterState, Routing
+from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
 from sidecar.router.ops import prune_ops
 from sidecar.router.io.storage import RouterStore
 

@@ -30,7 +30,8 @@ from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
-from .route import Ahead, Routing, RouterState, _route, make_prefix, route
+from .state import Ahead, Routing, RouterState, make_prefix
+from .route import _route, route
 from .ops import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes

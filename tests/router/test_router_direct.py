@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.router.model import Event, StackWrite, parse_rule
-from sidecar.router.route import Ahead, RouterState, route, route_general
+from sidecar.router.state import Ahead, RouterState
+from sidecar.router.route import route, route_general
 from sidecar.stack import writes as stack_out
 
 T0 = 1_764_489_600.0

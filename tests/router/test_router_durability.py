@@ -24,7 +24,8 @@ from sidecar.router.io.channels import WebhookChannel
 from sidecar.router.config import Target
 from sidecar.router.model import Event, parse_rule
 from sidecar.router.io.pump import DeliveryPump
-from sidecar.router.route import RouterState, route
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
 from sidecar.router.io.storage import RouterStore
 from sidecar.store.db import Store
 

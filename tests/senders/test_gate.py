@@ -11,7 +11,8 @@ from sidecar.router.attempt import DELIVERED, Attempts, Outcome, ReleaseTarget, 
 from sidecar.router.io.channels import Channel
 from sidecar.router.model import Delivery, Event, parse_rule
 from sidecar.router.io.pump import DeliveryPump
-from sidecar.router.route import RouterState, route
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
 from sidecar.router.io.storage import RouterStore
 from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate, timer_key

@@ -10,7 +10,8 @@ import pytest
 
 from sidecar.cli.main import main
 from sidecar.router.model import Event, parse_rule
-from sidecar.router.route import RouterState, route
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
 from sidecar.router.ops import PutRule
 from sidecar.router.io.storage import RouterStore
 from sidecar.store.db import Store
