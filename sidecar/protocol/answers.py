@@ -8,7 +8,7 @@ Rules / theory of operation
 * On the virtual clock every object answer also carries ``next_due`` (unix seconds or null): the
   earliest instant the sidecar acts by itself, so a driver may jump straight to it.
 * Errors are JSON-RPC error objects; their codes are in docs/architecture.md ("error codes").
-* ``tests/sidecar/test_protocol_answers.py`` checks the real answers against these structs, so
+* ``tests/protocol/test_protocol_answers.py`` checks the real answers against these structs, so
   the schema cannot drift from what the sidecar sends.
 """
 from __future__ import annotations

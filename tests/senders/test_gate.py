@@ -251,7 +251,7 @@ def test_a_failing_update_leaves_the_sender_as_it_was():
     """Sender health computes a change whole before it changes memory: if a part raises (here
     the scheduler, arming the cooldown's timer), the sender's state, its notes and its probes
     are as before — the pump then records the delivery's outcome without health's part
-    (tests/router/test_router_pump_health_errors.py)."""
+    (tests/router/io/test_router_pump_health_errors.py)."""
 
     class Refusing(Scheduler):
         refuse = False

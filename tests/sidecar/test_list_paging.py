@@ -12,7 +12,7 @@ from bridge.errors import InvalidParams
 from sidecar.protocol.paging import MAX_FIELD, SLACK, budget, cut_text, fit, page
 from sidecar.router.model import Delivery
 from sidecar.router.ops import PutDelivery
-from tests.sidecar.test_app_steps import T0, Run
+from tests.app.test_app_steps import T0, Run
 
 FRAME = 1 << 20  # the default frame cap (Settings.max_frame)
 

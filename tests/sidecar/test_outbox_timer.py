@@ -12,7 +12,7 @@ from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.step import Step
 from sidecar.services import default_services
 from sidecar.store.db import Store
-from tests.sidecar.test_app_steps import T0, TU, msg
+from tests.app.test_app_steps import T0, TU, msg
 
 
 def test_the_outbox_timer_keeps_the_sooner_instant_and_fires_as_a_pump_request():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from sidecar.app.router import PassResult
 
-from tests.sidecar.test_app_steps import T0, TU, Run, msg
+from tests.app.test_app_steps import T0, TU, Run, msg
 
 
 def _dump(path) -> list:

@@ -18,7 +18,7 @@ from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.senders import health as h
 from sidecar.store.db import Store
-from tests.sidecar.test_app_steps import T0, TU, msg
+from tests.app.test_app_steps import T0, TU, msg
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from sidecar.router.io.storage import RouterStore
 from sidecar.runtime import decisions
 from sidecar.runtime.engine import OUTBOX_TIMER
-from tests.sidecar.test_step_groups import T0, Run, event
+from tests.app.test_step_groups import T0, Run, event
 
 HOUSEKEEPING = (None, "housekeeping")
 

@@ -9,7 +9,7 @@ import dataclasses
 import msgspec
 import pytest
 
-from sidecar.protocol.inbound import outbound as out
+from sidecar.protocol import outbound as out
 from sidecar.domain import notes
 
 

@@ -12,7 +12,7 @@ import pytest
 from bridge.errors import InternalError, InvalidParams
 from sidecar.router.core import UNREACHABLE_AFTER_S, StackWatch
 from sidecar.router.io.storage import RouterStore
-from tests.sidecar.test_app_steps import T0, TU, Run, msg
+from tests.app.test_app_steps import T0, TU, Run, msg
 
 JOURNAL = json.dumps({"audit": {"channel": "journal"}})
 

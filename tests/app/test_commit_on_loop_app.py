@@ -12,7 +12,7 @@ import threading
 from bridge.errors import InternalError
 from sidecar.store import writer as wmod
 
-from tests.sidecar.test_step_groups import TU, Run, event
+from tests.app.test_step_groups import TU, Run, event
 from tests.store.test_commit_under_a_foreign_lock import ForeignLock, _longest_stall
 
 

@@ -11,7 +11,7 @@ from bridge.errors import AnswerTooLarge, RemoteError
 from sidecar.app import requests as app_requests
 from sidecar.runtime.step import Request
 
-from tests.sidecar.test_app_steps import T0, TU, Run
+from tests.app.test_app_steps import T0, TU, Run
 
 PAGE = {"dialogs": [], "next_cursor": None}
 
