@@ -1,7 +1,7 @@
 """Domain notes → wire Structs (DESIGN §4): the app's one translation from what a step decided
 (:mod:`sidecar.domain.notes`) to what Electron receives (:mod:`sidecar.protocol.outbound`).
 
-* :func:`to_wire` converts a note into ``protocol_outbound.OUTBOUND[method]`` by attribute (msgspec's
+* :func:`to_wire` converts a note into ``sidecar.protocol.outbound.OUTBOUND[method]`` by attribute (msgspec's
   ``from_attributes``): one converter per method, the field names are the contract.  A note whose
   method has no wire Struct is a programming error (KeyError).
 * :func:`task_view` is a task as ``tasks.list`` lists it.
