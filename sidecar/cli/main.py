@@ -42,9 +42,10 @@ exit codes:
   1    unexpected internal error (logged with its traceback)
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
-  4    the database cannot be opened (corrupted/unreadable; it is left untouched)
+  4    the database cannot be opened (unreadable, or a newer schema; it is left untouched)
   5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
   6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
+  7    the database is damaged (PRAGMA quick_check); nothing was written to it: run `sidecar repair`
   128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
 """
 
@@ -112,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     add_senders(sub)
     from sidecar.cli.router import add_parsers as add_router
     add_router(sub)
+    from sidecar.store.repair import add_parser as add_repair
+    add_repair(sub)
     return ap
 
 
@@ -136,7 +139,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from sidecar.store.errors import DatabaseDamaged
+    from sidecar.store.integrity import EXIT_DAMAGED
+
     args = _parser().parse_args(argv)
+    try:
+        return _command(args)
+    except DatabaseDamaged as exc:  # a reader's open (why, rules, deliveries, groups, senders)
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return EXIT_DAMAGED
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.cmd == "schema":
         from sidecar.protocol.answers import json_schema
         json.dump(json_schema(), sys.stdout, indent=2)
@@ -154,6 +168,9 @@ def _main(argv: list[str] | None) -> int:
     if args.cmd in ("rules", "deliveries"):
         from sidecar.cli.router import run as router_cli
         return router_cli(args)
+    if args.cmd == "repair":
+        from sidecar.store.repair import run as repair
+        return repair(args)
     return serve(args)
 
 
@@ -205,7 +222,8 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     from sidecar.app.root import EXIT_STEP_FAILED, SidecarApp
     from sidecar.router.config import ConfigError
     from sidecar.store.db import Store
-    from sidecar.store.errors import DataDirLocked, StoreError
+    from sidecar.store.errors import DatabaseDamaged, DataDirLocked, StoreError
+    from sidecar.store.integrity import EXIT_DAMAGED
 
     loop = asyncio.get_running_loop()
     stop_signal: asyncio.Future[str] = loop.create_future()
@@ -221,6 +239,9 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     except DataDirLocked as exc:
         print(f"sidecar: {exc}; stop that sidecar or choose another --data-dir", file=sys.stderr)
         return 3
+    except DatabaseDamaged as exc:  # found at open, before anything wrote (issue 18 item 3);
+        print(f"sidecar: {exc}", file=sys.stderr)  # one line: not logged too (logs go to stderr)
+        return EXIT_DAMAGED
     except (StoreError, sqlite3.DatabaseError, OSError) as exc:
         # never start on a database we cannot read: its unsent outbox may hold the only copy of
         # marker writes.  The operator's support moves the file aside; Stack restores the rest.

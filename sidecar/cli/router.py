@@ -27,6 +27,7 @@ from typing import Any
 
 from sidecar.core.clock import WallClock
 from sidecar.protocol.paging import INT64_MAX
+from sidecar.store.integrity import open_checked
 
 STATUSES = ("pending", "delivered", "failed", "skipped", "duplicate")
 _COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "rule", "target",
@@ -76,8 +77,7 @@ def _connect(data_dir: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise Unavailable(f"no sidecar database at {path}")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        conn.execute("PRAGMA busy_timeout = 5000")
+        conn = open_checked(path)  # DatabaseDamaged: one line and exit 7 (sidecar.cli)
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='deliveries'").fetchone() is None:
             raise Unavailable(f"{path} has no router tables yet (written by an older sidecar)")
     except sqlite3.Error as exc:

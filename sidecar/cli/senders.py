@@ -26,6 +26,7 @@ from typing import Any
 
 from sidecar.core.clock import WallClock
 from sidecar.core.rng import KeyedRandom
+from sidecar.store.integrity import open_checked
 
 from sidecar.senders import manage
 from sidecar.senders.health import HealthMachine
@@ -120,9 +121,11 @@ def _read(data_dir: Path, fn: Any, *a: Any) -> Any:
     path = data_dir / DB_NAME
     if not path.is_file():
         raise ManageError("--data-dir", f"no sidecar database at {path}")
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        conn.execute("PRAGMA busy_timeout = 5000")
+        conn = open_checked(path)  # DatabaseDamaged: one line and exit 7 (sidecar.cli)
+    except sqlite3.Error as exc:
+        raise ManageError("--data-dir", f"cannot read {path}: {exc}") from None
+    try:
         return fn(conn, *a)
     except sqlite3.Error as exc:
         raise ManageError("--data-dir", f"cannot read {path}: {exc}") from None

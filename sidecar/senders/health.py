@@ -1,49 +1,48 @@
 """The sender health machine (seed 000 §1–§4; DESIGN §10 "Sender health").  Pure and sans-I/O.
 
-Rules / theory of operation
----------------------------
-A sender is ``active``, in ``cooldown`` or in ``need_check``.  :func:`handle` takes the state, one
-event and returns a :class:`Step` (new state, history rows, facts).  Time is the event's ``at``
-(unix seconds); every draw is keyed by ``(sender, cooldown number, purpose)`` through
-:class:`~sidecar.core.rng.KeyedRandom`, so a restart re-derives the same durations and slots and the
-stored ``cooldown_end`` never moves.
+Rule 1.  A sender is ``active``, in ``cooldown`` or in ``need_check``.  :meth:`HealthMachine.handle`
+         takes the state and one :data:`~.inputs.HealthInput` and returns a :class:`Step` (new
+         state, history rows, facts).  It decides only the outcome; the next state and the
+         history code come from the row (state, input type, outcome) of
+         :data:`~.table.TRANSITIONS`, and a missing row raises :class:`~.table.MissingTransition`.
+Rule 2.  Time is the input's ``at`` (unix seconds); every draw is keyed by ``(sender, cooldown
+         number, purpose)`` through :class:`~sidecar.core.rng.KeyedRandom`, so a restart
+         re-derives the same durations and slots and the stored ``cooldown_end`` never moves.
+Rule 3.  Trigger (§1): a retryable failure adds 1 to ``failed_in_row`` (109); the final retry of a
+         delivery does not add but still runs the check; terminal failures never count.  Any
+         delivery and leaving a cooldown set it to 0.  Threshold: the active group's
+         ``failed_in_row`` (0 = default 2, 1 = every failure).
+Rule 4.  Check (§2): at the threshold a cooldown starts (101) with ``cooldown_times`` + 1: #1–#3
+         U(60, 120) min, #4–#5 U(12, 14) h, then Need Check path A (103).  A group with both
+         delays > 0 replaces the durations.  Below the threshold — and only there —
+         ``cooldown_times`` resets to 0 when the sender had ≥ 11 deliveries in the last 14 h.
+Rule 5.  Warm-up (§3): the slot is planned at start: no earlier than +20–30 min (long) or +5–10 min
+         (short, < 60 min) and sent in the last 75 min before the end; a slot not before the end
+         is none.  A :class:`~.inputs.Tick` at the slot sends the probe (104), one in flight; a
+         success within 3 h of sending confirms (105).  One probe per slot: a failed one is not
+         resent inside its slot (§3 «одна … відправка (warm-up)»; docs/decisions.md "Sender health").
+Rule 6.  Verdict (§3) at the scheduler's step after ``cooldown_end`` (the real exit lags the plan by
+         a keyed 0–7 min: step 2 min + jitter ≤ 5): confirmed → release ``proven``; no slot →
+         ``neutral``; probe failed terminally → Need Check path B (103); otherwise up to 2
+         extensions of U(55, 70) min (102, a new probe each), then release ``fail-open``.  A
+         release (100, verdict in the note) sets ``failed_in_row`` 0, keeps ``cooldown_times``
+         and rests the sender 10 more min — 0 for the built-in Stack group
+         (:meth:`~.groups.Group.rest_after_release_s`, decided at the cooldown's start).
+Rule 7.  Late results: an outcome of a delivery started before the current (or last) cooldown
+         began changes neither the probe nor the ladder.
+Rule 8.  Stack (DESIGN §10): a group with ``never_need_check`` cycles its fifth step instead of
+         path A and raises the ``need_check`` fact each time.
+Rule 9.  Manual recovery (106) from any state resets both counters.
+Rule 10. Pacing: :class:`~.inputs.Sent` (an attempt starts) sets ``next_send_at`` by the active
+         group's send interval; :func:`may_send` answers "may this sender send now, and when next?".
 
-* **Trigger** (§1): a retryable failure adds 1 to ``failed_in_row`` (history 109); the final retry
-  of a delivery does not add but still runs the check; terminal failures never count.  Any
-  delivery and leaving a cooldown set it to 0.  Threshold: the active group's ``failed_in_row``
-  (0 = default 2, 1 = every failure).
-* **Check** (§2): at the threshold a cooldown starts (101) with ``cooldown_times`` + 1: #1–#3
-  U(60, 120) min, #4–#5 U(12, 14) h, then Need Check path A (103).  A group with both delays > 0
-  replaces the durations.  Below the threshold — and only there — ``cooldown_times`` resets to 0
-  when the sender had ≥ 11 deliveries in the last 14 h.
-* **Warm-up gate** (§3): the slot is planned at start: no earlier than +20–30 min (long) or
-  +5–10 min (short, < 60 min) and sent in the last 75 min before the end; when the slot is not
-  before the end there is none.  The probe is sent (104) by a :class:`Tick` at its slot, exactly
-  one in flight; a success within 3 h of sending confirms (105).  ONE probe per slot: a failed
-  one is not resent inside its slot — §3 «одна … відправка (warm-up)», the extension is the
-  seed's answer (docs/decisions.md "Sender health").
-* **Verdict** (§3) at the scheduler's step after ``cooldown_end`` (the real exit lags the plan by a
-  keyed 0–7 min: step 2 min + jitter ≤ 5): confirmed → release ``proven``; no slot → ``neutral``;
-  probe failed terminally → Need Check path B (103); otherwise up to 2 extensions of U(55, 70) min
-  (102, a new probe each), then release ``fail-open``.  A release (100, verdict in the note) sets
-  ``failed_in_row`` 0, keeps ``cooldown_times``, and rests the sender 10 more min — except
-  the built-in Stack group, which rests 0 (:meth:`~.groups.Group.rest_after_release_s`; decided
-  with the cooldown, at its start, like its duration).
-* **Late results**: an outcome of a delivery started before the current (or last) cooldown began
-  changes neither the probe nor the ladder.
-* **Stack** (DESIGN §10): a group with ``never_need_check`` cycles its fifth step instead of path A
-  and raises the ``need_check`` fact each time.
-* **Manual recovery** (106) from cooldown or Need Check resets both counters.
-* **Pacing**: :class:`Sent` (a delivery attempt starts) sets ``next_send_at`` by the active group's
-  send interval; :func:`may_send` answers "may this sender send now, and when next?".
-
-Transitions (``TRANSITIONS``; state × event kind → new state, history code):
+Transitions (``TRANSITIONS``; state × input type (outcome) → next state [history code]):
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal, Union
+from typing import assert_never
 
 import msgspec
 from msgspec.structs import replace
@@ -51,14 +50,21 @@ from msgspec.structs import replace
 from sidecar.core.rng import KeyedRandom
 
 from .groups import Group
+from .inputs import Delivered, Event, Failed, HealthInput, ProbeResult, Recover, Sent, Tick, decode_input, input_type
+from .table import (ACTIVE, COOLDOWN, EXTENDED, FAILED, FINISHED, NEED_CHECK, NEED_CHECK_CODE, RECOVERED, STARTED,
+                    TRANSITIONS, WARMUP_OK, WARMUP_SENT, MachineInvariantError, MissingTransition, StateName,
+                    describe, lookup)
+
+__all__ = [
+    "ACTIVE", "COOLDOWN", "NEED_CHECK", "FAILED", "WARMUP_SENT", "WARMUP_OK", "FINISHED", "STARTED", "EXTENDED",
+    "NEED_CHECK_CODE", "RECOVERED", "TRANSITIONS", "StateName", "MachineInvariantError", "MissingTransition",
+    "Failed", "Delivered", "Sent", "ProbeResult", "Tick", "Recover", "HealthInput", "Event", "decode_input",
+    "SenderState", "History", "Fact", "Step", "HealthMachine", "may_send", "next_timer", "utc_text",
+]
+__doc__ = (__doc__ or "") + describe()
 
 MIN = 60.0
 HOUR = 3600.0
-StateName = Literal["active", "cooldown", "need_check"]
-ACTIVE: StateName = "active"
-COOLDOWN: StateName = "cooldown"
-NEED_CHECK: StateName = "need_check"
-
 DEFAULT_THRESHOLD = 2
 LADDER_SHORT = (60 * MIN, 120 * MIN)  # #1–#3
 LADDER_LONG = (12 * HOUR, 14 * HOUR)  # #4–#5
@@ -71,10 +77,6 @@ CONFIRM_WINDOW = 3 * HOUR
 EXTENSIONS, EXTENSION = 2, (55 * MIN, 70 * MIN)
 REST = 10 * MIN
 STEP_LAG = (0.0, 7 * MIN)  # scheduler step 2 min + jitter up to 5 min
-
-# history codes: the seed's (109, 104, 105, 100) and ours (101, 102, 103, 106)
-FAILED, WARMUP_SENT, WARMUP_OK, FINISHED = 109, 104, 105, 100
-STARTED, EXTENDED, NEED_CHECK_CODE, RECOVERED = 101, 102, 103, 106
 
 
 class SenderState(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,55 +106,6 @@ class SenderState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @dataclass(frozen=True)
-class Failed:
-    """A delivery attempt failed.  ``retryable`` per DESIGN §10; ``final`` = the delivery's last
-    retry; ``started_at`` = when the attempt began; ``group`` = active group now."""
-
-    at: float
-    started_at: float
-    retryable: bool = True
-    final: bool = False
-    group: Group | None = None
-
-
-@dataclass(frozen=True)
-class Delivered:
-    at: float
-    started_at: float
-
-
-@dataclass(frozen=True)
-class Sent:
-    """A delivery attempt starts now (pacing by ``group``'s send interval)."""
-
-    at: float
-    group: Group | None = None
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    at: float
-    ok: bool
-    terminal: bool = False
-
-
-@dataclass(frozen=True)
-class Tick:
-    """The scheduler's timer for this sender fired (probe slot or verdict)."""
-
-    at: float
-
-
-@dataclass(frozen=True)
-class Recover:
-    at: float
-    by: str = "manual"
-
-
-Event = Union[Failed, Delivered, Sent, ProbeResult, Tick, Recover]
-
-
-@dataclass(frozen=True)
 class History:
     sender: str
     at: float
@@ -177,42 +130,18 @@ class Step:
     send_probe: bool = False  # the runtime sends one probe on the sender's channel
 
 
-#: Every transition: (state, event kind, outcome) → (new state, history code or None).
-TRANSITIONS: dict[tuple[str, str, str], tuple[str, int | None]] = {
-    (ACTIVE, "Failed", "below threshold"): (ACTIVE, FAILED),
-    (ACTIVE, "Failed", "final retry below threshold"): (ACTIVE, None),
-    (ACTIVE, "Failed", "terminal"): (ACTIVE, None),
-    (ACTIVE, "Failed", "threshold"): (COOLDOWN, STARTED),
-    (ACTIVE, "Failed", "ladder exhausted"): (NEED_CHECK, NEED_CHECK_CODE),
-    (ACTIVE, "Failed", "ladder exhausted, never need check"): (COOLDOWN, STARTED),
-    (ACTIVE, "Delivered", "counted"): (ACTIVE, None),
-    (ACTIVE, "Sent", "paced"): (ACTIVE, None),
-    (COOLDOWN, "Failed", "late or held"): (COOLDOWN, None),
-    (COOLDOWN, "Delivered", "late or held"): (COOLDOWN, None),
-    (COOLDOWN, "Tick", "probe sent"): (COOLDOWN, WARMUP_SENT),
-    (COOLDOWN, "ProbeResult", "confirmed"): (COOLDOWN, WARMUP_OK),
-    (COOLDOWN, "ProbeResult", "failed"): (COOLDOWN, None),
-    (COOLDOWN, "Tick", "proven"): (ACTIVE, FINISHED),
-    (COOLDOWN, "Tick", "neutral"): (ACTIVE, FINISHED),
-    (COOLDOWN, "Tick", "fail-open"): (ACTIVE, FINISHED),
-    (COOLDOWN, "Tick", "extension"): (COOLDOWN, EXTENDED),
-    (COOLDOWN, "Tick", "probe failed terminally"): (NEED_CHECK, NEED_CHECK_CODE),
-    (COOLDOWN, "Recover", "manual"): (ACTIVE, RECOVERED),
-    (NEED_CHECK, "Recover", "manual"): (ACTIVE, RECOVERED),
-    (ACTIVE, "Recover", "manual"): (ACTIVE, RECOVERED),
-    # events that change nothing where they arrive (stale timers and answers, held senders)
-    (ACTIVE, "Tick", "stale timer"): (ACTIVE, None),
-    (ACTIVE, "ProbeResult", "stale answer"): (ACTIVE, None),
-    (COOLDOWN, "Tick", "nothing due"): (COOLDOWN, None),
-    (COOLDOWN, "Sent", "paced"): (COOLDOWN, None),
-    (NEED_CHECK, "Failed", "held"): (NEED_CHECK, None),
-    (NEED_CHECK, "Delivered", "held"): (NEED_CHECK, None),
-    (NEED_CHECK, "Sent", "paced"): (NEED_CHECK, None),
-    (NEED_CHECK, "Tick", "stale timer"): (NEED_CHECK, None),
-    (NEED_CHECK, "ProbeResult", "stale answer"): (NEED_CHECK, None),
-}
-__doc__ = (__doc__ or "") + "\n".join(
-    f"* {s} × {e} ({o}) → {t}" + (f" [{c}]" if c else "") for (s, e, o), (t, c) in TRANSITIONS.items())
+@dataclass(frozen=True)
+class _Outcome:
+    """What a handler decided: the outcome label (the third column of the row), the state with
+    every field but ``state`` (Rule 1: the row sets that), the note of the row's history entry,
+    the 109 entry that precedes it (table Rule 4) and the facts as (action, payload)."""
+
+    outcome: str
+    state: SenderState
+    note: str = ""
+    first: tuple[History, ...] = ()
+    facts: tuple[tuple[str, dict], ...] = ()
+    send_probe: bool = False
 
 
 class HealthMachine:
@@ -225,22 +154,34 @@ class HealthMachine:
     def _draw(self, lo: float, hi: float, s: SenderState, *purpose: object) -> float:
         return self.rng.uniform(lo, hi, "sender", s.sender, s.cooldown_no, *purpose)
 
-    def handle(self, s: SenderState, ev: Event) -> Step:
-        """Apply one event.  Events that do not apply in the current state leave it unchanged."""
-        if isinstance(ev, Failed):
-            return self._failed(s, ev)
-        if isinstance(ev, Delivered):
-            if s.state != ACTIVE or self._late(s, ev.started_at):
-                return Step(s)
-            times = (*s.deliveries, ev.at)[-RESET_DELIVERIES:]
-            return Step(replace(s, failed_in_row=0, deliveries=times))
-        if isinstance(ev, Sent):
-            return Step(self._pace(s, ev))
-        if isinstance(ev, ProbeResult):
-            return self._probe_result(s, ev)
-        if isinstance(ev, Tick):
-            return self._tick(s, ev.at)
-        return self._recover(s, ev)
+    def handle(self, s: SenderState, ev: HealthInput) -> Step:
+        """Apply one input: the handler names the outcome, the row of ``TRANSITIONS`` gives the
+        next state and history code.  Raises :class:`MissingTransition` for an outcome the table
+        does not list in this state (a bug in the machine)."""
+        match ev:
+            case Failed():
+                out = self._failed(s, ev)
+            case Delivered():
+                out = self._delivered(s, ev)
+            case Sent():
+                out = _Outcome("paced", self._pace(s, ev))
+            case ProbeResult():
+                out = self._probe_result(s, ev)
+            case Tick():
+                out = self._tick(s, ev.at)
+            case Recover():
+                out = self._recover(s, ev)
+            case _:
+                assert_never(ev)
+        row = lookup(s.state, input_type(ev), out.outcome)
+        # the row sets the state name; an input that changes nothing hands back the state it got
+        new = out.state if out.state.state == row.to else replace(out.state, state=row.to)
+        history = list(out.first)
+        if row.code is not None:
+            history.append(History(s.sender, ev.at, row.code, out.note))
+        facts = [Fact(action, "critical" if action == "need_check" else "high",
+                      {"sender": s.sender, "state": new.state, **payload}) for action, payload in out.facts]
+        return Step(new, history, facts, out.send_probe)
 
     @staticmethod
     def _late(s: SenderState, started_at: float) -> bool:
@@ -255,32 +196,42 @@ class HealthMachine:
             gap = self.rng.uniform(lo, max(lo, g.send_to_message_interval), "sender", s.sender, "pace", s.sent)
         return replace(s, sent=s.sent + 1, next_send_at=max(s.next_send_at, ev.at + gap))
 
-    def _failed(self, s: SenderState, ev: Failed) -> Step:
-        if s.state != ACTIVE or self._late(s, ev.started_at) or not ev.retryable:
-            return Step(s)  # held, late (changes nothing) or terminal (never counts)
-        hist: list[History] = []
+    def _delivered(self, s: SenderState, ev: Delivered) -> _Outcome:
+        if s.state != ACTIVE:
+            return _Outcome("held" if s.state == NEED_CHECK else "late or held", s)
+        if self._late(s, ev.started_at):
+            return _Outcome("late", s)
+        times = (*s.deliveries, ev.at)[-RESET_DELIVERIES:]
+        return _Outcome("counted", replace(s, failed_in_row=0, deliveries=times))
+
+    def _failed(self, s: SenderState, ev: Failed) -> _Outcome:
+        if s.state != ACTIVE:
+            return _Outcome("held" if s.state == NEED_CHECK else "late or held", s)
+        if not ev.retryable:
+            return _Outcome("terminal", s)  # never counts (DESIGN §10)
+        if self._late(s, ev.started_at):
+            return _Outcome("late", s)
         if not ev.final:
             s = replace(s, failed_in_row=s.failed_in_row + 1)
-            hist.append(History(s.sender, ev.at, FAILED, f"failed_in_row={s.failed_in_row}"))
+        counted = f"failed_in_row={s.failed_in_row}"
         threshold = ev.group.threshold() if ev.group is not None else DEFAULT_THRESHOLD
         if s.failed_in_row >= threshold:
-            step = self._start(s, ev.at, ev.group)
-            return Step(step.state, hist + step.history, step.facts)
+            out = self._start(s, ev.at, ev.group)
+            first = () if ev.final else (History(s.sender, ev.at, FAILED, counted),)
+            return _Outcome(out.outcome, out.state, out.note, first, out.facts)
         # below the threshold, and only here, the ladder may reset (seed 000 §2)
         recent = [t for t in s.deliveries if t > ev.at - RESET_WINDOW]
         if s.cooldown_times and len(recent) >= RESET_DELIVERIES:
             s = replace(s, cooldown_times=0)
-            if hist:
-                hist[-1] = History(s.sender, ev.at, FAILED, hist[-1].note + "; cooldown_times reset")
-        return Step(s, hist)
+            counted += "; cooldown_times reset"
+        return _Outcome("final retry below threshold" if ev.final else "below threshold", s, counted)
 
-    def _start(self, s: SenderState, now: float, g: Group | None) -> Step:
+    def _start(self, s: SenderState, now: float, g: Group | None) -> _Outcome:
         n = s.cooldown_times + 1
         cycling = n > LADDER_STEPS and g is not None and g.never_need_check
         if n > LADDER_STEPS and not cycling:
-            s = replace(s, state=NEED_CHECK, need_check_path="A", cooldown_times=n - 1)
-            return Step(s, [History(s.sender, now, NEED_CHECK_CODE, "path A: ladder exhausted")],
-                        [self._fact("need_check", s, path="A")])
+            s = replace(s, need_check_path="A", cooldown_times=n - 1)
+            return _Outcome("ladder exhausted", s, "path A: ladder exhausted", facts=(("need_check", {"path": "A"}),))
         n = min(n, LADDER_STEPS)
         s = replace(s, cooldown_no=s.cooldown_no + 1, cooldown_times=n)
         if g is not None and g.has_delay():
@@ -293,31 +244,32 @@ class HealthMachine:
         if probe_at is not None and probe_at >= end:
             probe_at = None  # the cooldown is shorter than its slot: no warm-up, verdict neutral
         rest = g.rest_after_release_s(REST) if g is not None else REST
-        s = replace(s, state=COOLDOWN, cooldown_start=now, last_cooldown_start=now, cooldown_end=end, rest_s=rest,
+        s = replace(s, cooldown_start=now, last_cooldown_start=now, cooldown_end=end, rest_s=rest,
                     exit_at=end + self._draw(*STEP_LAG, s, "step", 0), extensions=0, probe_at=probe_at,
                     had_slot=probe_at is not None, probe_sent_at=None, probe_in_flight=False,
                     probe_confirmed=False, probe_failed_terminal=False)
-        facts = [self._fact("cooldown", s, number=n, end=end)]
+        facts: tuple[tuple[str, dict], ...] = (("cooldown", {"number": n, "end": end}),)
         if cycling:
-            facts.append(self._fact("need_check", s, path="A", cycling=True))
+            facts += (("need_check", {"path": "A", "cycling": True}),)
         note = f"#{n} {_until(end, s.exit_at, now)}" + (", cycling last step" if cycling else "")
-        return Step(s, [History(s.sender, now, STARTED, note)], facts)
+        return _Outcome("ladder exhausted, never need check" if cycling else "threshold", s, note, facts=facts)
 
-    def _probe_result(self, s: SenderState, ev: ProbeResult) -> Step:
+    def _probe_result(self, s: SenderState, ev: ProbeResult) -> _Outcome:
         if s.state != COOLDOWN or not s.probe_in_flight:
-            return Step(s)
+            return _Outcome("stale answer", s)
         sent_at = s.probe_sent_at
-        assert sent_at is not None
+        if sent_at is None:
+            raise MachineInvariantError(f"sender {s.sender!r}: a probe in flight without its send time")
         s = replace(s, probe_in_flight=False)
         if ev.ok and ev.at - sent_at <= CONFIRM_WINDOW:
-            return Step(replace(s, probe_confirmed=True), [History(s.sender, ev.at, WARMUP_OK)])
+            return _Outcome("confirmed", replace(s, probe_confirmed=True))
         if not ev.ok and ev.terminal:
             s = replace(s, probe_failed_terminal=True)
-        return Step(s)
+        return _Outcome("not confirmed", s)
 
-    def _tick(self, s: SenderState, now: float) -> Step:
+    def _tick(self, s: SenderState, now: float) -> _Outcome:
         if s.state != COOLDOWN:
-            return Step(s)
+            return _Outcome("stale timer", s)
         assert s.exit_at is not None and s.cooldown_end is not None
         if now >= s.exit_at:
             return self._verdict(s, now)
@@ -325,16 +277,16 @@ class HealthMachine:
             s = replace(s, probe_in_flight=True, probe_sent_at=now)
             # the note names the warm-up: the cooldown's own slot, or the extension it checks
             which = f"extension {s.extensions}" if s.extensions else "warm-up slot"
-            return Step(s, [History(s.sender, now, WARMUP_SENT, which)], send_probe=True)
-        return Step(s)
+            return _Outcome("probe sent", s, which, send_probe=True)
+        return _Outcome("nothing due", s)
 
-    def _verdict(self, s: SenderState, now: float) -> Step:
+    def _verdict(self, s: SenderState, now: float) -> _Outcome:
         if s.probe_confirmed:
             return self._release(s, now, "proven")
         if s.probe_failed_terminal:
-            s = replace(s, state=NEED_CHECK, need_check_path="B", cooldown_start=None, probe_in_flight=False)
-            return Step(s, [History(s.sender, now, NEED_CHECK_CODE, "path B: warm-up failed terminally")],
-                        [self._fact("need_check", s, path="B")])
+            s = replace(s, need_check_path="B", cooldown_start=None, probe_in_flight=False)
+            return _Outcome("probe failed terminally", s, "path B: warm-up failed terminally",
+                            facts=(("need_check", {"path": "B"}),))
         if not s.had_slot:
             return self._release(s, now, "neutral")
         if s.extensions < EXTENSIONS:
@@ -343,25 +295,21 @@ class HealthMachine:
             # a new probe for the extension, unless the earlier one is still in flight (one at a time)
             s = replace(s, extensions=k, cooldown_end=end, exit_at=end + self._draw(*STEP_LAG, s, "step", k),
                         probe_at=now, probe_sent_at=s.probe_sent_at if s.probe_in_flight else None)
-            return Step(s, [History(s.sender, now, EXTENDED, f"{k} {_until(end, s.exit_at, now)}")])
+            return _Outcome("extension", s, f"{k} {_until(end, s.exit_at, now)}")
         return self._release(s, now, "fail-open")
 
-    def _release(self, s: SenderState, now: float, verdict: str) -> Step:
-        s = replace(s, state=ACTIVE, failed_in_row=0, cooldown_start=None, cooldown_end=None, exit_at=None,
+    @staticmethod
+    def _release(s: SenderState, now: float, verdict: str) -> _Outcome:
+        s = replace(s, failed_in_row=0, cooldown_start=None, cooldown_end=None, exit_at=None,
                     probe_at=None, probe_in_flight=False, next_send_at=max(s.next_send_at, now + s.rest_s))
-        return Step(s, [History(s.sender, now, FINISHED, verdict)], [self._fact("recovered", s, verdict=verdict)])
-
-    def _recover(self, s: SenderState, ev: Recover) -> Step:
-        was = s.state
-        s = replace(s, state=ACTIVE, failed_in_row=0, cooldown_times=0, cooldown_start=None, cooldown_end=None,
-                    exit_at=None, probe_at=None, probe_in_flight=False, need_check_path=None)
-        return Step(s, [History(s.sender, ev.at, RECOVERED, f"from {was} by {ev.by}")],
-                    [self._fact("recovered", s, verdict="manual")])
+        return _Outcome(verdict, s, verdict, facts=(("recovered", {"verdict": verdict}),))
 
     @staticmethod
-    def _fact(action: str, s: SenderState, **payload: object) -> Fact:
-        return Fact(action, "critical" if action == "need_check" else "high",
-                    {"sender": s.sender, "state": s.state, **payload})
+    def _recover(s: SenderState, ev: Recover) -> _Outcome:
+        note = f"from {s.state} by {ev.by}"
+        s = replace(s, failed_in_row=0, cooldown_times=0, cooldown_start=None, cooldown_end=None,
+                    exit_at=None, probe_at=None, probe_in_flight=False, need_check_path=None)
+        return _Outcome("manual", s, note, facts=(("recovered", {"verdict": "manual"}),))
 
 
 def _until(end: float, exit_at: float | None, now: float) -> str:

@@ -70,6 +70,7 @@ from sidecar.domain.tasks import Task
 
 from .decisions import read_decisions
 from .errors import SchemaTooNew, StoreError
+from .integrity import locked_and_checked
 from .lock import DirLock
 from .migrations import MIGRATIONS, migrate, user_version
 from . import writer as _w
@@ -157,15 +158,15 @@ class Store:
         loop"); None (default) does so with ``durability="normal"`` only — ``"full"`` fsyncs
         every commit, which must not hold the loop.
 
-        Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`,
-        :class:`SchemaTooNew`, :class:`MigrationError`, or :class:`StoreError` (cause attached)
-        for any other SQLite failure.  On failure nothing stays open and the lock is released.
+        Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`, :class:`DatabaseDamaged`
+        (``quick_check``, nothing written: :mod:`.integrity`), :class:`SchemaTooNew`, :class:`MigrationError`,
+        or :class:`StoreError` (cause attached) for any other SQLite failure.  On failure nothing stays open and the lock is released.
         """
         if durability not in _SYNCHRONOUS:
             raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = DirLock.acquire(path.with_suffix(".lock"))
+        lock = locked_and_checked(path)  # before any connection that may write
         if commit_on_loop is None:
             commit_on_loop = durability == "normal"
         db: aiosqlite.Connection | None = None

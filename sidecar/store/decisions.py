@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .integrity import open_checked
 from .rows import decode_json
 
 DB_NAME = "sidecar.db"
@@ -51,11 +52,10 @@ def read_data_dir(data_dir: Path | str, tu: str, ru: str,
     if not path.is_file():
         raise DecisionLogUnavailable(f"no sidecar database at {path}")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = open_checked(path)  # DatabaseDamaged: one line and exit 7 (sidecar.cli)
     except sqlite3.Error as exc:
         raise DecisionLogUnavailable(f"cannot open {path}: {exc}") from exc
     try:
-        conn.execute("PRAGMA busy_timeout = 5000")
         has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'decisions'"
                            ).fetchone()
         if has is None:

@@ -52,3 +52,17 @@ class MigrationError(StoreError):
     def __init__(self, version: int, cause: BaseException) -> None:
         self.version = version  # the user_version the failed script would have set
         super().__init__(f"migration to schema version {version} failed: {cause}")
+
+
+class DatabaseDamaged(StoreError):
+    """``PRAGMA quick_check`` found the file damaged, or SQLite called it malformed / not a
+    database (DESIGN §3 "A damaged database is found at open").  Nothing was written to it;
+    ``sidecar repair`` moves it aside and salvages what SQLite can still read."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        self.path = path  # the database file
+        self.detail = detail  # quick_check's first finding, or SQLite's error
+        super().__init__(
+            f"the database {path} is damaged ({detail}); nothing was written to it. Run "
+            f"`sidecar repair --data-dir {path.parent}`: it moves the file aside, salvages what "
+            "can still be read, and the next start restores the rest from Stack")
