@@ -19,7 +19,7 @@ import msgspec
 
 from sidecar.domain.events import DialogSnapshot, DomainEvent
 from sidecar.domain.favorites import Favorite
-from sidecar.patterns import NO_CONTROL_OR_EMPTY
+from sidecar.protocol.patterns import NO_CONTROL_OR_EMPTY
 
 log = logging.getLogger("platform_clients")
 

@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from sidecar.contract import json_schema
+from sidecar.cli.schema import json_schema
 
 
 @functools.cache

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sidecar.patterns import NO_CONTROL, NO_CONTROL_OR_EMPTY
+from sidecar.protocol.patterns import NO_CONTROL, NO_CONTROL_OR_EMPTY
 from platform_clients.golden import ChatRequest
-from sidecar.protocol import SenderRef, SessionLogout
+from sidecar.protocol.inbound import SenderRef, SessionLogout
 
 OLD = {NO_CONTROL: r"\A[^\x00-\x1f\x7f]+\Z", NO_CONTROL_OR_EMPTY: r"\A[^\x00-\x1f\x7f]*\Z"}
 # the texts a slip would let through: a final newline (Python's ``$``), controls anywhere
@@ -47,7 +47,7 @@ def test_msgspec_refuses_a_final_newline(typ, good):
 
 def test_no_schema_pattern_is_python_only():
     """Every ``pattern`` in ``sidecar schema`` avoids the syntax ECMA-262 lacks or reads otherwise."""
-    from sidecar.contract import json_schema
+    from sidecar.cli.schema import json_schema
     text = json.dumps(json_schema())
     patterns = re.findall(r'"pattern": "((?:[^"\\]|\\.)*)"', text)
     assert patterns

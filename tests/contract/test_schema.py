@@ -16,10 +16,10 @@ from jsonschema import Draft202012Validator
 from platform_clients import CLIENTS
 from platform_clients.catalogue import RAW_EVENTS, REQUESTS
 from platform_clients.mail import HISTORY_METHODS
-from sidecar import cli
-from sidecar import contract_tables as T
-from sidecar.protocol import INBOUND
-from sidecar.protocol_outbound import OUTBOUND
+from sidecar.protocol import contract
+from sidecar.cli import schema_tables as T
+from sidecar.protocol.inbound import INBOUND
+from sidecar.protocol.outbound import OUTBOUND
 from tests.contract.frames import check, document, problems, validator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_every_task_source_the_services_set_is_in_the_enum():
 
 
 def test_exit_codes_are_the_help_text():
-    rows = dict(re.findall(r"^  (\d+)\s+(.*)$", cli.EXIT_CODES, re.M))
+    rows = dict(re.findall(r"^  (\d+)\s+(.*)$", contract.EXIT_CODES, re.M))
     codes = {c["const"]: c["description"] for c in document()["$defs"]["ExitCode"]["oneOf"]}
     assert {0, 1, 2, 3, 4, 5, 6, 130, 143} <= set(codes)
     assert {int(c): t.strip() for c, t in rows.items()} == {c: d for c, d in codes.items() if c < 128}
