@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import InternalError, InvalidParams, RpcError, error_text
+from bridge.errors import InternalError, RpcError
+from sidecar.app.refusals import refusal
 from sidecar.protocol.methods import Methods
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import StepFailed, Stopping
@@ -112,7 +113,7 @@ class StepGroups:
                     try:
                         value = await ex.run(spec.step_of(args))
                     except self._refusals as exc:
-                        out[i] = InvalidParams(error_text(exc))
+                        out[i] = refusal(exc)  # data.field names the refused value
                         continue
                     except RpcError as exc:
                         out[i] = exc

@@ -56,11 +56,11 @@ async def test_every_refusal_names_its_field(tmp_path):
 
 
 def test_no_invalid_params_without_data():
-    """A new ``raise InvalidParams("…")`` with no ``data`` would answer without the field."""
+    """A new ``InvalidParams("…")`` with no ``data`` would answer without the field."""
     missing = []
     for path in sorted((ROOT / "sidecar").rglob("*.py")):
         text = path.read_text()
-        for m in re.finditer(r"raise InvalidParams\(", text):
+        for m in re.finditer(r"(?<![\w.])InvalidParams\(", text):  # raised, or built to be sent
             call = text[m.end():m.end() + 400]
             depth, end = 1, 0
             for end, ch in enumerate(call):
@@ -70,3 +70,18 @@ def test_no_invalid_params_without_data():
             if "data=" not in call[:end] and "refusal(" not in call[:end]:
                 missing.append(f"{path.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}")
     assert missing == []
+
+
+async def test_a_wall_clock_refusal_names_its_field_too(tmp_path):
+    """On the wall clock ``platform.event`` runs in step groups (another path to the answer)."""
+    async def answer(method, params):
+        return {"dialogs": [], "mails": [], "online": []}
+
+    async with SidecarProcess(tmp_path, clock="wall") as sc:
+        c = await BridgeClient.connect(sc.port, sc.token, on_request=answer)
+        await c.call("session.login", {"tu": "g-tu-1", "project": "golden"})
+        with pytest.raises(RemoteError) as info:
+            await c.call("platform.event", {"project": "golden", "tu": "g-tu-1", "name": "receivePrivateMessage",
+                                            "data": {**MSG, "sentAt": 1.7e12}})
+        assert (info.value.code, info.value.data) == (-32602, {"field": "/data/sentAt"})
+        await c.close()
