@@ -38,7 +38,7 @@ def raw_pointer(message: str) -> str:
     return "/data/" + _INDEX.sub(r".\1", path).replace(".", "/").lstrip("/")
 
 
-def refusal(exc: Exception) -> InvalidParams:
+def refusal(exc: BaseException) -> InvalidParams:
     """The -32602 for an engine / platform-client refusal (see the module rules)."""
     message = error_text(exc)
     if isinstance(exc, UnknownRawEvent):

@@ -83,7 +83,7 @@ def _error_frame(data: dict) -> dict:
 
 
 def _call(method: str, params: dict, *, request: bool, params_required: bool, closed: bool) -> dict:
-    props = {"jsonrpc": JSONRPC, "method": {"const": method}, "params": params}
+    props: dict[str, Any] = {"jsonrpc": JSONRPC, "method": {"const": method}, "params": params}
     required = ["jsonrpc", "method"]
     if request:
         props = {"jsonrpc": JSONRPC, "id": ID, "method": {"const": method}, "params": params}
