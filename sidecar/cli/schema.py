@@ -15,8 +15,8 @@ Layout (everything under ``$defs``; the root validates any frame either side sen
   ``out.<method>.result`` — what Electron answers.
 * ``ElectronToSidecar`` / ``SidecarToElectron`` — every frame of one direction (``anyOf``).
 * ``RawEvent`` — ``platform.event``'s ``(project, name, data)`` as a union tagged by
-  ``project`` + ``name`` (``raw.<project>.<name>``); ``PlatformCall`` — ``platform.request``'s
-  ``(project, method, params)`` likewise (``call.<project>.<method>``) with
+  ``project`` + ``name`` (``raw.<project>.<name>``); ``PlatformCall`` — ``platform.request``'s params
+  as one closed variant per ``(project, method)`` (``call.<project>.<method>``) with
   ``answer.<project>.<method>`` the platform's answer (:mod:`platform_clients.catalogue`).
 * ``ReadyLine``, ``CloseCode``, ``ExitCode`` (:mod:`sidecar.cli.schema_tables`).
 
@@ -152,7 +152,14 @@ def json_schema() -> dict:
 
     defs.update(_envelope())
     defs.update(_tagged("name", {k: v for k, v in s_raw.items()}, "data"))
-    defs.update(_tagged("method", {k: v for k, v in s_call.items()}, "params"))
+    # platform.request: one closed variant per (project, method) — PlatformRequest's own fields
+    # with the tag consts and the method's params Struct (an allOf would leave each variant open)
+    base = defs["PlatformRequest"]
+    for (project, name), schema in s_call.items():
+        props = {**base["properties"], "project": {"const": project}, "method": {"const": name},
+                 "params": schema}
+        defs[f"call.{project}.{name}"] = {**base, "properties": props,
+                                          "required": sorted({*base.get("required", ()), "params"})}
     defs["RawEvent"] = {"description": "platform.event's project + name + data, tagged by project and name",
                         "oneOf": [_ref(f"raw.{p}.{n}") for p, n in s_raw]}
     defs["PlatformCall"] = {"description": "platform.request's project + method + params, tagged",
@@ -166,7 +173,8 @@ def json_schema() -> dict:
     defs["in.platform.event.params"] = {"allOf": [s_in["platform.event"], _ref("RawEvent")]}
     s_in["platform.event"] = _ref("in.platform.event.params")
     defs["BatchEvent"] = {"allOf": [dict(defs["BatchEvent"]), _ref("RawEvent")]}
-    defs["PlatformRequest"] = {"allOf": [dict(defs["PlatformRequest"]), _ref("PlatformCall")]}
+    defs["PlatformRequest"] = {"description": "a platform.request's params: project, method and"
+                               " params tagged (call.<project>.<method>)", "$ref": "#/$defs/PlatformCall"}
 
     into, outof = [], []
     for m, params in s_in.items():
