@@ -452,7 +452,9 @@ async def test_close_does_not_hang_on_a_full_queue_and_a_stuck_handler(start, ca
     client = await connect(start, port)
     for i in range(50):
         await client.notify("record", {"i": i})
-    await asyncio.sleep(0.05)  # the worker is stuck on frame 0, the queue full, the reader waiting
+    async with asyncio.timeout(30):  # the worker stuck on frame 0, the queue full, the reader waiting:
+        while server._queue.qsize() < 2:  # counted, not slept for (issue 18 item 2)
+            await asyncio.sleep(0.001)
     with caplog.at_level(logging.WARNING, "bridge.server"):
         async with asyncio.timeout(2):
             await server.close(grace=0.1)
