@@ -13,7 +13,7 @@ from bridge.errors import InternalError
 from sidecar.store import writer as wmod
 
 from tests.sidecar.test_step_groups import TU, Run, event
-from tests.store.test_commit_under_a_foreign_lock import ForeignLock, _longest_stall
+from tests.store.test_commit_under_a_foreign_lock import ForeignLock, _longest_stall, stall_bound
 
 
 def _tasks_in_sqlite(path) -> list[str]:
@@ -157,7 +157,7 @@ async def test_a_group_whose_commit_finds_another_process_s_write_lock_leaves_th
             group = asyncio.ensure_future(
                 run.app._handle_group("platform.event", [event(0), event(1)]))
             stall = await _longest_stall(0.5)
-            assert stall < 0.2, f"the loop stopped for {stall:.2f} s behind the foreign lock"
+            assert stall < stall_bound(5.0), f"the loop stopped for {stall:.2f} s behind the foreign lock"
             assert not group.done()
             assert run.log == []  # nothing sent, nothing committed
             assert await asyncio.to_thread(_tasks_in_sqlite, tmp_path) == []
