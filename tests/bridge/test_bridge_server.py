@@ -484,7 +484,11 @@ async def test_inbound_queue_is_capped_in_bytes_not_only_frames(start):
         client = await connect(start, port)
         peak = 0
         sender = asyncio.create_task(_send_big(client, 40, frame))
-        for _ in range(60):
+        async with asyncio.timeout(30):  # until the queue has no room for another frame (it
+            while server.queued_bytes <= cap - frame:  # fills: the worker is held), counted, not
+                await asyncio.sleep(0.001)  # slept for (issue 18 item 2)
+                peak = max(peak, server.queued_bytes)
+        for _ in range(20):  # ... and stays there while the sender pushes on
             await asyncio.sleep(0.01)
             peak = max(peak, server.queued_bytes)
         assert 0 < peak <= cap
