@@ -51,6 +51,8 @@ class Status(str, enum.Enum):
 class RouterInputError(InputError, ValueError):
     """Bad input for the router; ``field`` names the offending field (JSON-RPC -32602 data)."""
 
+    field: str  # always known
+
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")

@@ -33,6 +33,8 @@ _TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
 class GroupError(InputError, ValueError):
     """Invalid group input; ``field`` names the offending field (for a JSON-RPC error)."""
 
+    field: str  # always known
+
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field

@@ -25,6 +25,8 @@ STACK = "stack"  # the built-in sender with its own group (DESIGN §10)
 class ManageError(InputError, ValueError):
     """Bad manage input; ``field`` is the JSON path of the offending field (``items[3].sender``)."""
 
+    field: str  # always known
+
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
