@@ -153,8 +153,9 @@ class TuRuntime:
         self.services.online(step, {ru}, self.online, {}, False)
 
     def apply_online_pass(self, step: Step, online: set[str],
-                          snapshots: list["DialogSnapshot"]) -> None:
-        """A pass result replaces the online set; dialog rows refresh limits and blocks."""
+                          snapshots: list["DialogSnapshot"], scheduled: bool = False) -> None:
+        """A pass result replaces the online set; dialog rows refresh limits and blocks.
+        ``scheduled``: the pass ran at its keyed grid slot (not at a login or a reconnect)."""
         came = online - self.online
         self.online = set(online)
         # judged against the open prompts, not the previous set: a restarted sidecar's first pass
@@ -166,7 +167,7 @@ class TuRuntime:
             rows[snap.ru] = snap
             self.snapshots[snap.ru] = snap
             self.note_row(step, snap)
-        self.services.online(step, came, self.online, rows, True)
+        self.services.online(step, came, self.online, rows, True, scheduled=scheduled)
 
     def note_row(self, step: Step, snap: "DialogSnapshot") -> None:
         """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого

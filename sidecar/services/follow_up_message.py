@@ -193,7 +193,7 @@ class FollowUpMessageService(Service):
                          why="white" if after.is_white else "inactive")
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict, full_pass: bool) -> None:
+                  snapshots: dict, full_pass: bool, *, scheduled: bool = False) -> None:
         for ru, snap in snapshots.items():
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         if not self.tu.inbox_synced:

@@ -31,6 +31,7 @@ from sidecar.services.base import Request, Service, Step
 log = logging.getLogger("sidecar.passes")
 
 SEVEN_DAYS = 7 * 86400.0
+SCHEDULED = "scheduled"  # request context of a pass run by its grid timer (not login / reconnect)
 
 
 class PassService(Service):
@@ -51,13 +52,15 @@ class PassService(Service):
                 self._run(step, p)
 
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
-        self._run(step, self.tu.client.pass_named(key[1]))
+        self._run(step, self.tu.client.pass_named(key[1]), scheduled=True)
 
-    def _run(self, step: Step, p: Pass) -> None:
+    def _run(self, step: Step, p: Pass, scheduled: bool = False) -> None:
         params = dict(p.params)
         if p.purpose == "open_limits":
             params["cursor"] = self.cursor
-        self.tu.request(step, self.name, p.method, params, tag=p.name)
+        # the answer says whether it was a grid pass: the 6 h mail source judges only those
+        self.tu.request(step, self.name, p.method, params, tag=p.name,
+                        context=SCHEDULED if scheduled else None)
         if p.period_s is not None:
             self.tu.schedule((self.name, p.name), self._next_slot(step.now, p))
 
@@ -93,7 +96,7 @@ class PassService(Service):
         rt = self.tu
         if p.purpose == "online":
             online, snaps = rt.client.decode_online(result)
-            rt.apply_online_pass(step, online, snaps)
+            rt.apply_online_pass(step, online, snaps, scheduled=request.context == SCHEDULED)
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:

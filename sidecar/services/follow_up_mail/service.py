@@ -245,7 +245,7 @@ class FollowUpMailService(Service):
             self.six_h_hold.discard(ru)
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict, full_pass: bool) -> None:
+                  snapshots: dict, full_pass: bool, *, scheduled: bool = False) -> None:
         rt = self.tu
         self.six_h_hold.difference_update(came_online)
         if not rt.inbox_synced:
@@ -258,7 +258,7 @@ class FollowUpMailService(Service):
                 for trigger in triggers:
                     self.locks.offer(ru, trigger)
             self.restored.clear()
-        if full_pass:
+        if full_pass and scheduled:  # grid passes only: the same instants across a restart
             for ru in sorted(online):
                 self._six_hours(step, ru)
         self._flush_soon(step)
