@@ -20,7 +20,8 @@ Rules / theory of operation
   the durable last contact (manual sends included) on this machine; on Golden the chat history is
   read before a restored chain with no known contact is checked; on Chathouse/Prime the dialog
   rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
-  that chain from history.
+  that chain from history.  A crash's restart (``resumed``) checks nothing at its login's passes:
+  the first grid pass does, as for a sidecar that never stopped (issue 18 item 6).
 * Only favorites Stack lists as active get chains or reminders (DESIGN §6).
 * After the boundary the pair moves, without a gap, to the plain check ("over 60 min"): active
   favorite, TU wrote last, last contact older than 60 min, chat limit on Chathouse/Prime; checked
@@ -198,6 +199,8 @@ class FollowUpMessageService(Service):
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         if not self.tu.inbox_synced:
             return  # the login's check chat may still turn up a new Unanswered message
+        if self.tu.resumed and full_pass and not scheduled:
+            return  # a crash's restart: checked at the next grid pass, as if it never stopped
         if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
             return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online

@@ -96,7 +96,9 @@ class PassService(Service):
         rt = self.tu
         if p.purpose == "online":
             online, snaps = rt.client.decode_online(result)
-            rt.apply_online_pass(step, online, snaps, scheduled=request.context == SCHEDULED)
+            scheduled = request.context == SCHEDULED
+            rt.apply_online_pass(step, online, snaps, scheduled=scheduled)
+            rt.resumed = rt.resumed and not scheduled  # the first grid pass ends a crash's gap
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:
