@@ -31,7 +31,7 @@ def with_crashes(lines: list[dict], crashes: tuple[float, ...]) -> list[dict]:
     return head + timeline
 
 
-@pytest.mark.parametrize("seed", [1, 2, 5])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow)])
 def test_smoke_with_four_crashes_makes_the_same_follow_up_mails(tmp_path, seed):
     lines = generate.generate("smoke", seed=seed)
     runs = {"clean": lines, "crash": with_crashes(lines, CRASHES)}
