@@ -14,6 +14,9 @@ Rules / theory of operation
   already understand (``UnansweredSeen``, ``OpenLimitsSignal``), dispatched like a socket event.
 * Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
   cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
+* A pass its grid timer ran answers ``scheduled`` (request context :data:`SCHEDULED`); the login's
+  and a reconnect's do not.  The first scheduled RU Online pass ends a resumed session's gap
+  (``TuRuntime.resumed``): what only grid passes judge lands on the same instants across a crash.
 * A failed request (timeout, platform error) is logged and the pass simply runs again at its
   next period: passes are idempotent reads.
 """
