@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from sidecar.domain.tasks import Task
+from sidecar.domain.tasks import STACK_FIELDS, Task, view_struct
 from sidecar.router.model import Event
 from sidecar.router.model import StackWrite as RoutedWrite
 
@@ -88,27 +88,12 @@ def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair:
                  RoutedWrite(pair, idem_key, method, path, body, tu, ru))
 
 
-class _TaskBody(msgspec.Struct, gc=False):
-    """:func:`task_body` as a Struct, its keys in the same order: encoding a Struct is cheaper
-    than building and encoding the dict, and gives the same bytes (tests/stack/test_writes.py)."""
-
-    task_id: str
-    type: str
-    project: str
-    tu: str
-    ru: str
-    source: str
-    created_at: float
-    deadline: float
-    closed_at: float | None
-    reason: str | None
-    vip: str | None
-    meta: dict
-
-
-class _TaskEventBody(msgspec.Struct, gc=False):
-    event: str
-    task: _TaskBody
+#: a task write's ``task``: Task's :data:`~sidecar.domain.tasks.STACK_FIELDS` view, built
+#: positionally (encoding a Struct is cheaper than building and encoding the dict of
+#: :func:`task_body`, and gives the same bytes: tests/app/test_task_views.py)
+_TaskBody = view_struct("_TaskBody", STACK_FIELDS, gc=False)
+_TaskEventBody = msgspec.defstruct("_TaskEventBody", [("event", str), ("task", _TaskBody)],
+                                   gc=False, module=__name__)
 
 
 class _CandidateBody(msgspec.Struct, gc=False):
@@ -147,7 +132,7 @@ def task_routed(task: Task, event: str) -> Event:
         _check_task_event(task, event)
     type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
     tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
-    body = _TaskEventBody(event, _TaskBody(  # task_body(task), with the values read above
+    body = _TaskEventBody(event, _TaskBody(  # task_body(task): STACK_FIELDS, in their order
         task_id, type_, project, tu, ru, source, task.created_at, task.deadline, task.closed_at,
         reason, vip, task.meta))
     return Event("tasks", "task", event, "normal", {  # _routed("task", ...), inlined
@@ -204,14 +189,9 @@ def marker_write(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Stac
 
 
 def task_body(task: Task) -> dict:
-    """A task as Stack stores it (instants in unix seconds)."""
-    return {
-        "task_id": task.task_id, "type": _value(task.type),
-        "project": task.project, "tu": task.tu, "ru": task.ru, "source": task.source,
-        "created_at": task.created_at, "deadline": task.deadline, "closed_at": task.closed_at,
-        "reason": _value(task.reason), "vip": task.vip,
-        "meta": task.meta,
-    }
+    """A task as Stack stores it: its :data:`~sidecar.domain.tasks.STACK_FIELDS` (instants in
+    unix seconds, enums as their values)."""
+    return {name: _value(getattr(task, name)) for name in STACK_FIELDS}
 
 
 def _check_task_event(task: Task, event: str) -> None:
