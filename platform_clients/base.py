@@ -17,22 +17,23 @@ from typing import Annotated, Any, Callable, ClassVar, Optional
 
 import msgspec
 
+from sidecar.domain.errors import InputError, IOFailure
 from sidecar.domain.events import DialogSnapshot, DomainEvent
 from sidecar.domain.favorites import Favorite
 
 log = logging.getLogger("platform_clients")
 
 
-class BadAnswer(ValueError):
+class BadAnswer(IOFailure, ValueError):
     """A platform answer (poll result) whose overall shape is unusable: the pass counts as failed.
     Single bad rows inside a usable answer are skipped and logged instead."""
 
 
-class UnknownRawEvent(ValueError):
+class UnknownRawEvent(InputError, ValueError):
     """The raw event name is not one this platform sends (reported, never fatal)."""
 
 
-class BadRawEvent(ValueError):
+class BadRawEvent(InputError, ValueError):
     """The raw event's data does not match its declared shape."""
 
 

@@ -35,6 +35,8 @@ from jinja2.nodes import Node
 from jinja2.sandbox import SecurityError
 from markupsafe import Markup
 
+from sidecar.domain.errors import InputError
+
 from .budget import EVENT_WORK, MAX_STEPS, MAX_WORK, EventWork  # noqa: F401 - re-exported
 
 MAX_SIZE = 256 * 1024  # characters / items of any value a template produces
@@ -52,7 +54,7 @@ WEIGHTS: dict[str, int] = {
 LOG_WEIGHTS: dict[str, int] = {"sort": 2, "dictsort": 2, "groupby": 2}
 
 
-class TemplateTooCostly(SecurityError):
+class TemplateTooCostly(SecurityError, InputError):
     """A render went past one of the bounds (see module rules)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from sidecar.domain.errors import InputError
 from sidecar.protocol.paging import JS_SAFE_MAX
 
 #: Priorities in order (seed 002 ``PRIORITY_ORDER``).
@@ -47,8 +48,10 @@ class Status(str, enum.Enum):
     DUPLICATE = "duplicate"
 
 
-class RouterInputError(ValueError):
+class RouterInputError(InputError, ValueError):
     """Bad input for the router; ``field`` names the offending field (JSON-RPC -32602 data)."""
+
+    field: str  # always known
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from sidecar.core.clock import to_iso
+from sidecar.domain.errors import InputError
 
 from .budget import EventWork
 from .model import RoutingEvent
@@ -45,7 +46,7 @@ MAX_TEXT = 4096
 _encode = msgspec.json.Encoder(order="sorted").encode
 
 
-class TemplateFailure(Exception):
+class TemplateFailure(InputError):
     """A template could not be compiled or rendered (terminal for the delivery)."""
 
 

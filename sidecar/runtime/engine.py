@@ -22,6 +22,7 @@ from typing import Any
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar.domain.errors import InputError
 from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
 from sidecar.runtime import decisions
@@ -36,7 +37,7 @@ log = logging.getLogger("sidecar.engine")
 ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 
-class EngineError(Exception):
+class EngineError(InputError):
     """A request the engine cannot apply (unknown TU, unknown task); becomes -32602."""
 
 

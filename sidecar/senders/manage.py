@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from msgspec.structs import replace as replace_struct
 
+from sidecar.domain.errors import InputError
+
 from .groups import STACK_GROUP, Group, GroupError, active_group, group_body, validate_group
 from .health import ACTIVE, HealthMachine, History, Recover, SenderState
 
@@ -20,8 +22,10 @@ MAX_ITEMS = 500
 STACK = "stack"  # the built-in sender with its own group (DESIGN §10)
 
 
-class ManageError(ValueError):
+class ManageError(InputError, ValueError):
     """Bad manage input; ``field`` is the JSON path of the offending field (``items[3].sender``)."""
+
+    field: str  # always known
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
