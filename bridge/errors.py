@@ -15,15 +15,22 @@ Rules / theory of operation
   server handler that lets a peer's error escape answers the original caller with ``-32603``
   instead of forwarding the peer's code as if it were its own.  (The client's ``on_request``
   callback may raise :class:`RemoteError` to answer with that exact error object.)
+* A handler's own exceptions need not know this module: one with an ``error_object()`` method
+  returning ``(code, message, data)`` (:class:`ErrorObject`; the sidecar's ``SidecarError``) is
+  answered with that error object — :func:`as_rpc_error` is that mapping, the one place a
+  handler's exception becomes an :class:`RpcError`.  :class:`RemoteError` has no such method on
+  purpose (see above).
 * Close codes live in the private range 4000-4999 and mirror HTTP statuses so that the Electron
   team can read them: 44xx = the connection was refused for who it is or how it behaved.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "error_text",
+    "ErrorObject",
+    "as_rpc_error",
     "BridgeError",
     "RpcError",
     "ParseError",
@@ -181,3 +188,29 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
         return exc.args[0]
     return str(exc)
+
+
+@runtime_checkable
+class ErrorObject(Protocol):
+    """An exception that knows the JSON-RPC error answering the request it ended (module rules)."""
+
+    def error_object(self) -> tuple[int, str, Any]:
+        """``(code, message, data)``: the error object's fields (``data`` None: omitted)."""
+        ...
+
+
+# an error object's code → the standard class a caller catches it as (``except InvalidParams``)
+_STANDARD: dict[int, type[_FixedCode]] = {c.code: c for c in (MethodNotFound, InvalidParams, InternalError)}
+
+
+def as_rpc_error(exc: BaseException) -> RpcError | None:
+    """The :class:`RpcError` answering a request that ``exc`` ended: an RpcError as it is, an
+    :class:`ErrorObject`'s own error object (as :class:`InvalidParams`, :class:`InternalError` or
+    :class:`MethodNotFound` for their codes), else None (the caller answers -32603)."""
+    if isinstance(exc, RpcError):
+        return exc
+    if not isinstance(exc, ErrorObject):
+        return None
+    code, message, data = exc.error_object()
+    fixed = _STANDARD.get(code)
+    return fixed(message, data) if fixed is not None else RpcError(code, message, data)

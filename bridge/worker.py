@@ -41,7 +41,7 @@ import msgspec
 from msgspec import UNSET
 
 from . import jsonrpc
-from .errors import InternalError, RpcError
+from .errors import INTERNAL_ERROR, InternalError, RpcError, as_rpc_error
 from .inbound import InboundQueue
 from .session import Session
 
@@ -205,11 +205,12 @@ class _Result:
 
 
 def _failure(method: str, exc: Exception) -> RpcError:
-    """The answer to a handler's raise: an :class:`RpcError` as it is, anything else -32603."""
-    if isinstance(exc, RpcError):
-        return exc
-    log.error("handler for %s raised", method, exc_info=exc)
-    return InternalError(f"{type(exc).__name__}: {exc}")
+    """The answer to a handler's raise: an :class:`RpcError` as it is, an exception with its
+    own error object that object (:func:`bridge.errors.as_rpc_error`), anything else -32603."""
+    err = as_rpc_error(exc)
+    if err is None or (err is not exc and err.code == INTERNAL_ERROR):
+        log.error("handler for %s raised", method, exc_info=exc)
+    return err if err is not None else InternalError(f"{type(exc).__name__}: {exc}")
 
 
 

@@ -17,23 +17,25 @@ from typing import Annotated, Any, Callable, ClassVar, Optional
 
 import msgspec
 
+from sidecar.domain.errors import InputError, IOFailure
 from sidecar.domain.events import DialogSnapshot, DomainEvent
 from sidecar.domain.favorites import Favorite
+from sidecar.protocol.fields import field_of
 from sidecar.protocol.patterns import NO_CONTROL_OR_EMPTY
 
 log = logging.getLogger("platform_clients")
 
 
-class BadAnswer(ValueError):
+class BadAnswer(IOFailure, ValueError):
     """A platform answer (poll result) whose overall shape is unusable: the pass counts as failed.
     Single bad rows inside a usable answer are skipped and logged instead."""
 
 
-class UnknownRawEvent(ValueError):
+class UnknownRawEvent(InputError, ValueError):
     """The raw event name is not one this platform sends (reported, never fatal)."""
 
 
-class BadRawEvent(ValueError):
+class BadRawEvent(InputError, ValueError):
     """The raw event's data does not match its declared shape."""
 
 
@@ -117,11 +119,11 @@ class PlatformClient:
         """Raw socket event → domain events.  Raises UnknownRawEvent / BadRawEvent."""
         fn = cls.decoders.get(name)
         if fn is None:
-            raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}")
+            raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}", field="name")
         try:
             return fn(tu, data)
         except (BadRawEvent, msgspec.ValidationError, TypeError, KeyError) as exc:
-            raise BadRawEvent(f"{cls.project} {name}: {exc}") from exc
+            raise BadRawEvent(f"{cls.project} {name}: {exc}", field=raw_pointer(str(exc))) from exc
 
     @classmethod
     def message_kind(cls, type_: str | None, body: str | None) -> str | None:
@@ -179,6 +181,20 @@ class PlatformClient:
                 log.warning("%s: skipping dialog row %d: %s", cls.project, i, exc)
         cursor = result.get("next_cursor")
         return snaps, cursor if isinstance(cursor, int) and not isinstance(cursor, bool) else None
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def raw_pointer(message: str) -> str:
+    """The JSON pointer (into ``platform.event``'s params) of the raw value a msgspec error
+    ``message`` names — ``/data/sentAt``, ``/data/lastMessage/at`` — or ``/data`` (the data as a
+    whole).  A pointer, not the dotted path other refusals give: the platform's keys may hold
+    dots (DESIGN §4, issue 20)."""
+    path = field_of(message)
+    if not path:
+        return "/data"
+    return "/data/" + _INDEX.sub(r".\1", path).replace(".", "/").lstrip("/")
 
 
 def list_field(result: Any, name: str, project: str) -> list:

@@ -29,14 +29,12 @@ import math
 from functools import partial
 from typing import Callable
 
-from bridge.errors import InternalError, InvalidParams, RpcError
-from platform_clients import BadRawEvent, UnknownRawEvent
+from bridge.errors import InternalError, InvalidParams, RpcError, as_rpc_error
 from sidecar.protocol import inbound as p
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.clockwork import Clockwork
 from sidecar.core.clock import Clock, VirtualClock
-from sidecar.app.refusals import refusal
-from sidecar.runtime.engine import Engine, EngineError
+from sidecar.runtime.engine import REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import Stopping, StepFailed
 
@@ -144,8 +142,9 @@ class EventBatches:
         try:
             n = await self.executor.run(partial(
                 self.engine.platform_event, tu=ev.tu, project=ev.project, name=ev.name, data=ev.data))
-        except (EngineError, BadRawEvent, UnknownRawEvent, RpcError) as exc:
-            err = exc if isinstance(exc, RpcError) else refusal(exc)
+        except (*REFUSALS, RpcError) as exc:
+            err = as_rpc_error(exc)  # a refusal's own error object (sidecar.domain.errors)
+            assert err is not None
             error = {"code": err.code, "message": err.message}
             if err.data is not None:
                 error["data"] = err.data  # data.field: the event's own (/data/… for its raw data)

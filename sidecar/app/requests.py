@@ -31,6 +31,7 @@ from typing import Any
 
 from bridge import BridgeServer
 from bridge.errors import AnswerTooLarge, RemoteError
+from sidecar.domain.errors import Refusal
 from sidecar.protocol.outbound import PlatformRequest, PlatformRequests
 from sidecar.runtime.step import Request
 
@@ -52,7 +53,7 @@ async def perform(bridge: BridgeServer, params: PlatformRequest, timeout: float)
         return None, f"{type(exc).__name__}: {exc}"
 
 
-class Unsupported(Exception):
+class Unsupported(Refusal):
     """The client does not serve ``platform.requests`` (module rules)."""
 
 

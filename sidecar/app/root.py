@@ -61,9 +61,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
-from bridge.errors import InternalError, InvalidParams, RpcError
-from sidecar.app.refusals import refusal
-from platform_clients import BadRawEvent, UnknownRawEvent
+from bridge.errors import INTERNAL_ERROR, InternalError, InvalidParams, RpcError, as_rpc_error
 from sidecar import PROTOCOL_VERSION, __version__
 from sidecar.app import requests as app_requests
 from sidecar.protocol import inbound as p
@@ -75,13 +73,15 @@ from sidecar.app.clockwork import Alarm, Clockwork
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.rng import KeyedRandom
+from sidecar.domain.errors import SidecarError
 from sidecar.protocol.methods import Methods
 from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
-from sidecar.runtime.engine import OUTBOX_TIMER, Engine, EngineError
+from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import Stopping, StepFailed
 from sidecar.runtime.step import Request, Step
 from sidecar.app.senders import SendersComponent
+from sidecar.senders.manage import ManageError
 from sidecar.services import default_services
 from sidecar.app.step_groups import StepGroups
 from sidecar.app.router import RouterComponent
@@ -94,7 +94,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("sidecar.app.root")
 
 EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
-REFUSALS = (*DOMAIN_REFUSALS, RpcError)  # raised before any change
+# raised before any change; a manage error by the pure manage functions, before the registry
+# is replaced (sidecar.app.senders)
+REFUSALS = (*DOMAIN_REFUSALS, ManageError, RpcError)
 
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
@@ -241,6 +243,8 @@ class SidecarApp:
             return None
 
     async def handle(self, method: str, params: Any) -> Any:
+        """The bridge's handler: ``method``'s answer, or the :class:`RpcError` it raises — a
+        sidecar exception is mapped HERE, once, by its branch (``sidecar.domain.errors``)."""
         m = self.methods.get(method)  # MethodNotFound for an unknown one
         args = m.decode(params)  # InvalidParams naming the method
         stopped = self._stopped_error()
@@ -250,8 +254,12 @@ class SidecarApp:
             self._require_clock()
         try:
             result = await m.handler(args)
-        except (EngineError, BadRawEvent, UnknownRawEvent) as exc:
-            raise refusal(exc) from None
+        except SidecarError as exc:  # the one mapping of a sidecar exception to a JSON-RPC error
+            err = as_rpc_error(exc)
+            assert err is not None  # every SidecarError has its error object
+            if err.code == INTERNAL_ERROR:  # not the caller's fault: keep the traceback
+                log.error("%s raised", method, exc_info=exc)
+            raise err from None
         if self.clock.virtual and isinstance(result, dict):
             # the driver of a virtual clock may jump straight to this instant: nothing the
             # sidecar does on its own happens before it (timers, outbox retries)

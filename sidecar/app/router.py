@@ -48,7 +48,7 @@ from sidecar.router.cadence import StackCadence
 from sidecar.router.io.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
-from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
+from sidecar.router.model import Delivery, RoutingEvent, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
 from sidecar.router.ops import prune_ops
@@ -64,7 +64,7 @@ class PassResult:
 
     next_due: float | None = None  # unix seconds; None = nothing pending
     notes: list[DeliveryNote] = field(default_factory=list)  # to Electron, in order
-    events: list[Event] = field(default_factory=list)  # route these in a step of their own
+    events: list[RoutingEvent] = field(default_factory=list)  # route these in a step of their own
     stack_acked: int = 0  # Stack writes delivered in this pass
     stack_failed: int = 0  # Stack attempts that failed in this pass
     stack_pending: int = 0  # Stack writes still pending after it
@@ -210,10 +210,7 @@ class RouterComponent:
 
     async def _rule_change(self, decide: Callable[[float], tuple[list, Any]], deleted: bool = False) -> dict:
         async def run() -> dict:
-            try:
-                ops, rule = decide(self._now())
-            except RouterInputError as exc:
-                raise _invalid(exc) from None
+            ops, rule = decide(self._now())  # a RouterInputError is -32602 naming its field
             await self.store.commit(ops)
             self.router.apply_rule(rule, deleted=deleted)
             return {"ok": True, "rule": msgspec.to_builtins(rule)}
@@ -243,16 +240,10 @@ class RouterComponent:
 
     async def _events_emit(self, a: p.EventsEmit) -> dict:
         data = {k: v for k, v in msgspec.structs.asdict(a).items() if v is not None}
-        try:
-            event = parse_event(data)
-        except RouterInputError as exc:
-            raise _invalid(exc) from None
+        event = parse_event(data)  # a RouterInputError is -32602 naming its field
         await self._step(lambda s: s.emit(event))
         return {"ok": True, "event_id": self.port.last_event_id}
 
-
-def _invalid(exc: RouterInputError) -> InvalidParams:
-    return InvalidParams(str(exc), data={"field": exc.field})
 
 
 def _earliest(*dues: float | None) -> float | None:

@@ -14,8 +14,8 @@ Rules / theory of operation
   transaction, then its ``sender.state`` notes reach Electron, then its ``sidecar/sender/*``
   events go to the router (:attr:`route_events`, plugged in by the router's wiring) and, when a
   probe is due or parked deliveries were released, the delivery pump is woken
-  (``step.outbox_due``).  Bad manage input raises ``InvalidParams`` (-32602) whose ``data.field``
-  names the field, before anything changed.
+  (``step.outbox_due``).  Bad manage input raises ``ManageError`` — -32602 naming the method,
+  ``data.field`` the field (the app's one mapping) — before anything changed.
 * Methods: ``groups.list/create/get/patch/delete``, ``groups.assignments.set/add/remove``
   (≤ 500 items, each ``{sender, groups: [id…]}``), ``groups.senders.set/add/remove``
   (``{id, senders: [name…]}``), ``senders.list/get/history/recover``.  Shapes: the Structs in
@@ -35,7 +35,7 @@ from sidecar.protocol import inbound as p
 from sidecar.protocol.paging import budget, cut_text, page
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Report
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.runtime.step import Step
 
 from sidecar.senders import manage
@@ -63,10 +63,10 @@ class SendersComponent:
         self.gate = HealthGate(HealthMachine(rng), engine.scheduler)
         self.run_step: RunStep | None = None
         #: where ``sidecar/sender/*`` events go inside a step; the router's wiring replaces it
-        self.route_events: Callable[[Step, tuple[Event, ...]], None] = self._hold_events
-        self.held: list[Event] = []  # events made while no router was plugged in
+        self.route_events: Callable[[Step, tuple[RoutingEvent, ...]], None] = self._hold_events
+        self.held: list[RoutingEvent] = []  # events made while no router was plugged in
 
-    def _hold_events(self, step: Step, events: tuple[Event, ...]) -> None:
+    def _hold_events(self, step: Step, events: tuple[RoutingEvent, ...]) -> None:
         self.held.extend(events)
 
     # ---- wiring --------------------------------------------------------------------------------
@@ -126,7 +126,8 @@ class SendersComponent:
         try:
             after = fn(before)
         except manage.ManageError as exc:
-            raise InvalidParams(f"{method}: {exc}", data={"field": exc.field}) from None
+            exc.context = method  # the answer names the method (sidecar.domain.errors)
+            raise  # a refusal of the step: raised before the registry was replaced
         step.ops.extend(registry_ops(before, after))
         self.gate.replace_registry(after)
         return after
@@ -158,7 +159,8 @@ class SendersComponent:
         try:
             return fn(self.gate.reg)
         except manage.ManageError as exc:
-            raise InvalidParams(f"{method}: {exc}", data={"field": exc.field}) from None
+            exc.context = method  # the answer names the method (sidecar.domain.errors)
+            raise
 
     async def _groups_create(self, a: p.GroupCreate) -> dict:
         body = _body(a)

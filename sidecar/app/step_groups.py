@@ -30,8 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import InternalError, RpcError
-from sidecar.app.refusals import refusal
+from bridge.errors import InternalError, RpcError, as_rpc_error
 from sidecar.protocol.methods import Methods
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import StepFailed, Stopping
@@ -112,8 +111,8 @@ class StepGroups:
                 for k, (i, args) in enumerate(todo):
                     try:
                         value = await ex.run(spec.step_of(args))
-                    except self._refusals as exc:
-                        out[i] = refusal(exc)  # data.field names the refused value
+                    except self._refusals as exc:  # a SidecarError: its own error object
+                        out[i] = as_rpc_error(exc)
                         continue
                     except RpcError as exc:
                         out[i] = exc

@@ -28,11 +28,12 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from sidecar.config import Settings
+from sidecar.domain.errors import InputError
 
 __all__ = ["BadSetting", "load_settings", "check_settings", "flag_of"]
 
 
-class BadSetting(Exception):
+class BadSetting(InputError):
     """One bad setting; ``str()`` is the one line printed (without the ``sidecar:`` prefix)."""
 
     def __init__(self, setting: str, problem: str) -> None:

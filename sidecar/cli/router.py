@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sidecar.core.clock import WallClock
+from sidecar.domain.errors import IOFailure
 from sidecar.protocol.paging import INT64_MAX
 from sidecar.store.integrity import open_checked
 
@@ -34,7 +35,7 @@ _COLS = ("seq", "id", "event_at", "source", "subject", "action", "priority", "ru
          "channel", "status", "attempts", "next_attempt_at", "last_error", "note", "delivered_at")
 
 
-class Unavailable(Exception):
+class Unavailable(IOFailure):
     """The data dir has no readable router tables; the message says why."""
 
 

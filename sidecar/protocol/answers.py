@@ -54,7 +54,7 @@ class EventAnswer(Ok, kw_only=True):
 class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     code: int  # JSON-RPC error code: -32602 (a refused event)
     message: str
-    data: ErrorData | None = None  # {"field": …} as a -32602's data (sidecar.app.refusals)
+    data: ErrorData | None = None  # {"field": …} as a -32602's data (sidecar.domain.errors)
 
 
 class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):

@@ -36,7 +36,7 @@ class ReadyLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class ErrorData(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    """An error's ``data``.  ``field`` (every -32602, :mod:`sidecar.app.refusals`): the refused
+    """An error's ``data``.  ``field`` (every -32602: ``InputError.field``, :mod:`sidecar.domain.errors`): the refused
     params field — a dotted path for nested items (``items.0.sender``), a JSON pointer into the
     params for a raw event's value (``/data/sentAt``), ``params`` for the request as a whole;
     ``now`` / ``next_due``: the clock

@@ -27,11 +27,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sidecar.domain.errors import InputError
+
 CONFIG_FILE = "router.toml"
 SECRET_KEYS = ("secret", "bot_token")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """A router setting is bad; the message names it."""
 
 

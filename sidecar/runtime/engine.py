@@ -22,6 +22,7 @@ from typing import Any
 from platform_clients import BadAnswer, BadRawEvent, UnknownRawEvent, client_for
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
+from sidecar.domain.errors import InputError
 from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
 from sidecar.runtime import decisions
@@ -36,13 +37,9 @@ log = logging.getLogger("sidecar.engine")
 ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 
-class EngineError(Exception):
-    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602 whose
-    ``data.field`` is ``field`` (the params field refused, :mod:`sidecar.app.refusals`)."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+class EngineError(InputError):
+    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602 naming the
+    refused params ``field`` (issue 20: every -32602 names its field)."""
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
@@ -67,20 +64,21 @@ class Engine:
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
               local_favorites: Mapping[str, Favorite], local_tasks: list[Task],
               pending_markers: dict[tuple[str, str], Any],
-              local_state: dict[str, dict] | None = None) -> TuRuntime:
+              local_state: dict[str, dict] | None = None, resumed: bool = False) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
         local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [Favorite],
         "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
-        — the local cache is used and the login still succeeds."""
+        — the local cache is used and the login still succeeds.  ``resumed``: this machine's
+        session row for the TU outlived its process (a crash, not a logout)."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
             if old.project != project:
-                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}", "project")
+                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}", field="project")
             return old  # idempotent: Electron may repeat a login after a reconnect
         try:
             client = client_for(project)
         except KeyError:
-            raise EngineError(f"unknown project {project!r}", "project") from None
+            raise EngineError(f"unknown project {project!r}", field="project") from None
         self._epochs += 1
         rt = TuRuntime(tu, project, client, operator, scheduler=self.scheduler,
                        factory=self.factory, rng=self.rng, decisions=self.decisions,
@@ -108,6 +106,7 @@ class Engine:
                       for ru, rows in history.items()}
         rt.add_services(self._services(rt))
         rt.logged_in = True
+        rt.resumed = resumed
         rt.inbox_synced = not any(p.purpose == "check_chat" for p in rt.client.passes)
         for task in local_tasks:
             if task.is_open:
@@ -146,7 +145,7 @@ class Engine:
         UnknownRawEvent — nothing is changed in that case."""
         rt = self._rt(tu)
         if project != rt.project:
-            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}", "project")
+            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}", field="project")
         events = rt.client.decode_event(tu, name, data)
         for event in events:
             dispatch(step, rt, event)
@@ -165,7 +164,7 @@ class Engine:
         try:
             why = CloseReason(reason)
         except ValueError:
-            raise EngineError(f"unknown close reason {reason!r}", "reason") from None
+            raise EngineError(f"unknown close reason {reason!r}", field="reason") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
     def register_timer(self, kind: str, handler: Callable[[Step, tuple, Any], None]) -> None:
@@ -254,7 +253,7 @@ class Engine:
     def _rt(self, tu: str) -> TuRuntime:
         rt = self.tus.get(tu)
         if rt is None or not rt.logged_in:
-            raise EngineError(f"TU {tu!r} is not logged in", "tu")
+            raise EngineError(f"TU {tu!r} is not logged in", field="tu")
         return rt
 
     def open_tasks(self, tu: str | None = None) -> list[Task]:

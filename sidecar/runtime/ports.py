@@ -17,20 +17,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from sidecar.domain.errors import INTERNAL_ERROR, Refusal, StepFailed
 from sidecar.runtime.step import Request
 
 __all__ = ["NoLock", "Ports", "RouterPort", "StepFailed", "Stopping", "TooManyTimers"]
 
 
-class StepFailed(Exception):
-    """A step crashed or could not be committed; the process must restart (exit 6)."""
+# StepFailed — a step crashed or could not be committed; the process must restart (exit 6) — is
+# the exception root's branch itself (sidecar.domain.errors), re-exported here for the drivers.
 
 
-class Stopping(Exception):
+class Stopping(Refusal):
     """The process is shutting down: the step was refused before it began (not a failure)."""
 
+    error_status_hint = INTERNAL_ERROR  # what a late request was always answered with
 
-class TooManyTimers(Exception):
+
+class TooManyTimers(Refusal):
     """``fire_due`` ran its ``limit`` of timers; everything so far is committed."""
 
 

@@ -24,12 +24,16 @@ import re
 
 import msgspec
 
+from sidecar.domain.errors import InputError
+
 DAY = 86_400
 _TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
 
 
-class GroupError(ValueError):
+class GroupError(InputError, ValueError):
     """Invalid group input; ``field`` names the offending field (for a JSON-RPC error)."""
+
+    field: str  # always known
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")

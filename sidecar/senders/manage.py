@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from msgspec.structs import replace as replace_struct
 
+from sidecar.domain.errors import InputError
+
 from .groups import STACK_GROUP, Group, GroupError, active_group, group_body, validate_group
 from .health import ACTIVE, HealthMachine, History, Recover, SenderState
 
@@ -20,8 +22,10 @@ MAX_ITEMS = 500
 STACK = "stack"  # the built-in sender with its own group (DESIGN §10)
 
 
-class ManageError(ValueError):
+class ManageError(InputError, ValueError):
     """Bad manage input; ``field`` is the JSON path of the offending field (``items[3].sender``)."""
+
+    field: str  # always known
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -220,5 +224,5 @@ def senders_recover(reg: Registry, machine: HealthMachine, name: str, now: float
     if not needs_recovery(reg, name):
         return reg, []
     s = reg.senders[name]
-    step = machine.handle(s, Recover(now, by))
-    return replace(reg, senders={**reg.senders, name: step.state}), step.history
+    result = machine.handle(s, Recover(now, by))
+    return replace(reg, senders={**reg.senders, name: result.state}), result.history

@@ -14,8 +14,10 @@ Rules
 """
 from __future__ import annotations
 
+from sidecar.domain.errors import IOFailure
 
-class StackError(Exception):
+
+class StackError(IOFailure):
     """A Stack call failed."""
 
     retryable: bool = False

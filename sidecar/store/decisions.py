@@ -19,6 +19,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from sidecar.domain.errors import IOFailure
+
 from .integrity import open_checked
 from .rows import decode_json
 
@@ -29,7 +31,7 @@ _SELECT = ("SELECT id, at, type, source, outcome, task_id, detail FROM decisions
            " ORDER BY at, id LIMIT ?")
 
 
-class DecisionLogUnavailable(Exception):
+class DecisionLogUnavailable(IOFailure):
     """The data dir holds no readable decision log; the message says why."""
 
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sidecar.domain.errors import IOFailure
 
-class StoreError(Exception):
+
+class StoreError(IOFailure):
     """Base of every store failure."""
 
 

@@ -23,6 +23,14 @@ TOKEN = "s3cret-token"
 AUTH = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"token": TOKEN, "client": "raw"}})
 
 
+class _OwnError(Exception):
+    """A handler's exception that knows its error object (bridge.errors.ErrorObject), as the
+    sidecar's SidecarError does — the bridge imports nothing of it."""
+
+    def error_object(self):
+        return -32602, str(self), {"field": "name"}
+
+
 class App:
     """A handler like sidecar/app/root.py's: records what it handles, in order."""
 
@@ -50,6 +58,10 @@ class App:
             raise InvalidParams("tu is required", data={"field": "tu"})
         if method == "boom":
             raise RuntimeError("kaboom")
+        if method == "own.error":
+            raise _OwnError("name: exists")
+        if method == "peer.error":
+            raise RemoteError(-32602, "the peer's")
         if method == "unencodable":
             return object()
         raise MethodNotFound(f"unknown method {method}")
@@ -221,6 +233,19 @@ async def test_unknown_method_bad_params_and_handler_crash(start, caplog):
         await client.call("unencodable")
     assert info.value.code == -32603 and info.value.message.startswith("result not encodable")
     assert await client.call("echo", {"alive": True}) == {"alive": True}
+
+
+async def test_a_handler_error_with_its_own_error_object_is_answered_with_it(start):
+    """One mapping (bridge.errors.as_rpc_error): the handler's exception says its code and
+    data.field; a peer's error that escapes a handler is still -32603, never the peer's code."""
+    _, _, port = await start()
+    client = await connect(start, port)
+    with pytest.raises(RemoteError) as info:
+        await client.call("own.error", {})
+    assert (info.value.code, info.value.message, info.value.data) == (-32602, "name: exists", {"field": "name"})
+    with pytest.raises(RemoteError) as info:
+        await client.call("peer.error", {})
+    assert (info.value.code, info.value.message) == (-32603, "RemoteError: -32602: the peer's")
 
 
 async def test_an_oversized_frame_gets_a_jsonrpc_error_and_the_connection_lives(start):

@@ -56,18 +56,22 @@ async def test_every_refusal_names_its_field(tmp_path):
 
 
 def test_no_invalid_params_without_data():
-    """A new ``InvalidParams("…")`` with no ``data`` would answer without the field."""
+    """A new ``InvalidParams("…")`` with no ``data`` (or an engine / raw-event refusal with no
+    ``field=``) would answer without the field."""
     missing = []
-    for path in sorted((ROOT / "sidecar").rglob("*.py")):
+    for path in sorted([*(ROOT / "sidecar").rglob("*.py"), *(ROOT / "platform_clients").rglob("*.py")]):
         text = path.read_text()
-        for m in re.finditer(r"(?<![\w.])InvalidParams\(", text):  # raised, or built to be sent
+        # raised or built to be sent; the engine's and the raw-event refusals carry field=
+        for m in re.finditer(r"(?<![\w.])(?:InvalidParams|EngineError|UnknownRawEvent)\((?!\))", text):
+            if text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("class "):
+                continue  # the class itself
             call = text[m.end():m.end() + 400]
             depth, end = 1, 0
             for end, ch in enumerate(call):
                 depth += {"(": 1, ")": -1}.get(ch, 0)
                 if depth == 0:
                     break
-            if "data=" not in call[:end] and "refusal(" not in call[:end]:
+            if "data=" not in call[:end] and "field=" not in call[:end]:
                 missing.append(f"{path.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}")
     assert missing == []
 

@@ -119,8 +119,11 @@ def test_corrupted_database_is_a_clear_error_not_a_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path)],
                        env={"SIDECAR_TOKEN": "t", "PATH": "/usr/bin:/bin"}, cwd=ROOT,
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 4, r.stderr
-    assert "sidecar.db" in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
+    # a file that is not a database at all is damaged like one with a bad page: exit 7 (README
+    # exit codes), one line that names the file and the way out
+    assert r.returncode == 7, r.stderr
+    assert "sidecar.db" in r.stderr and "sidecar repair" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
 
 
 def test_data_dir_that_is_a_file_is_a_configuration_error(tmp_path):
