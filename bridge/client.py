@@ -98,8 +98,12 @@ class BridgeClient:
         ack_delay: float = 0.05,
         max_frame: int = 1 << 20,
         open_timeout: float = 10.0,
+        tap: Callable[[str, str | bytes], None] | None = None,
     ) -> BridgeClient:
-        """Connect and authenticate; return the client (see the module header for errors)."""
+        """Connect and authenticate; return the client (see the module header for errors).
+        ``tap(direction, frame)``: called with every frame sent (``"to_sidecar"``) and received
+        (``"to_electron"``), the auth included — the harness captures a session's frames with it
+        to validate them against ``sidecar schema`` (issue 20)."""
         ws = await ws_connect(
             f"ws://{host}:{port}/",
             origin=None if origin is None else Origin(origin),
@@ -108,6 +112,8 @@ class BridgeClient:
             proxy=None,
             open_timeout=open_timeout,
         )
+        if tap is not None:
+            _tap(ws, tap)
         self = cls(ws, on_notification=on_notification, on_request=on_request,
                    seen_seq=seen_seq, ack_every=ack_every, ack_delay=ack_delay)
         self.stream_id = stream_id
@@ -309,3 +315,20 @@ class BridgeClient:
             await awaitable
         except (ConnectionClosed, NotConnected):
             pass
+
+
+def _tap(ws: ClientConnection, tap: Callable[[str, str | bytes], None]) -> None:
+    """Route ``ws``'s send / recv through ``tap`` (instance attributes: the class is untouched)."""
+    send, recv = ws.send, ws.recv
+
+    async def tapped_send(message: Any, text: bool | None = None) -> None:
+        tap("to_sidecar", message)
+        await send(message, text=text)
+
+    async def tapped_recv(decode: bool | None = None) -> Any:
+        message = await recv(decode=decode)
+        tap("to_electron", message)
+        return message
+
+    ws.send = tapped_send  # type: ignore[method-assign]
+    ws.recv = tapped_recv  # type: ignore[method-assign]

@@ -20,6 +20,8 @@ import msgspec
 from sidecar.domain.errors import InputError, IOFailure
 from sidecar.domain.events import DialogSnapshot, DomainEvent
 from sidecar.domain.favorites import Favorite
+from sidecar.protocol.fields import field_of
+from sidecar.protocol.patterns import NO_CONTROL_OR_EMPTY
 
 log = logging.getLogger("platform_clients")
 
@@ -61,7 +63,7 @@ MIN_TS = 946684800.0  # 2000-01-01T00:00:00Z
 MAX_TS = 4102444800.0  # 2100-01-01T00:00:00Z
 Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS,
                                           description="unix seconds, 2000-01-01 … 2100-01-01")]
-RawId = Annotated[str, msgspec.Meta(max_length=256, pattern=r"\A[^\x00-\x1f\x7f]*\Z",
+RawId = Annotated[str, msgspec.Meta(max_length=256, pattern=NO_CONTROL_OR_EMPTY,
                                     description="an id: no control characters")]
 
 
@@ -117,11 +119,11 @@ class PlatformClient:
         """Raw socket event → domain events.  Raises UnknownRawEvent / BadRawEvent."""
         fn = cls.decoders.get(name)
         if fn is None:
-            raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}")
+            raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}", field="name")
         try:
             return fn(tu, data)
         except (BadRawEvent, msgspec.ValidationError, TypeError, KeyError) as exc:
-            raise BadRawEvent(f"{cls.project} {name}: {exc}") from exc
+            raise BadRawEvent(f"{cls.project} {name}: {exc}", field=raw_pointer(str(exc))) from exc
 
     @classmethod
     def message_kind(cls, type_: str | None, body: str | None) -> str | None:
@@ -179,6 +181,20 @@ class PlatformClient:
                 log.warning("%s: skipping dialog row %d: %s", cls.project, i, exc)
         cursor = result.get("next_cursor")
         return snaps, cursor if isinstance(cursor, int) and not isinstance(cursor, bool) else None
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def raw_pointer(message: str) -> str:
+    """The JSON pointer (into ``platform.event``'s params) of the raw value a msgspec error
+    ``message`` names — ``/data/sentAt``, ``/data/lastMessage/at`` — or ``/data`` (the data as a
+    whole).  A pointer, not the dotted path other refusals give: the platform's keys may hold
+    dots (DESIGN §4, issue 20)."""
+    path = field_of(message)
+    if not path:
+        return "/data"
+    return "/data/" + _INDEX.sub(r".\1", path).replace(".", "/").lstrip("/")
 
 
 def list_field(result: Any, name: str, project: str) -> list:

@@ -66,11 +66,13 @@ def pytest_runtest_protocol(item, nextitem):
 
 # ---- running in parallel (pytest-xdist; ./run test passes -n and --dist loadgroup) ----------------
 #: tests that share one expensive module/session fixture run in one worker, so it is made once:
-#: the shift's two replays (``runs``) and the frozen binary (``frozen``).  Each is also marked
+#: the shift's two replays (``runs``), the frozen binary (``frozen``) and the captured frames of
+#: tests/contract (``captured``, read by the ajv and the jsonschema checks).  Each is also marked
 #: ``xdist_group`` in its module; pytest-xdist 3.8 cannot honour that mark on pytest ≥ 9.2 (it
 #: renames ``item._nodeid``, which pytest no longer reads: the shift was replayed in 4 workers at
 #: once), so the scheduler below groups by this table and collection checks the two agree.
-XDIST_GROUPS = {"tests/integration/test_shift.py::": "shift", "tests/packaging/": "frozen"}
+XDIST_GROUPS = {"tests/integration/test_shift.py::": "shift", "tests/packaging/": "frozen",
+                "tests/contract/test_schema.py::test_real_frames": "capture", "tests/clients/": "capture"}
 
 
 def xdist_group_of(nodeid: str) -> str | None:

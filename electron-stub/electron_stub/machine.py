@@ -18,6 +18,10 @@ Rules / theory of operation
   code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
   group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
   killed and reported).
+* Capture (issue 20): with ``ELECTRON_STUB_CAPTURE=<file>`` in the environment every machine
+  appends its ready line and every frame of its connections, both ways, to that file — one JSON
+  object per line ``{"machine", "dir": "ready" | "to_sidecar" | "to_electron", "frame": <text>}``
+  — so a replay's real frames can be validated against ``sidecar schema`` (tests/contract).
 * A :class:`Machine` also remembers which TUs are logged in on it (``tus``: tu → (project,
   operator)) so a crash can log them back in, and whether a fresh login created it.
 """
@@ -37,6 +41,7 @@ from electron_stub.report import MachineExit
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 2.0  # the sidecar's promise (issue 7): any stop request ends it within 2 s
 CALL_TIMEOUT_S = 300.0
+CAPTURE_ENV = "ELECTRON_STUB_CAPTURE"  # a file: every frame of every machine, appended (see above)
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
 
 
@@ -142,6 +147,7 @@ class Machine:
         if ready.get("protocol") != 1:
             self.warnings.append(f"{self.name}: ready line protocol {ready.get('protocol')!r}, expected 1")
         self.ready = ready
+        self._capture("ready", raw)
         self._drain = asyncio.create_task(self._drain_stdout())
         await self._connect(token)
 
@@ -151,11 +157,22 @@ class Machine:
         try:
             self.client = await BridgeClient.connect(
                 self.ready["port"], token, client="electron-stub", version="1",
-                on_notification=self._notification, on_request=self._request)
+                on_notification=self._notification, on_request=self._request,
+                tap=self._capture if os.environ.get(CAPTURE_ENV) else None)
         except Exception as exc:  # noqa: BLE001 - report any connect failure with context
             await self._abort()
             raise MachineError(f"{self.name}: cannot connect to port {self.ready['port']}: {exc!r}\n"
                                f"  stderr tail:\n{stderr_tail(self.log_path)}") from exc
+
+    def _capture(self, direction: str, frame: str | bytes) -> None:
+        """Append one frame to the ``ELECTRON_STUB_CAPTURE`` file (see the module rules)."""
+        path = os.environ.get(CAPTURE_ENV)
+        if not path:
+            return
+        text = frame.decode("utf-8", "replace") if isinstance(frame, bytes) else frame
+        line = json.dumps({"machine": self.name, "dir": direction, "frame": text.rstrip("\n")})
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
 
     async def _drain_stdout(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

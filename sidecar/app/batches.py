@@ -94,7 +94,8 @@ class EventBatches:
                                 break  # the caller sends the rest once it saw that
                             if at is not None and (not clock.is_set or at > clock.now()):
                                 if not math.isfinite(at):
-                                    raise InvalidParams("platform.events: received_at must be finite")
+                                    raise InvalidParams("platform.events: received_at must be finite",
+                                                        data={"field": f"events.{i}.received_at"})
                                 await self.clockwork.fire_until(clock, at, "platform.events")
                             self._require_clock()
                             if self._pump_kick.is_set() or self.executor.outbox_due_pending():
@@ -144,5 +145,8 @@ class EventBatches:
         except (*REFUSALS, RpcError) as exc:
             err = as_rpc_error(exc)  # a refusal's own error object (sidecar.domain.errors)
             assert err is not None
-            return {"ok": False, "error": {"code": err.code, "message": err.message}}
+            error = {"code": err.code, "message": err.message}
+            if err.data is not None:
+                error["data"] = err.data  # data.field: the event's own (/data/… for its raw data)
+            return {"ok": False, "error": error}
         return {"ok": True, "events": n}

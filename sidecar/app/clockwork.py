@@ -86,9 +86,9 @@ class Clockwork:
     async def advance_to(self, t: float) -> dict:
         """Virtual clock: run everything due up to ``t`` (unix seconds) in order."""
         if not isinstance(self.clock, VirtualClock):
-            raise InvalidParams("clock.advance_to needs --clock virtual")
+            raise InvalidParams("clock.advance_to needs --clock virtual", data={"field": "t"})
         if not math.isfinite(t):
-            raise InvalidParams("t must be a finite number of unix seconds")
+            raise InvalidParams("t must be a finite number of unix seconds", data={"field": "t"})
         async with self.lock:
             await self.fire_until(self.clock, t, "clock.advance_to")
             if self.deliveries.pump_kick.is_set():
@@ -127,7 +127,7 @@ class Clockwork:
             raise InvalidParams(
                 f"{method}: more than {self.max_fires} timers are due "
                 f"before t; ran them up to {clock.now()}. Advance in smaller steps",
-                data={"now": clock.now(), "next_due": self._next_due()}) from None
+                data={"field": "t", "now": clock.now(), "next_due": self._next_due()}) from None
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
         except Stopping:
@@ -142,7 +142,7 @@ class Clockwork:
         if not self._connected():
             # nobody to answer platform requests or to receive the result: stop;
             # every step so far is committed, the rest stays due for the next advance
-            raise InvalidParams("the client disconnected during clock.advance_to")
+            raise InvalidParams("the client disconnected during clock.advance_to", data={"field": "t"})
         await asyncio.sleep(0)  # noqa: TID251 - a yield, not a wait: a long advance must not starve signals and reads
 
     # wall clock -------------------------------------------------------------------------------

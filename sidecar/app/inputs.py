@@ -76,7 +76,7 @@ class Inputs:
         try:
             client_for(a.project)  # before any I/O
         except KeyError as exc:
-            raise InvalidParams(error_text(exc)) from None
+            raise InvalidParams(error_text(exc), data={"field": "project"}) from None
         startup = None
         if self.stack is not None:
             await self._flush_observed()  # Stack's answer includes what this process wrote
@@ -128,11 +128,11 @@ class Inputs:
         """Electron pushed a poll result itself: handled like the answer to our own request."""
         rt = self.engine.tus.get(a.tu)
         if rt is None or not rt.logged_in:
-            raise InvalidParams(f"TU {a.tu!r} is not logged in")
+            raise InvalidParams(f"TU {a.tu!r} is not logged in", data={"field": "tu"})
         try:
             pass_ = rt.client.pass_named(a.pass_)
         except KeyError:
-            raise InvalidParams(f"{rt.project} has no pass {a.pass_!r}") from None
+            raise InvalidParams(f"{rt.project} has no pass {a.pass_!r}", data={"field": "pass"}) from None
         req = Request("passes", pass_.method, dict(pass_.params), pass_.name, tu=rt.tu,
                       project=rt.project, epoch=rt.epoch)
         await self._step(lambda s: self.engine.request_done(s, req, a.data, None))

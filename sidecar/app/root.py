@@ -242,7 +242,6 @@ class SidecarApp:
         except RuntimeError:
             return None
 
-    # bridge handler ---------------------------------------------------------------------------
     async def handle(self, method: str, params: Any) -> Any:
         """The bridge's handler: ``method``'s answer, or the :class:`RpcError` it raises — a
         sidecar exception is mapped HERE, once, by its branch (``sidecar.domain.errors``)."""
@@ -326,7 +325,7 @@ class SidecarApp:
 
     def _require_clock(self) -> None:
         if isinstance(self.clock, VirtualClock) and not self.clock.is_set:
-            raise InvalidParams("virtual clock not set: send clock.advance_to first")
+            raise InvalidParams("virtual clock not set: send clock.advance_to first", data={"field": "params"})
 
     # steps ------------------------------------------------------------------------------------
     async def step(self, fn: Callable[[Step], Any]) -> Any:

@@ -31,23 +31,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_VERSION, __version__
+from sidecar.protocol.contract import EXIT_CODES  # the help's table (also in sidecar schema)
 from sidecar.cli.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
 
 PARENT_POLL_S = 0.25  # how often the parent's death is looked for (one getppid call)
-EXIT_CODES = """\
-exit codes:
-  0    shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s; the log names any abandoned close
-  1    unexpected internal error (logged with its traceback)
-  2    bad setting or command line (one line on stderr names it); nothing was started
-  3    the data dir is locked by another running sidecar
-  4    the database cannot be opened (unreadable, or a newer schema; it is left untouched)
-  5    shutdown did not finish within 1.5 s and was forced (unsent Stack writes stay queued)
-  6    a step could not be saved (or crashed): nothing of it was kept; a restart restores it all
-  7    the database is damaged (PRAGMA quick_check); nothing was written to it: run `sidecar repair`
-  128+N  a second signal N during shutdown ended the process at once (143 SIGTERM, 130 SIGINT)
-"""
 
 
 _ARGUMENT = re.compile(r"argument (?P<flag>[^:]+): (?P<problem>.*)", re.S)
@@ -152,7 +141,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     if args.cmd == "schema":
-        from sidecar.protocol.answers import json_schema
+        from sidecar.cli.schema import json_schema
         json.dump(json_schema(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0

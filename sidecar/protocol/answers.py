@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from sidecar.protocol.inbound import INBOUND
-from sidecar.protocol.outbound import OUTBOUND, TaskView
+from sidecar.protocol.contract import ErrorData
+from sidecar.protocol.outbound import TaskView
 
-__all__ = ["ANSWERS", "PLATFORM_ANSWER", "json_schema"]
+__all__ = ["ANSWERS", "PLATFORM_ANSWER"]
 
 
 class Answer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -54,6 +54,7 @@ class EventAnswer(Ok, kw_only=True):
 class EventError(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     code: int  # JSON-RPC error code: -32602 (a refused event)
     message: str
+    data: ErrorData | None = None  # {"field": …} as a -32602's data (sidecar.domain.errors)
 
 
 class EventResult(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -331,24 +332,3 @@ class PlatformRequestsAnswer(msgspec.Struct, kw_only=True):
     """What Electron answers to ``platform.requests``: one result per request, in order."""
 
     results: list[RequestResult]
-
-
-def json_schema() -> dict:
-    """JSON Schema of every frame: request/notification params keyed by direction and method,
-    and the answers (``result``) of every request (``answers``: Electron → sidecar requests;
-    ``outbound_answers``: what Electron answers to ``platform.request`` / ``platform.requests``)."""
-    names_in, names_out, names_ans = list(INBOUND), list(OUTBOUND), list(ANSWERS)
-    types = (list(INBOUND.values()) + list(OUTBOUND.values()) + list(ANSWERS.values())
-             + [PLATFORM_ANSWER, PlatformRequestsAnswer])
-    schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
-    i, o, a = len(names_in), len(names_out), len(names_ans)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "operator-sidecar bridge protocol",
-        "envelope": "JSON-RPC 2.0 text frames",
-        "inbound": dict(zip(names_in, schemas[:i])),
-        "outbound": dict(zip(names_out, schemas[i:i + o])),
-        "answers": dict(zip(names_ans, schemas[i + o:i + o + a])),
-        "outbound_answers": {"platform.request": schemas[-2], "platform.requests": schemas[-1]},
-        "$defs": components,
-    }

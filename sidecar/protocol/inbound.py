@@ -14,9 +14,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from sidecar.protocol.paging import Cursor, Limit, Weight
+from sidecar.protocol.patterns import NO_CONTROL
 
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
-Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=r"\A[^\x00-\x1f\x7f]+\Z")]
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=NO_CONTROL)]
 Project = Literal["golden", "chathouse", "prime"]
 
 
@@ -277,7 +278,7 @@ class SenderRef(Params, kw_only=True):
     no-op).  Answer ``{"sender": SenderView}`` (recover: and ``"recovered": bool``)."""
 
     sender: SenderName
-    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\A[^\x00-\x1f\x7f]+\Z")] = "manual"
+    by: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=NO_CONTROL)] = "manual"
     # ``by`` goes into a history row's note and the log: bounded, no control characters
 
 

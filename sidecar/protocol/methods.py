@@ -22,7 +22,6 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -30,26 +29,13 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from bridge.errors import InvalidParams, MethodNotFound
+from sidecar.protocol.fields import field_of  # noqa: F401 - re-exported
 
 P = TypeVar("P", bound=msgspec.Struct)
 Handler = Callable[[Any], Awaitable[Any]]
 
 
 _encoder = msgspec.json.Encoder()  # in-process params only (see the module rules)
-# msgspec names the field in its message only: "… - at `$.items[0].sender`", "Object contains
-# unknown field `bogus`", "Object missing required field `tu`" (msgspec 0.18+ wording)
-_AT = re.compile(r"at `\$\.([^`]+)`$")
-_NAMED = re.compile(r"(?:unknown|required) field `([^`]+)`")
-
-
-def field_of(message: str) -> str | None:
-    """The field a msgspec ``ValidationError`` message names, as ``data.field`` of the -32602
-    answer (the same dotted path the router and the manage API give), or None."""
-    at = _AT.search(message)
-    named = _NAMED.search(message)
-    if named is not None:  # a field inside an object: prefix the object's path
-        return f"{at.group(1)}.{named.group(1)}" if at is not None else named.group(1)
-    return at.group(1) if at is not None else None
 _EMPTY = b"{}"  # absent params
 
 
@@ -76,9 +62,9 @@ class Method(Generic[P]):
         except msgspec.ValidationError as exc:
             field = field_of(str(exc))
             raise InvalidParams(f"{self.name}: {exc}",
-                                data=None if field is None else {"field": field}) from None
+                                data={"field": "params" if field is None else field}) from None
         except msgspec.DecodeError as exc:  # only bytes from an in-process caller can be malformed
-            raise InvalidParams(f"{self.name}: params are not JSON ({exc})") from None
+            raise InvalidParams(f"{self.name}: params are not JSON ({exc})", data={"field": "params"}) from None
 
 
 class Methods:

@@ -38,7 +38,8 @@ ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 
 class EngineError(InputError):
-    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602."""
+    """A request the engine cannot apply (unknown TU, unknown task); becomes -32602 naming the
+    refused params ``field`` (issue 20: every -32602 names its field)."""
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change
@@ -72,12 +73,12 @@ class Engine:
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
             if old.project != project:
-                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}")
+                raise EngineError(f"TU {tu!r} is logged in as a {old.project} profile, not {project}", field="project")
             return old  # idempotent: Electron may repeat a login after a reconnect
         try:
             client = client_for(project)
         except KeyError:
-            raise EngineError(f"unknown project {project!r}") from None
+            raise EngineError(f"unknown project {project!r}", field="project") from None
         self._epochs += 1
         rt = TuRuntime(tu, project, client, operator, scheduler=self.scheduler,
                        factory=self.factory, rng=self.rng, decisions=self.decisions,
@@ -144,7 +145,7 @@ class Engine:
         UnknownRawEvent — nothing is changed in that case."""
         rt = self._rt(tu)
         if project != rt.project:
-            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}")
+            raise EngineError(f"TU {tu!r} is a {rt.project} profile, not {project}", field="project")
         events = rt.client.decode_event(tu, name, data)
         for event in events:
             dispatch(step, rt, event)
@@ -163,7 +164,7 @@ class Engine:
         try:
             why = CloseReason(reason)
         except ValueError:
-            raise EngineError(f"unknown close reason {reason!r}") from None
+            raise EngineError(f"unknown close reason {reason!r}", field="reason") from None
         return self.factory.close(step, self._rt(task.tu), task, why)
 
     def register_timer(self, kind: str, handler: Callable[[Step, tuple, Any], None]) -> None:
@@ -252,7 +253,7 @@ class Engine:
     def _rt(self, tu: str) -> TuRuntime:
         rt = self.tus.get(tu)
         if rt is None or not rt.logged_in:
-            raise EngineError(f"TU {tu!r} is not logged in")
+            raise EngineError(f"TU {tu!r} is not logged in", field="tu")
         return rt
 
     def open_tasks(self, tu: str | None = None) -> list[Task]:

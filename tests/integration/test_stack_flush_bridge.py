@@ -4,7 +4,7 @@ announces, and ``stack.flush`` sends them at once with the counts Electron reads
 from __future__ import annotations
 
 from bridge.client import BridgeClient
-from sidecar.protocol.answers import json_schema
+from sidecar.cli.schema import json_schema
 from tests.integration.sidecar_proc import SidecarProcess
 from tests.stack.fake_stack import StackServer
 
@@ -45,7 +45,7 @@ async def test_stack_flush_over_the_websocket(tmp_path):
 
 def test_the_schema_has_stack_flush():
     schema = json_schema()
-    assert "stack.flush" in schema["inbound"]
+    assert "in.stack.flush" in schema["$defs"]
     answer = schema["$defs"]["StackFlushAnswer"]
     assert {"acked", "failed", "pending"} <= set(answer["required"])
 

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
 def test_frozen_binary_cli(frozen):
     assert subprocess.run([frozen, "version"], capture_output=True, text=True).stdout.strip()
     schema = json.loads(subprocess.run([frozen, "schema"], capture_output=True, text=True, check=True).stdout)
-    assert "platform.event" in schema["inbound"] and "task.created" in schema["outbound"]
+    assert "in.platform.event" in schema["$defs"] and "out.task.created" in schema["$defs"]
 
 
 def _scenario(tmp_path: Path) -> Path:

@@ -21,9 +21,10 @@ def test_every_request_method_has_an_answer_schema():
     r = subprocess.run([sys.executable, "-m", "sidecar", "schema"], cwd=ROOT, capture_output=True, text=True,
                        check=True)
     schema = json.loads(r.stdout)
-    assert set(schema["answers"]) == set(INBOUND)
-    assert "platform.request" in schema["outbound_answers"]
-    assert schema["answers"]["session.login"]["$ref"].endswith("LoginAnswer")
+    defs = schema["$defs"]
+    assert {m for m in INBOUND if f"in.{m}.result" in defs} == set(INBOUND)
+    assert "out.platform.request.result" in defs
+    assert defs["in.session.login.result"]["properties"]["result"]["$ref"].endswith("LoginAnswer")
 
 
 async def test_real_answers_match_the_schema(tmp_path):
