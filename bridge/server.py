@@ -26,6 +26,8 @@ Rules / theory of operation
 * Per connection a **reader** (the websockets handler coroutine) and a **writer** task.
   The reader: answers to our own requests resolve their futures at once; ``stream.ack {seq}`` is
   handled here (``{"ok": true}`` if it was a request); malformed frames get their JSON-RPC error;
+  a frame whose decode or dispatch raises anything else is answered -32603 (a request with an id;
+  :meth:`Session.fail_frame`) — the reader never dies on one frame (issue 18 item 4);
   every other request/notification goes into one queue bounded in frames (``queue_size``) AND in
   bytes (``queue_bytes``, the raw frame sizes; a frame larger than the byte cap still goes in when
   the queue is empty).  When either is reached the reader stops reading, so a flood back-pressures
@@ -350,39 +352,45 @@ class BridgeServer:
             if len(raw) > self._max_frame:
                 session.refuse_oversized(raw, self._max_frame)
                 continue
-            try:
+            try:  # one frame's failure, whatever its class, is that frame's answer (issue 18)
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
                 msg: Any = jsonrpc.decode(raw, raw_params=self._raw_params)
             except RpcError as exc:
                 session.send(error_frame(exc.id, exc))
                 continue
-            kind = type(msg)
-            if kind is Request or kind is Notification:
-                if msg.method == "stream.ack":
-                    session.on_ack(msg)
-                elif msg.method == "auth":
-                    if kind is Request:
-                        session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
-                elif self._settled:  # closing, the worker is done: the client hears so at once
-                    self._refuse(session, msg)
-                elif self._queue.has_room(len(raw)):
-                    self._queue.put_nowait((session, msg, len(raw)))
-                elif not await self._queue.put((session, msg, len(raw)), self._closing):
-                    self._refuse(session, msg)  # closing and no room: the handler never sees it
-            elif kind is Response:
-                future = session.pending.get(msg.id)
-                if future is not None and not future.done():
-                    future.set_result(msg.result)
+            except Exception as exc:  # noqa: BLE001 — a codec bug must not end the connection
+                session.fail_frame(raw, exc)
+                continue
+            try:
+                kind = type(msg)
+                if kind is Request or kind is Notification:
+                    if msg.method == "stream.ack":
+                        session.on_ack(msg)
+                    elif msg.method == "auth":
+                        if kind is Request:
+                            session.send(error_frame(msg.id, InvalidRequest("already authenticated")))
+                    elif self._settled:  # closing, the worker is done: the client hears so at once
+                        self._refuse(session, msg)
+                    elif self._queue.has_room(len(raw)):
+                        self._queue.put_nowait((session, msg, len(raw)))
+                    elif not await self._queue.put((session, msg, len(raw)), self._closing):
+                        self._refuse(session, msg)  # closing and no room: the handler never sees it
+                elif kind is Response:
+                    future = session.pending.get(msg.id)
+                    if future is not None and not future.done():
+                        future.set_result(msg.result)
+                    else:
+                        log.debug("answer to unknown or expired request id %r", msg.id)
                 else:
-                    log.debug("answer to unknown or expired request id %r", msg.id)
-            else:
-                future = session.pending.get(msg.id)
-                error = RemoteError(msg.error.code, msg.error.message,
-                                    None if msg.error.data is UNSET else msg.error.data)
-                if future is not None and not future.done():
-                    future.set_exception(error)
-                else:
-                    log.warning("client sent an error for id %r: %s", msg.id, error)
+                    future = session.pending.get(msg.id)
+                    error = RemoteError(msg.error.code, msg.error.message,
+                                        None if msg.error.data is UNSET else msg.error.data)
+                    if future is not None and not future.done():
+                        future.set_exception(error)
+                    else:
+                        log.warning("client sent an error for id %r: %s", msg.id, error)
+            except Exception as exc:  # noqa: BLE001 — one frame never ends the connection
+                session.fail_frame(raw, exc)
 
     def _refuse(self, session: Session, msg: Any) -> None:
         """Closing: ``msg`` never reaches the handler; a request is answered NOT_BEGUN."""

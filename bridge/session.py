@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from websockets.asyncio.server import ServerConnection
@@ -33,12 +33,29 @@ from websockets.exceptions import ConnectionClosed
 
 from . import jsonrpc
 from .auth import Hello
-from .errors import AnswerTooLarge, InvalidParams, InvalidRequest, NotConnected
+from .errors import AnswerTooLarge, InternalError, InvalidParams, InvalidRequest, NotConnected
 from .stream import Delivery, OutboundStream
 
 __all__ = ["Session", "drain", "close_and_drain", "close_or_abort", "within"]
 
 log = logging.getLogger("bridge.server")
+
+
+class _Ack(msgspec.Struct):
+    """``stream.ack``'s params: ``seq`` bounded to SQLite's / msgspec's int64."""
+
+    seq: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+_ack_decoder = msgspec.json.Decoder(_Ack)
+
+
+def _ack_of(params: Any) -> int:
+    """The acked seq of ``params`` (Raw from a raw-params server, else decoded JSON; absent =
+    ``{}``); raises msgspec's ValidationError / DecodeError, or RecursionError."""
+    if isinstance(params, msgspec.Raw):
+        return _ack_decoder.decode(params).seq
+    return msgspec.convert({} if params is msgspec.UNSET else params, _Ack).seq
 
 
 class Session:
@@ -94,21 +111,35 @@ class Session:
             f" (send smaller frames)")))
 
     def on_ack(self, msg: Any) -> None:  # a Request or a Notification
-        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked."""
-        params = msg.params
-        if isinstance(params, msgspec.Raw):  # raw_params: the bridge's own method, decoded here
-            params = msgspec.json.decode(params)
-        seq = params.get("seq") if isinstance(params, dict) else None
+        """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked.
+        ``seq`` is decoded into :class:`_Ack` (an int64 >= 0): anything else — a 5,000-digit
+        integer once closed the connection with 1011 (issue 18 item 4) — is a -32602 naming
+        ``seq`` to a request, a logged warning for a notification, and releases nothing."""
         is_request = type(msg) is jsonrpc.Request
-        if type(seq) is not int or seq < 0:
+        try:
+            seq = _ack_of(msg.params)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
+            text = str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"
             if is_request:
-                self.send(jsonrpc.encode_error(msg.id, InvalidParams("stream.ack takes {seq: int >= 0}")))
+                self.send(jsonrpc.encode_error(msg.id, InvalidParams(
+                    f"stream.ack takes {{seq: int 0..2^63-1}}: {text}",
+                    data={"field": "seq"} if "seq" in text else None)))
             else:
-                log.warning("ignored malformed stream.ack %r", params)
+                log.warning("ignored malformed stream.ack: %s", text)
             return
         self.stream.ack(seq)
         if is_request:
             self.send(jsonrpc.encode_result(msg.id, {"ok": True}))
+
+    def fail_frame(self, raw: bytes, exc: Exception) -> None:
+        """A frame whose decode or dispatch raised something unexpected (a codec bug, whatever
+        its class): logged, and a request readable enough to have an id is answered -32603 —
+        the reader reads on; one frame never ends the connection (issue 18 item 4)."""
+        log.error("frame not handled: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        is_answer, msg_id = jsonrpc.head_of(raw)
+        if not is_answer and msg_id is not None:
+            self.send(jsonrpc.encode_error(msg_id, InternalError(
+                f"the frame could not be handled ({type(exc).__name__}); nothing of it was done")))
 
     def wake(self) -> None:
         """The stream grew: let the writer look."""

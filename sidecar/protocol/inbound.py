@@ -5,7 +5,10 @@ request method's params (``INBOUND``), the manage API's included.  The sidecar �
 Structs; it is the truth for the Electron team.  Unknown fields are ignored (msgspec's default),
 so Electron may send more than we read.
 
-Times on the wire are unix seconds (UTC) as floats unless a field says ISO.
+Times on the wire are unix seconds (UTC) as floats unless a field says ISO.  Every integer is
+bounded here (int64 or tighter) and every enum is a ``Literal``, so an out-of-range number or a
+list where a name goes is a -32602 naming the field, decided by msgspec before any handler runs
+(issue 18 item 4).
 """
 from __future__ import annotations
 
@@ -13,12 +16,15 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from sidecar.protocol.paging import Cursor, Limit, Weight
+from sidecar.protocol.paging import INT64_MAX, Cursor, Limit, Weight
 from sidecar.protocol.patterns import NO_CONTROL
+from sidecar.protocol.rules import Priority, RuleAction, RuleChanges, RuleConditions
 
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=NO_CONTROL)]
 Project = Literal["golden", "chathouse", "prime"]
+Int64 = Annotated[int, msgspec.Meta(ge=-INT64_MAX - 1, le=INT64_MAX)]  # SQLite's INTEGER
+Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]  # a count, a limit, a seq
 
 
 class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -140,10 +146,10 @@ class FavoriteUpdate(Params, kw_only=True):
     is_white: bool | None = None
     spend_30d_usd: float | None = None
     spend_total_usd: float | None = None
-    paid_actions: int | None = None
+    paid_actions: Count | None = None
     paid_with_bonuses_only: bool | None = None
-    chat_limit: int | None = None
-    mail_limit: int | None = None
+    chat_limit: Int64 | None = None
+    mail_limit: Int64 | None = None
     blocked_by_tu: bool | None = None
     blocked_by_ru: bool | None = None
 
@@ -156,9 +162,9 @@ class TaskClose(Params, kw_only=True):
 
 
 class StreamAck(Params, kw_only=True):
-    """Outbound frames up to ``seq`` are shown."""
+    """Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``)."""
 
-    seq: int
+    seq: Count
 
 
 class ClockAdvance(Params, kw_only=True):
@@ -230,8 +236,8 @@ class GroupFields(Params, kw_only=True, forbid_unknown_fields=True):
     start inclusive, end exclusive; both null = always), ``priority`` unique, larger wins."""
 
     name: str | Unset = UNSET
-    priority: int | Unset = UNSET
-    failed_in_row: int | None | Unset = UNSET
+    priority: Int64 | Unset = UNSET  # the manage API bounds it tighter (senders.groups.MAX_PRIORITY)
+    failed_in_row: Count | None | Unset = UNSET
     cooldown_delay_from: float | None | Unset = UNSET
     cooldown_delay_to: float | None | Unset = UNSET
     send_from_message_interval: float | None | Unset = UNSET
@@ -293,9 +299,10 @@ class SenderHistory(Params, kw_only=True):
     after_id: Cursor | None = None
     limit: Limit | None = None  # null / absent: 500
 # ---- the router's management (DESIGN §10; sidecar/app/router.py) ------------------------------
-# Field values are checked by the router itself (``sidecar.router.model.parse_rule`` /
-# ``parse_event``), whose errors name the field (-32602 with ``data.field``); unknown fields are
-# refused here.
+# The types are checked here (an enum is a Literal, an integer bounded: -32602 naming the field,
+# issue 18 item 4); the values by the router itself (``sidecar.router.model.parse_rule`` /
+# ``parse_event``: a blank name, an unknown target …), whose errors name the field too (-32602
+# with ``data.field``); unknown fields are refused here.  ``null`` is the same as absent.
 
 class RulesList(Params, kw_only=True):
     """The rules in application order (weight, then name), one page: at most ``limit`` (1..1000,
@@ -312,23 +319,23 @@ class RulesCreate(Params, kw_only=True, forbid_unknown_fields=True):
     priority_min?, payload?}, ``actions`` [{target, template?}], ``throttle_seconds``?,
     ``weight``?, ``enabled``?.  Answer ``{"ok", "rule"}``."""
 
-    name: Any = None
-    conditions: Any = None
-    actions: Any = None
-    throttle_seconds: Any = None
-    weight: Any = None
-    enabled: Any = None
+    name: str | None = None
+    conditions: RuleConditions | None = None
+    actions: list[RuleAction] | None = None
+    throttle_seconds: float | None = None
+    weight: Weight | None = None
+    enabled: bool | None = None
 
 
 class RulesPatch(Params, kw_only=True, forbid_unknown_fields=True):
     """``changes`` (any rule field but ``name``) merged over the rule ``name``."""
 
-    name: Any = None
-    changes: Any = None
+    name: str | None = None
+    changes: RuleChanges | None = None
 
 
 class RulesDelete(Params, kw_only=True, forbid_unknown_fields=True):
-    name: Any = None
+    name: str | None = None
 
 
 class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
@@ -337,7 +344,7 @@ class DeliveriesList(Params, kw_only=True, forbid_unknown_fields=True):
     default 1000).  Answer ``{"deliveries": [...], "next": seq | null}``: a page never exceeds
     the frame cap (``sidecar.protocol.paging``); pass ``next`` back as ``after_seq`` until it is null."""
 
-    status: str | None = None
+    status: Literal["pending", "delivered", "failed", "skipped", "duplicate"] | None = None
     target: str | None = None
     since: float | None = None
     after_seq: Cursor | None = None
@@ -348,13 +355,13 @@ class EventsEmit(Params, kw_only=True, forbid_unknown_fields=True):
     """Electron routes an event of its own (DESIGN §10): ``source`` (not the sidecar's own),
     ``subject``, ``action``, ``priority``?, ``payload``?, ``dedup_key``?, ``ttl_s``?."""
 
-    source: Any = None
-    subject: Any = None
-    action: Any = None
-    priority: Any = None
-    payload: Any = None
-    dedup_key: Any = None
-    ttl_s: Any = None
+    source: str | None = None
+    subject: str | None = None
+    action: str | None = None
+    priority: Priority | None = None  # null / absent: normal
+    payload: dict[str, Any] | None = None
+    dedup_key: str | None = None
+    ttl_s: float | None = None
 
 
 INBOUND: dict[str, type[Params]] = {

@@ -65,6 +65,8 @@ class Method(Generic[P]):
                                 data={"field": "params" if field is None else field}) from None
         except msgspec.DecodeError as exc:  # only bytes from an in-process caller can be malformed
             raise InvalidParams(f"{self.name}: params are not JSON ({exc})", data={"field": "params"}) from None
+        except RecursionError:  # the bridge refuses such a frame first (-32700); a caller's Raw may not
+            raise InvalidParams(f"{self.name}: params are nested too deeply", data={"field": "params"}) from None
 
 
 class Methods:

@@ -22,15 +22,17 @@ Rules / theory of operation
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from sidecar.domain.errors import InputError
 from sidecar.protocol.paging import JS_SAFE_MAX
 
-#: Priorities in order (seed 002 ``PRIORITY_ORDER``).
-PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "critical")
+from sidecar.domain.priority import Priority
+
+#: Priorities in order (seed 002 ``PRIORITY_ORDER``): the wire's Literal is the one list.
+PRIORITIES: tuple[str, ...] = get_args(Priority)
 RANK = {p: i for i, p in enumerate(PRIORITIES)}
 #: Sources the sidecar itself emits; ``events.emit`` may not impersonate them.
 OWN_SOURCES = ("markers", "tasks", "candidates", "sidecar")
@@ -159,9 +161,11 @@ def _name(v: Any, field: str) -> str:
 
 
 def _priority(v: Any, field: str) -> str:
+    """``v`` if it names a priority.  A list or an object is refused like any other non-name
+    (``v in RANK`` raised TypeError on one — issue 18 item 4: -32603)."""
     if v is None:
         raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)} (null given)")
-    if v not in RANK:
+    if not isinstance(v, str) or v not in RANK:
         raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)}, not {v!r}")
     return str(v)
 

@@ -205,3 +205,39 @@ async def test_far_future_advance_is_cut_off_and_other_frames_are_served(tmp_pat
         assert status["now"] == reached and "g-1" in status["tus"]
         await c.call("clock.advance_to", {"t": reached + 60})  # the client continues in steps
         await c.close()
+
+
+async def test_the_fuzzers_finds_are_invalid_params_naming_the_field_and_the_connection_lives(tmp_path):
+    """Issue 18 item 4: a list or object ``priority`` (``events.emit``), ``priority_min: []``
+    (``rules.create``) answered -32603; a 5,000-digit ``stream.ack`` seq closed the connection
+    with 1011.  Each is a -32602 naming the field, and the same connection serves on."""
+    huge = "9" * 5000
+    frames = [
+        ('{"jsonrpc":"2.0","id":1,"method":"events.emit","params":{"source":"ui","subject":"s",'
+         '"action":"a","priority":["high"]}}', "priority"),
+        ('{"jsonrpc":"2.0","id":2,"method":"events.emit","params":{"source":"ui","subject":"s",'
+         '"action":"a","priority":{"level":"high"}}}', "priority"),
+        ('{"jsonrpc":"2.0","id":3,"method":"rules.create","params":{"name":"r",'
+         '"conditions":{"priority_min":[]},"actions":[{"target":"audit"}]}}', "conditions.priority_min"),
+        ('{"jsonrpc":"2.0","id":4,"method":"stream.ack","params":{"seq":%s}}' % huge, "seq"),
+        ('{"jsonrpc":"2.0","id":5,"method":"stream.ack","params":{"seq":-1}}', "seq"),
+    ]
+    async with SidecarProcess(tmp_path) as sc:
+        async with connect(f"ws://127.0.0.1:{sc.port}/", max_size=None) as ws:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "auth",
+                                      "params": {"token": sc.token}}))
+            assert json.loads(await ws.recv())["result"]["ok"] is True
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "clock.advance_to",
+                                      "params": {"t": T0}}))
+            assert "result" in json.loads(await ws.recv())
+            for frame, field in frames:
+                await ws.send(frame)
+                reply = json.loads(await ws.recv())
+                assert reply["error"]["code"] == -32602, (frame[:80], reply)
+                assert reply["error"]["data"]["field"] == field, reply
+            # the same as a notification: nothing to answer, and the reader lives on
+            await ws.send('{"jsonrpc":"2.0","method":"stream.ack","params":{"seq":%s}}' % huge)
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "status", "params": {}}))
+            assert json.loads(await ws.recv())["result"]["protocol"] == 1
+            assert ws.close_code is None
+        assert await sc.stop() == 0
