@@ -5,7 +5,7 @@ run (:mod:`bench.limits`), as a ratio — so the figures hold on any machine, bu
 1. limits: bare websockets echo round trips/s (p50 / p99), raw sqlite3 commits/s, bare httpx
    POST/s to a loopback server;
 2. engine alone (in-process, no sockets, no SQLite): events/s (wall and per CPU second), under
-   the serving GC policy and without it (:mod:`sidecar.gcpolicy`);
+   the serving GC policy and without it (:mod:`sidecar.cli.gcpolicy`);
 3. bridge: ``platform.event`` sequential round trips/s ÷ echo round trips/s; pipelined;
 4. store: one 3-op step committed/s ÷ raw sqlite3 commits/s;
 5. latency: p50 / p95 / p99 ``platform.event`` → ``task.created`` at 1,000 ev/s on the wall clock,
@@ -47,12 +47,12 @@ STACK_TARGET = 5500  # Stack requests per 8-hour shift
 def engine_only(n: int, gc_policy: bool = True) -> dict:
     """The engine in-process (the unit tests' driver: no sockets, no SQLite): ``n`` chat
     messages from new RUs, each a step that creates an Unanswered task.  ``gc_policy``: run
-    under the serving sidecar's collector settings (:mod:`sidecar.gcpolicy`), restored after.
+    under the serving sidecar's collector settings (:mod:`sidecar.cli.gcpolicy`), restored after.
     ``eps`` is wall-clock events/s, ``cpu_eps`` per CPU second of this process (steadier on a
     shared machine)."""
     import gc
 
-    from sidecar import gcpolicy
+    from sidecar.cli import gcpolicy
     from tests.sidecar.driver import Driver
     d = Driver(lambda tu, m, p: {"dialogs": [], "mails": []}, seed=1)
     t0 = 1796025600.0

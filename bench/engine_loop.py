@@ -37,7 +37,7 @@ def main() -> None:
     d.login("c-tu-1", "chathouse")
     if mode == "gc":
         try:
-            from sidecar import gcpolicy
+            from sidecar.cli import gcpolicy
             gcpolicy.apply()
         except ImportError:  # older trees have no serving GC policy
             pass

@@ -21,7 +21,7 @@ What is recorded (lists; the k-th entry of a per-event list belongs to the k-th
   ``start`` is a WAL catch-up's wait: :mod:`sidecar.store.writer`) and ``thread_cpu`` (its CPU
   seconds: the rest of ``thread`` is waiting — for the GIL, a CPU, the disk), ``end`` (back on
   the loop), ``ops``;
-* per group handed to :class:`sidecar.step_groups.StepGroups`: its size;
+* per group handed to :class:`sidecar.app.step_groups.StepGroups`: its size;
 * ``gc``: ``(start, duration, generation, collected, CPU seconds)`` of every collection
   (``gc.callbacks``), and the tracked objects per generation at exit;
 * ``threads``: CPU seconds (user + system) per native thread when the store began to close,
@@ -108,7 +108,7 @@ def install(out: Path) -> Probe:
 
     from bridge.inbound import InboundQueue
     from bridge.server import BridgeServer
-    from sidecar.step_groups import StepGroups
+    from sidecar.app.step_groups import StepGroups
     from sidecar.store import db as dbmod
     from sidecar.store import writer as wmod
 
@@ -215,7 +215,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m bench.stage_probe OUT.json serve [sidecar serve options]", file=sys.stderr)
         return 2
     install(Path(argv[0]))
-    from sidecar.cli import main as sidecar_main
+    from sidecar.cli.main import main as sidecar_main
     profile = os.environ.get("BENCH_PROFILE")  # a path: cProfile the whole serve into it
     if not profile:
         return sidecar_main(argv[1:])

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidecar.domain.tasks import Task, TaskType  # noqa: E402
 from sidecar.router.model import Delivery  # noqa: E402
-from sidecar.router.storage import PutDelivery  # noqa: E402
+from sidecar.router.ops import PutDelivery  # noqa: E402
 from sidecar.store import PutState, PutTask, Store  # noqa: E402
 from sidecar.store.ops import compile_ops  # noqa: E402
 

@@ -26,7 +26,7 @@ Rules / theory of operation
 * ``decode(frame, raw_params=True)`` leaves a call's ``params`` undecoded, as a
   :class:`msgspec.Raw` slice of the frame (still checked to be an object or array, with the same
   error), so the receiver decodes them **once**, straight into the method's own type (msgspec's
-  "decode the envelope with ``Raw``, then the payload" pattern; :mod:`sidecar.methods`).
+  "decode the envelope with ``Raw``, then the payload" pattern; :mod:`sidecar.protocol.methods`).
 * ``id`` may be ``null`` in a request (JSON-RPC discourages it but allows it); the answer then
   carries ``"id": null`` too.
 * Encoding: ``params`` / ``result`` may be anything msgspec encodes (Structs, dicts, lists,

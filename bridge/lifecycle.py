@@ -8,7 +8,7 @@ hook it installed before returning (so it can be awaited again, e.g. in tests):
 * ``"signal:SIGTERM"`` / ``"signal:SIGINT"`` / ``"signal:SIGHUP"`` — handlers are installed on the running loop with
   ``loop.add_signal_handler`` (main thread only; Unix).  After the wait ends the default
   dispositions are restored.  ``signals=False`` leaves the signals alone: ``sidecar serve`` owns
-  them for the whole process (``sidecar.stop_guard``), because restoring the defaults opens a
+  them for the whole process (``sidecar.cli.stop_guard``), because restoring the defaults opens a
   window in which a second signal kills or hangs a process that is shutting down (issue 7).
 * ``"stdin-eof"`` — Electron spawns the sidecar with a pipe on stdin and never writes to it; when
   Electron dies, however it dies, the kernel closes the pipe and the read returns EOF.  Watched

@@ -10,7 +10,7 @@ Rules / theory of operation
   in arrival order.  Absent ``params`` are passed as ``{}``.  With ``raw_params=True`` the
   handler gets them undecoded instead, as a :class:`msgspec.Raw` (absent: ``Raw(b"{}")``), so the
   application decodes each method's params once, straight into its own type
-  (:mod:`sidecar.methods`); the bridge's own ``auth`` and ``stream.ack`` are decoded here.  A request is answered with the
+  (:mod:`sidecar.protocol.methods`); the bridge's own ``auth`` and ``stream.ack`` are decoded here.  A request is answered with the
   returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
   exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
   of notifications are only logged.

@@ -2,7 +2,7 @@
 import multiprocessing
 import sys
 
-from sidecar.cli import main
+from sidecar.cli.main import main
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()

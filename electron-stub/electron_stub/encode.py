@@ -30,7 +30,7 @@ Rules / theory of operation
   ========================  ==================================  ===================================  ==============================
 
 * A block/unblock by the TU, a ``favorite`` line and a ``limits`` line are ``favorite.update``
-  frames (``sidecar.protocol.FavoriteUpdate`` keys).  ``online`` lines have no frame: the sidecar
+  frames (``sidecar.protocol.inbound.FavoriteUpdate`` keys).  ``online`` lines have no frame: the sidecar
   learns online state from its polls.  Lines that are not world events give no frame.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Notes for Electron as the domain states them (DESIGN §4 "sidecar → Electron"): frozen values a
 step records (``step.notify(method, note)``); the app turns each into its wire Struct
-(:mod:`sidecar.protocol`) only when it sends it, so the core never imports the wire format.
+(:mod:`sidecar.protocol.inbound`) only when it sends it, so the core never imports the wire format.
 
 Every instant is unix seconds (UTC).  A note is a snapshot taken when the step decided it: a task
 created and superseded in one step is announced as it was created.

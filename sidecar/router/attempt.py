@@ -29,7 +29,7 @@ Rules / theory of operation
 * A row whose 5th attempt was claimed but never settled (a crash) is ``failed`` there too:
   five attempts is the bound even across restarts.  Otherwise the attempt is **claimed**
   (:class:`~.storage.ClaimDelivery`: attempts + 1, retry time already on the ladder) and
-  committed before any byte is sent (durability: :mod:`.storage`).
+  committed before any byte is sent (durability: :mod:`.ops`).
 * After the attempt, :meth:`Attempts.finish` turns the channel's :class:`Outcome` into the row's
   next state (:func:`after`) and reports it to health — "delivered", "failed, retryable" or
   "failed, terminal", with ``final`` set on a delivery's last attempt
@@ -45,9 +45,9 @@ Rules / theory of operation
   history) and router events to emit (``sidecar/sender/...``).  Recording the outcome
   (:meth:`Attempts.settle`, pure) and telling health (:meth:`Attempts.report`, which may raise)
   are separate calls, so the pump records every outcome of a round even when health fails on
-  one of them (:mod:`.pump`).  :class:`AlwaysOpen` is the
+  one of them (:mod:`.io.pump`).  :class:`AlwaysOpen` is the
   default until sender health exists: always yes, reports nothing.
-* Pure: no clock, no I/O; the pump (:mod:`.pump`) commits what these return.
+* Pure: no clock, no I/O; the pump (:mod:`.io.pump`) commits what these return.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ import msgspec
 from sidecar.store.ops import Op, register
 
 from .model import Delivery, Event, Status
-from .storage import ClaimDelivery, SettleDelivery
+from .ops import ClaimDelivery, SettleDelivery
 
 #: Seconds before retry 1, 2, 3, 4 (seed 002 ``RETRY_DELAYS``).
 LADDER: tuple[float, ...] = (30.0, 120.0, 600.0, 1800.0)

@@ -30,8 +30,9 @@ from sidecar.store.ops import Op
 
 from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
-from .route import Ahead, Routing, RouterState, _route, make_prefix, route
-from .storage import DeleteRule, PutRule
+from .state import Ahead, Routing, RouterState, make_prefix
+from .route import _route, route
+from .ops import DeleteRule, PutRule
 
 UNREACHABLE_AFTER_S = 300.0  # DESIGN §10: 5 min of unacknowledged due Stack writes
 MAX_RULE_BYTES = 256 * 1024  # one rule as JSON (50 actions of 4096-char templates fit unescaped)

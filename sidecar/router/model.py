@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from sidecar.paging import JS_SAFE_MAX
+from sidecar.protocol.paging import JS_SAFE_MAX
 
 #: Priorities in order (seed 002 ``PRIORITY_ORDER``).
 PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "critical")

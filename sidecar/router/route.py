@@ -1,22 +1,11 @@
-"""Routing an event into delivery rows: matching rules, dedup, throttle (DESIGN §10; seed 002
+"""Routing an event into delivery rows: dedup, throttle, fan-out over the matching rules (DESIGN §10; seed 002
 ``ingest``, ``_rule_matches``, ``_payload_matches``, ``_throttled``, ``DEDUP_WINDOW_SECONDS``,
 ``ROUTING_MATCH_MODE``).
 
 Rules / theory of operation
 ---------------------------
-* A rule matches when it is enabled and every condition it sets holds:
-  ``source`` equal (None = any); ``subjects`` / ``actions`` contain the event's (empty = any);
-  the event's priority ranks at least ``priority_min`` (low < normal < high < critical);
-  ``payload``: for every key of the condition the event's payload HAS that key (a missing key
-  does not match, even against a ``null`` condition) and its value equals the condition's — or,
-  when the condition's value is a list, equals one of its items (any-of, "host melody or pilar").
-  Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
-* Order: by ``weight`` (smaller first), then by name, so the order never depends on when a rule
-  was created or loaded.
-* Match mode ``all`` (default): every matching rule adds its deliveries; ``first``: only the first
-  matching rule by that order (seed 002 ``routing_match_mode``).
-* The built-in Stack route is not a rule: :func:`stack_route` says whether an event goes to
-  ``stack`` regardless of rules, mode and throttles (Alertmanager's root route).
+* Which rules match an event, in which order, and the built-in Stack route:
+  :mod:`sidecar.router.matching`.
 * Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :class:`RouterState` and
   returns a :class:`Routing` (the new rows and the state changes) without changing anything.
   The step adds ``routing.ops()`` to its transaction; only after that commit does the runtime
@@ -32,10 +21,7 @@ Rules / theory of operation
   passes an :class:`Ahead`, which merges each routing as it is appended, so the k-th step of a
   group reads one merged view instead of re-merging the k-1 before it (a wall-clock group of a
   few hundred queued events was quadratic; issue 11); any other sequence is merged per call.
-* Event ids are ``<prefix><seq>``: ``prefix`` names the data dir (:func:`make_prefix`, drawn
-  once when the dir is first used and stored by the runtime), ``seq`` is persisted (``meta`` key
-  :data:`SEQ_KEY`), so ids never repeat across restarts or shift changes.  Delivery ids are
-  ``<event_id>.<n>`` (n = position in the event's fan-out), the stable ``webhook-id``.
+* Event ids: :mod:`sidecar.router.state`.
 * **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
   ago (default 24 h; the window runs from the accepted event, duplicates do not extend it; at
   exactly the window's end the key is accepted again) is a duplicate: each delivery it would
@@ -55,215 +41,13 @@ Rules / theory of operation
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, overload
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
-import msgspec
-
-from sidecar.core.rng import KeyedRandom
-from sidecar.store.ops import Op, PutMeta
-
-from .model import RANK, STACK_SOURCES, STACK_TARGET, Delivery, Event, Rule, Status
+from .model import STACK_TARGET, Delivery, Event, Rule, Status
 from .budget import EventWork
 from .render import TemplateFailure, message_for
-from .storage import PutDedup, PutDelivery, PutThrottle
-
-# ---- matching (seed 002 ``_rule_matches``, ``_payload_matches``, ``ROUTING_MATCH_MODE``) -------
-
-MATCH_MODES = ("all", "first")
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: bools are not numbers, ints equal floats of the same value."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return bool(a == b)
-
-
-def payload_matches(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    """Top-level exact match; a list in ``wanted`` means any-of; a missing key never matches."""
-    for key, expected in wanted.items():
-        if key not in payload:
-            return False
-        allowed = expected if isinstance(expected, list) else [expected]
-        if not any(_same(payload[key], v) for v in allowed):
-            return False
-    return True
-
-
-def rule_matches(rule: Rule, event: Event) -> bool:
-    if not rule.enabled:
-        return False
-    c = rule.conditions
-    if c.source is not None and c.source != event.source:
-        return False
-    if c.subjects and event.subject not in c.subjects:
-        return False
-    if c.actions and event.action not in c.actions:
-        return False
-    if c.priority_min is not None and RANK.get(event.priority, 0) < RANK[c.priority_min]:
-        return False
-    return payload_matches(event.payload, c.payload)
-
-
-def ordered(rules: Iterable[Rule]) -> list[Rule]:
-    """Rules in application order: weight, then name."""
-    return sorted(rules, key=lambda r: (r.weight, r.name))
-
-
-def matching(rules: Sequence[Rule], event: Event, mode: str = "all") -> list[Rule]:
-    """The rules that apply to ``event`` under match ``mode`` (``all`` | ``first``), in order.
-    Raises ``ValueError`` for an unknown mode."""
-    if mode not in MATCH_MODES:
-        raise ValueError(f"match mode must be 'all' or 'first', not {mode!r}")
-    hits = [r for r in ordered(rules) if rule_matches(r, event)]
-    return hits[:1] if mode == "first" else hits
-
-
-def stack_route(event: Event) -> bool:
-    """The built-in route: ``markers``/``tasks``/``candidates`` events that carry a Stack write."""
-    return event.source in STACK_SOURCES and event.write is not None
-
-
-# ---- routing ----------------------------------------------------------------------------------
-
-DEFAULT_DEDUP_WINDOW_S = 86400.0
-SEQ_KEY = "router.next_seq"
-PREFIX_KEY = "router.prefix"
-
-
-@dataclass(slots=True)
-class RouterState:
-    """The router's in-memory state (loaded at start from :mod:`.storage`)."""
-
-    prefix: str  # event id prefix of this data dir, e.g. "ev-3f9a-"
-    rules: dict[str, Rule] = field(default_factory=dict)  # name -> rule
-    dedup: dict[tuple[str, str], float] = field(default_factory=dict)  # (source, key) -> accepted at
-    last_real: dict[tuple[str, str], float] = field(default_factory=dict)  # (channel, target) -> at
-    seq: int = 1  # next event number
-    match_mode: str = "all"
-    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
-    # (rules key, ordered rules, reachable sources) of :meth:`plan`; never compared or copied
-    _plan: Any = field(default=None, init=False, repr=False, compare=False)
-
-    @classmethod
-    def restore(cls, prefix: str, loaded: Any, *, match_mode: str = "all",
-                dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S) -> "RouterState":
-        """The state after a start: ``loaded`` is :func:`sidecar.router.storage.load`'s answer."""
-        return cls(prefix=prefix, rules=dict(loaded.rules), dedup=dict(loaded.dedup),
-                   last_real=dict(loaded.last_real), seq=loaded.next_seq, match_mode=match_mode,
-                   dedup_window_s=dedup_window_s)
-
-    def apply(self, routing: "Routing") -> None:
-        """Evolve after the routing's ops were committed."""
-        if routing.dedup:
-            self.dedup.update(routing.dedup)
-        if routing.last_real:
-            self.last_real.update(routing.last_real)
-        if routing.next_seq > self.seq:
-            self.seq = routing.next_seq
-        if routing.prefix is not None:
-            self.prefix = routing.prefix
-
-    def plan(self) -> "tuple[list[Rule], frozenset[str]]":
-        """The rules in application order and the Stack sources no enabled rule can reach
-        (their writes take :func:`route`'s direct path; none when a rule has no ``source``
-        condition), worked out once per rule set — not per routing (issue 11 item 5).
-        Recomputed whenever ``rules`` holds other values (a rule created, patched, deleted or
-        the dict replaced)."""
-        key = tuple(self.rules.values())
-        cached = self._plan
-        if cached is not None and cached[0] == key:  # identity per rule: frozen values
-            return cached[1], cached[2]
-        rules = ordered(key)
-        enabled = [r.conditions.source for r in rules if r.enabled]
-        direct = frozenset() if None in enabled else frozenset(STACK_SOURCES).difference(enabled)
-        self._plan = (key, rules, direct)
-        return rules, direct
-
-    def prune(self, now: float) -> None:
-        """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
-        for k in [k for k, at in self.dedup.items() if now >= at + self.dedup_window_s]:
-            del self.dedup[k]
-
-
-class Routing(msgspec.Struct):
-    """What :func:`route` decided: new rows and state changes (apply after commit).
-
-    A msgspec Struct built positionally, not a frozen dataclass: one is made per step, and a
-    frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) or a Python
-    ``__init__`` cost 3–5 k instructions of it (issue 11 item 5).  Treat it as read-only once
-    :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
-    ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
-    made, not on every read."""
-
-    now: float
-    deliveries: tuple[Delivery, ...]
-    event_ids: tuple[str, ...]  # one per routed event, in order
-    dedup: dict[tuple[str, str], float]
-    last_real: dict[tuple[str, str], float]
-    next_seq: int
-    prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
-    pending: tuple[Delivery, ...] = ()  # the rows created pending, in order
-    channels: frozenset[str] = frozenset()  # the channels of the pending rows
-
-    def ops(self) -> list[Op]:
-        """The store ops of this routing, for the step's transaction: the rows, the prefix
-        when drawn, dedup keys, throttle windows, the next event number."""
-        if not self.event_ids:
-            return []
-        # map and plain loops, no comprehensions: each of those is a function call on 3.11
-        out: list[Op] = list(map(PutDelivery, self.deliveries))
-        if self.prefix is not None:
-            out.append(PutMeta(PREFIX_KEY, self.prefix))
-        if self.dedup:
-            for (src, key), at in self.dedup.items():
-                out.append(PutDedup(src, key, at))
-        for (ch, tgt), at in self.last_real.items():
-            out.append(PutThrottle(ch, tgt, at))
-        out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
-        return out
-
-
-class Ahead(Sequence[Routing]):
-    """The open commit group's routings, decided and not applied, in order (module rules,
-    "Ahead of the state"), with their dedup keys, throttle instants and next event number
-    merged as each is appended.  The runtime appends every routing of the group to it."""
-
-    __slots__ = ("_routings", "dedup", "last_real", "next_seq")
-
-    def __init__(self) -> None:
-        self._routings: list[Routing] = []
-        self.dedup: dict[tuple[str, str], float] = {}  # every routing's, later ones winning
-        self.last_real: dict[tuple[str, str], float] = {}
-        self.next_seq = 0  # the highest next_seq of them (0: none)
-
-    def append(self, routing: Routing) -> None:
-        self._routings.append(routing)
-        self.dedup.update(routing.dedup)
-        self.last_real.update(routing.last_real)
-        self.next_seq = max(self.next_seq, routing.next_seq)
-
-    def __len__(self) -> int:
-        return len(self._routings)
-
-    @overload
-    def __getitem__(self, i: int) -> Routing: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Routing]: ...
-
-    def __getitem__(self, i: int | slice) -> Routing | Sequence[Routing]:
-        return self._routings[i]
-
-
-def make_prefix(rng: KeyedRandom, created_at: float) -> str:
-    """The event-id prefix of a data dir: a keyed draw over (deployment seed, the instant the dir
-    was first used, unix seconds), made once and stored by the runtime — two data dirs (a shift
-    change on a fresh machine) never share ids, and a replay re-derives the same prefix."""
-    return f"ev-{int(rng.unit('router', 'prefix', repr(created_at)) * (1 << 32)):08x}-"
-
+from .matching import MATCH_MODES, rule_matches, stack_route
+from .state import Ahead, RouterState, Routing
 
 def route(state: RouterState, events: Sequence[Event], now: float,
           targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:

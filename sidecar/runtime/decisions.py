@@ -27,7 +27,7 @@ Rules / theory of operation
 * Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
   tasks (Stack keeps the task history), run at every login and once a day.
 * Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
-  RU`` (:mod:`sidecar.why_cli`) reads the data dir.  Each row carries ``text``, a sentence a shift
+  RU`` (:mod:`sidecar.cli.why`) reads the data dir.  Each row carries ``text``, a sentence a shift
   lead can read without knowing the code (:func:`explain`).
 """
 from __future__ import annotations

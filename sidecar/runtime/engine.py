@@ -3,7 +3,7 @@
 Rules / theory of operation
 ---------------------------
 * Sans-I/O: every public method takes a :class:`~sidecar.services.base.Step` and writes effects
-  into it; the application (``sidecar/app.py``) commits, notifies and performs requests.
+  into it; the application (``sidecar/app/root.py``) commits, notifies and performs requests.
 * Inputs: ``login``/``logout``, ``platform_event`` (raw → domain events by the project's client),
   ``favorite_update``, ``task_close``, ``fire`` (one due timer), ``request_done``.
 * Timer keys are ``(tu, kind, ...)``: ``deadline`` goes to the Task Factory, any other ``kind`` is

@@ -22,17 +22,12 @@ Rules / theory of operation
   rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
   that chain from history.
 * Only favorites Stack lists as active get chains or reminders (DESIGN §6).
-* After the boundary the pair moves, without a gap, to the plain check ("over 60 min"): active
-  favorite, TU wrote last, last contact older than 60 min, chat limit on Chathouse/Prime; checked
-  at once when online, else on the RU's next appearance; and on every pass, since seed 003 checks
-  the condition "прямо в цих проходах онлайну".  Decision (DESIGN §7): after a Follow-up for the
-  pair closes, it is eligible again only 60 min later.
+* After the boundary: the plain check ("over 60 min") and Chathouse notifications are
+  :mod:`sidecar.services.follow_up_plain`'s.
 * Last contact: Chathouse/Prime from the online pass's dialog rows (no extra request); Golden by
   ``chat_history`` for online RU ids only when unknown, then kept current by socket events.  It is
   durable (service state ``contact``): a restarted sidecar judges "over 60 min" exactly as one that
   never stopped; a fresh machine learns it again from the passes / chat history.
-* Chathouse ``new_notification`` ONLINE_NOW / RECENT_PURCHASE: the same final check, no chain
-  state, and only for a dialog that is not being worked (no open task, no live chain).
 * Final check before the Task Factory (:func:`~sidecar.services.follow_up_checks.final_check`):
   a favorite, active, not white, online, no block, no stronger (or the same) chat task open for
   the pair, Chathouse/Prime chat limit — an unknown limit counts as absent (``limit_unknown``)
@@ -54,6 +49,7 @@ from sidecar.runtime.factory import Candidate, Refused
 from sidecar.domain.notes import ChainAttempt
 from sidecar.services import chain as ch
 from sidecar.services.base import Request, Service, Step
+from sidecar.services.follow_up_plain import PlainChecks
 from sidecar.services.follow_up_checks import STRONGER, Contact, chain_allowed, final_check, no_chain_reason, parse_history
 from sidecar.stack.writes import followup_chat_key
 
@@ -61,10 +57,9 @@ log = logging.getLogger("sidecar.follow_up_message")
 
 MARKER = "followUpChat"
 CONTACT = "contact"  # durable service-state scope: ru -> [last_from, last_at, last_tu_at]
-PLAIN_COOLDOWN_S = 3600.0  # DESIGN §7 decision: eligible again 60 min after a Follow-up closed
 
 
-class FollowUpMessageService(Service):
+class FollowUpMessageService(PlainChecks, Service):
     name = "follow_up_message"
 
     def __init__(self, tu) -> None:
@@ -341,41 +336,6 @@ class FollowUpMessageService(Service):
         step.notify("chain.attempt", ChainAttempt(tu=self.tu.tu, ru=ru, step=chain.step,
                                                   chance=chance, hit=hit, outcome=outcome,
                                                   at=step.now))
-
-    # checks -----------------------------------------------------------------------------------
-    def _plain_prefilter(self, ru: str) -> bool:
-        return chain_allowed(self.tu.favorites.get(ru))
-
-    def _plain_check(self, step: Step, ru: str) -> None:
-        """The "over 60 min" condition (seed 004 "Після 60 хв")."""
-        rt = self.tu
-        if not rt.inbox_synced or ru in self.pool or ru not in rt.online or not self._plain_prefilter(ru):
-            return
-        c = self.contact.get(ru)
-        if c is None or c.last_from != "tu" or c.last_at is None:
-            return
-        if step.now - c.last_at <= ch.BOUNDARY_S:
-            return
-        last = rt.last_task(ru, TaskType.FOLLOW_UP_MESSAGE.value)
-        if last is not None:
-            if last.closed_at is None or step.now - last.closed_at < PLAIN_COOLDOWN_S:
-                return
-        if (reason := final_check(self.tu, ru)) is not None:
-            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "over_60m", reason)
-            return
-        rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "over_60m"))
-
-    def _notification(self, step: Step, ru: str) -> None:
-        rt = self.tu
-        if ru in self.pool or rt.factory.open_of_pair(rt.tu, ru):
-            # "якщо діалог уже ведеться — нічого"
-            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification",
-                           "dialog_in_progress")
-            return
-        if (reason := final_check(self.tu, ru)) is not None:
-            record_outcome(step, rt, ru, TaskType.FOLLOW_UP_MESSAGE, "notification", reason)
-            return
-        rt.propose(step, Candidate(TaskType.FOLLOW_UP_MESSAGE, ru, "notification"))
 
     def _contact(self, step: Step, ru: str, who: str, at: float | None) -> None:
         """A chat message either way at ``at``."""

@@ -1,5 +1,5 @@
 """Stack sync: HTTP client and write builders (DESIGN §9, §10); the writes are delivered by the
-router's ``stack`` channel (:mod:`sidecar.router.channels`, :mod:`sidecar.router.pump`).
+router's ``stack`` channel (:mod:`sidecar.router.io.channels`, :mod:`sidecar.router.io.pump`).
 
 The HTTP client (httpx, asyncio) is imported on first use: the sans-I/O services
 import ``sidecar.stack.writes`` and must not pull them in (tests/test_imports.py)."""

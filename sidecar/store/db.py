@@ -39,7 +39,7 @@ Rules / theory of operation
 * **Closing, and a close that is abandoned.**  The loop's connection closes first, at once (it is
   never the last one, so it does not checkpoint).  :meth:`close` queues the close on aiosqlite's
   connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
-  ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.aio.bounded`).  Abandoning
+  ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.app.aio.bounded`).  Abandoning
   it loses nothing that was committed: in WAL mode a transaction is committed once its commit
   frame is in ``sidecar.db-wal`` — before COMMIT returns, on the OS's page cache with
   ``synchronous=NORMAL`` (survives the process ending, as here, or crashing) and fsynced with
@@ -49,7 +49,7 @@ Rules / theory of operation
   non-daemon thread, which the interpreter joins at exit, so an abandoned close kept the process
   alive until the thread's work ended — past the 2 s exit promise (the "shut down cleanly, still
   running" flake; ``tests/store/test_close_abandoned.py`` proves both halves).  ``sidecar
-  serve`` also never closes its event loop under an abandoned close (:mod:`sidecar.aio`).
+  serve`` also never closes its event loop under an abandoned close (:mod:`sidecar.app.aio`).
 """
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ class Store:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a reader ``fn(sqlite3.Connection, *args)`` of a process-wide component (its own
-        tables, e.g. :mod:`sidecar.router.storage`) on the connection thread; errors as above."""
+        tables, e.g. :mod:`sidecar.router.io.storage`) on the connection thread; errors as above."""
         return await self._run(fn, *args)
 
     # ------------------------------------------------------------------ writes

@@ -30,7 +30,7 @@ Schema v2: the decision log
   outcome, chain miss or chain removal; ``detail`` JSON; read per pair in (``at``, ``id``) order,
   pruned by ``at`` after 7 days.
 
-Schema v3: the router (DESIGN §10, :mod:`sidecar.router.storage`)
+Schema v3: the router (DESIGN §10, :mod:`sidecar.router.io.storage`)
 ------------------------------------------------------------------
 * ``router_rules`` — one row per rule, by ``name``; conditions and actions as JSON.
 * ``deliveries`` — one row per delivery (the audit, ``deliveries.list``): ``seq`` orders rows

@@ -5,7 +5,7 @@ Rules / theory of operation
 * A runtime step (one event or one timer, handled by the sans-I/O services) produces a list of ops;
   :meth:`Store.commit` applies the whole list in **one** transaction, so a step is either fully on
   disk or not at all.  A marker change and the router's pending ``stack`` delivery that tells
-  Stack about it (:mod:`sidecar.router.storage`) are two ops of the same list, which is how
+  Stack about it (:mod:`sidecar.router.io.storage`) are two ops of the same list, which is how
   "applied locally and enqueued in the same transaction" (§9) holds.
 * Ops are frozen msgspec Structs in a tagged union (tag = class name), so a step can itself be
   encoded, logged or replayed.  Times are unix seconds UTC floats; ``value``/``data`` are any
@@ -258,7 +258,7 @@ _COMPILERS: dict[type, tuple[str, Callable[[Any], tuple]]] = {
 
 def register(op_type: type, sql: str, params: Callable[[Any], tuple]) -> None:
     """Add the op of a process-wide component (DESIGN §13: the router's tables are its own,
-    ``sidecar.router.storage``): ``params(op)`` gives the row for ``sql``.  Registering the same
+    ``sidecar.router.io.storage``): ``params(op)`` gives the row for ``sql``.  Registering the same
     type again replaces its entry (a module reload)."""
     if not (isinstance(op_type, type) and issubclass(op_type, Op)):
         raise TypeError(f"{op_type!r} is not an Op subclass")

@@ -163,7 +163,7 @@ def _outcome(frame, **kw):
 @settings(max_examples=300, deadline=None)
 @given(_members)
 def test_raw_params_decode_like_typed_params_only_later(obj):
-    """``raw_params=True`` (decode once, sidecar.methods) classifies every frame as the typed
+    """``raw_params=True`` (decode once, sidecar.protocol.methods) classifies every frame as the typed
     decoder does, with the same errors; a call's params are the same JSON, still undecoded."""
     frame = msgspec.json.encode(obj)
     typed, raw = _outcome(frame), _outcome(frame, raw_params=True)
@@ -191,7 +191,7 @@ def test_raw_params_refuse_a_scalar_with_the_typed_error(params):
 
 def test_raw_params_leave_a_number_out_of_range_to_the_method():
     """The one difference: the typed envelope parses every number, Raw does not; the method's
-    decoder then refuses it (-32602, sidecar.methods) — still before anything is handled."""
+    decoder then refuses it (-32602, sidecar.protocol.methods) — still before anything is handled."""
     frame = b'{"jsonrpc":"2.0","id":9,"method":"a","params":{"x":1e999}}'
     msg = jsonrpc.decode(frame, raw_params=True)
     assert isinstance(msg, Request) and isinstance(msg.params, msgspec.Raw)

@@ -24,7 +24,7 @@ AUTH = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"toke
 
 
 class App:
-    """A handler like sidecar/app.py's: records what it handles, in order."""
+    """A handler like sidecar/app/root.py's: records what it handles, in order."""
 
     def __init__(self):
         self.server: BridgeServer | None = None
@@ -522,7 +522,7 @@ async def test_cutting_off_a_client_that_does_not_read_logs_no_concurrency_error
     assert "ConcurrencyError" not in caplog.text and "Traceback" not in caplog.text
 
 
-# ---- raw params (decode once, sidecar.methods) ---------------------------------------------
+# ---- raw params (decode once, sidecar.protocol.methods) ---------------------------------------------
 
 
 async def test_raw_params_reach_the_handler_undecoded_and_the_bridge_methods_still_work(start):

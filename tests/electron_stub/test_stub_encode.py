@@ -152,7 +152,7 @@ def test_block_by_ru_is_the_platform_event(project, name, kind):
 def test_block_by_tu_favorite_and_limits_are_favorite_updates():
     import msgspec
 
-    from sidecar.protocol import FavoriteUpdate
+    from sidecar.protocol.inbound import FavoriteUpdate
 
     for kind, kw, want in [("block", {"by": "tu"}, {"blocked_by_tu": True}),
                            ("unblock", {"by": "tu"}, {"blocked_by_tu": False}),

@@ -17,12 +17,12 @@ from electron_stub.machine import MachineError
 from electron_stub.replay import Replay
 
 try:
-    import sidecar.app  # noqa: F401
+    import sidecar.app.root  # noqa: F401
     HAVE_SIDECAR = True
 except Exception:  # noqa: BLE001 - being written in parallel
     HAVE_SIDECAR = False
 
-needs_sidecar = pytest.mark.skipif(not HAVE_SIDECAR, reason="sidecar runtime (sidecar.app) not importable yet")
+needs_sidecar = pytest.mark.skipif(not HAVE_SIDECAR, reason="sidecar runtime (sidecar.app.root) not importable yet")
 
 LIFECYCLE = [
     {"kind": "header", "format": 1, "name": "lifecycle", "start": "2026-11-30T08:00:00Z", "seed": 3, "duration_s": 200,

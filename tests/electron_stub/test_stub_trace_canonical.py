@@ -74,9 +74,9 @@ def _replay(scenario, tmp_path, name) -> bytes:
 
 def test_two_replays_of_one_scenario_write_byte_identical_traces(tmp_path):
     try:
-        import sidecar.app  # noqa: F401
+        import sidecar.app.root  # noqa: F401
     except Exception:  # noqa: BLE001 - the harness is usable without the sidecar runtime
-        pytest.skip("sidecar runtime (sidecar.app) not importable")
+        pytest.skip("sidecar runtime (sidecar.app.root) not importable")
     # half an hour of the smoke world, 20 favorites per TU: ~70 marker acks, several instants
     # with acks of more than one pair
     lines = generate.generate("smoke", hours=0.5, favorites=20)

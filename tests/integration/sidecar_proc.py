@@ -28,7 +28,7 @@ class SidecarProcess:
                  extra: tuple[str, ...] = (), deadline_s: float = EXIT_DEADLINE_S,
                  prelude: str | None = None) -> None:
         self.data_dir = data_dir
-        # Python run in the child before ``sidecar.cli.main()`` (it patches a fault in; a test's own)
+        # Python run in the child before ``sidecar.cli.main.main()`` (it patches a fault in; a test's own)
         self.prelude = prelude
         self.clock = clock
         self.binary = binary
@@ -44,7 +44,7 @@ class SidecarProcess:
         if self.binary:
             launch = [self.binary]
         elif self.prelude is not None:
-            launch = [sys.executable, "-c", f"{self.prelude}\nimport sys\nfrom sidecar.cli import main\nsys.exit(main())\n"]
+            launch = [sys.executable, "-c", f"{self.prelude}\nimport sys\nfrom sidecar.cli.main import main\nsys.exit(main())\n"]
         else:
             launch = [sys.executable, "-m", "sidecar"]
         cmd = launch + [

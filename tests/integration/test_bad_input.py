@@ -186,7 +186,7 @@ async def test_far_future_advance_is_cut_off_and_other_frames_are_served(tmp_pat
     """Found by the breaker: ``clock.advance_to`` a year ahead ran every 15-second RU Online pass
     of the year in one go, and every other frame waited behind it.  One advance runs at most
     MAX_FIRES_PER_ADVANCE timers, then answers -32602 with how far it got."""
-    from sidecar.app import MAX_FIRES_PER_ADVANCE
+    from sidecar.app.root import MAX_FIRES_PER_ADVANCE
 
     async with SidecarProcess(tmp_path) as sc:
         c = await _client(sc)

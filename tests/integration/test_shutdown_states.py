@@ -67,7 +67,7 @@ async def test_exit_within_2_s_mid_step_awaiting_an_unanswered_platform_request(
 def _guarded_child(deadline_s: float, then: str) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import os, signal, sys, time
-        from sidecar.cli import arm_shutdown_guard
+        from sidecar.cli.main import arm_shutdown_guard
         arm_shutdown_guard({deadline_s})
         print("armed", flush=True)
         {then}

@@ -4,7 +4,7 @@ announces, and ``stack.flush`` sends them at once with the counts Electron reads
 from __future__ import annotations
 
 from bridge.client import BridgeClient
-from sidecar.protocol_answers import json_schema
+from sidecar.protocol.answers import json_schema
 from tests.integration.sidecar_proc import SidecarProcess
 from tests.stack.fake_stack import StackServer
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from platform_clients import BadRawEvent, client_for
 from platform_clients.base import MAX_TS, MIN_TS, convert, convert_ids
 from platform_clients.chathouse import _SEND_IDS, Send, _SendUnchecked
-from sidecar import protocol as p
+from sidecar.protocol import inbound as p
 from sidecar.logs import OneLine
 from tests.sidecar.world import T0
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.storage import RouterStore
 from sidecar.store.db import Store
 
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sidecar.router.channels import Channel
+from sidecar.router.io.channels import Channel
 from sidecar.router.model import Delivery, Event, parse_rule
 from sidecar.router.attempt import DELIVERED, Outcome
-from sidecar.router.route import RouterState, route
-from sidecar.router.storage import RouterStore
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
+from sidecar.router.io.storage import RouterStore
 
 T0 = 1_764_489_600.0
 TARGETS = {"stack": "stack", "audit": "journal", "ops-telegram": "telegram", "crm-hook": "webhook"}

@@ -75,8 +75,8 @@ def test_a_bad_interval_setting_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_flag_sets_it(tmp_path):
-    from sidecar.cli import _parser
-    from sidecar.preflight import load_settings
+    from sidecar.cli.main import _parser
+    from sidecar.cli.preflight import load_settings
 
     args = _parser().parse_args(["serve", "--stack-flush-interval-s", "2.5", "--data-dir", str(tmp_path)])
     overrides = {k: v for k, v in vars(args).items() if k != "cmd" and v is not None}

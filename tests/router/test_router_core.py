@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.router.route import matching, payload_matches, rule_matches
+from sidecar.router.matching import matching, payload_matches, rule_matches
 from sidecar.router.model import (Event, RouterInputError, StackWrite, parse_event, parse_rule)
 from sidecar.router.render import TemplateFailure, render
-from sidecar.router.route import Ahead, RouterState, route
+from sidecar.router.state import Ahead, RouterState
+from sidecar.router.route import route
 
 T0 = 1_764_489_600.0  # 2025-11-30T08:00:00Z
 TARGETS = {"stack": "stack", "audit": "journal", "ops-telegram": "telegram", "crm-hook": "webhook"}
@@ -244,7 +245,7 @@ def test_ids_are_stable_and_sequence_survives_in_ops():
 
 def test_prefixes_are_keyed_and_an_empty_step_writes_nothing():
     from sidecar.core.rng import KeyedRandom
-    from sidecar.router.route import make_prefix
+    from sidecar.router.state import make_prefix
     a = make_prefix(KeyedRandom(7), T0)
     assert a == make_prefix(KeyedRandom(7), T0) and a.startswith("ev-") and len(a) == 12
     assert a != make_prefix(KeyedRandom(7), T0 + 1) and a != make_prefix(KeyedRandom(8), T0)

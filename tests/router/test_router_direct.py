@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.router.model import Event, StackWrite, parse_rule
-from sidecar.router.route import Ahead, RouterState, route, route_general
+from sidecar.router.state import Ahead, RouterState
+from sidecar.router.route import route, route_general
 from sidecar.stack import writes as stack_out
 
 T0 = 1_764_489_600.0
@@ -132,7 +133,7 @@ def test_positional_rows_equal_keyword_rows():
     """Rows are built positionally where it is hot (the direct path above, the store's reader):
     the store's reader gives the row a keyword construction gives, for every column."""
     from sidecar.router.model import DELIVERY_FIELDS, Delivery
-    from sidecar.router.storage import _COLS, delivery_from_row
+    from sidecar.router.io.storage import _COLS, delivery_from_row
     cols = [c.strip() for c in _COLS.split(",")]
     assert sorted(cols) == sorted(DELIVERY_FIELDS)
     floats = ("event_at", "next_attempt_at", "expires_at", "delivered_at")

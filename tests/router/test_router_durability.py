@@ -1,6 +1,6 @@
 """Claim, send, settle: a SIGKILL at any point leads to exactly one delivery per (event, target)
 at a receiver that dedups on ``webhook-id``, and never two different ids for one delivery
-(issue 9 "Durability"; :mod:`sidecar.router.pump`).  A real process is killed between claim and
+(issue 9 "Durability"; :mod:`sidecar.router.io.pump`).  A real process is killed between claim and
 send, then between send and settle, then runs to the end."""
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ T0 = 1_764_489_600.0
 
 SCRIPT = r'''
 import asyncio, json, os, signal, sys
-from sidecar.router.channels import WebhookChannel
+from sidecar.router.io.channels import WebhookChannel
 from sidecar.router.config import Target
 from sidecar.router.model import Event, parse_rule
-from sidecar.router.pump import DeliveryPump
-from sidecar.router.route import RouterState, route
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.pump import DeliveryPump
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
+from sidecar.router.io.storage import RouterStore
 from sidecar.store.db import Store
 
 db, kill_at, now = sys.argv[1], sys.argv[2], float(sys.argv[3])

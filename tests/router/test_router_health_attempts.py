@@ -11,12 +11,12 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import (DELIVERED, Attempts, request_outcome, held, retryable,
                                     terminal)
-from sidecar.router.channels import StackChannel
-from sidecar.router.pump import DeliveryPump
+from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.pump import DeliveryPump
 from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate
 from sidecar.senders.manage import Registry
-from sidecar.senders.store import load_history
+from sidecar.senders.io.storage import load_history
 from sidecar.stack.client import BatchResult
 from sidecar.stack.errors import StackUnavailable
 from sidecar.stack.writes import followup_chat_key, marker_write

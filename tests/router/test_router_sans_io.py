@@ -9,8 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ["sidecar.router.model", "sidecar.router.render", "sidecar.router.route",
-        "sidecar.router.attempt", "sidecar.router.storage"]
-IO_LIBRARIES = ("asyncio", "aiosqlite", "httpx", "websockets", "socket")
+        "sidecar.router.attempt", "sidecar.router.ops", "sidecar.router.core"]
+IO_LIBRARIES = ("asyncio", "aiosqlite", "sqlite3", "httpx", "websockets", "socket")
 
 
 def test_router_core_imports_no_io_library():

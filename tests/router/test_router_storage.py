@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sidecar.router.model import Event, StackWrite, parse_rule
-from sidecar.router.route import RouterState, route
-from sidecar.router.storage import DeleteRule, PutDelivery, PutRule, prune_ops
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
+from sidecar.router.ops import DeleteRule, PutDelivery, PutRule, prune_ops
 from sidecar.store.errors import StoreError
 from sidecar.store.ops import PutMeta
 

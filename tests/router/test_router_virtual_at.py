@@ -1,4 +1,4 @@
-"""The virtual instant stamp (issue 11 item 3; sidecar/router/channels.py "Virtual instant
+"""The virtual instant stamp (issue 11 item 3; sidecar/router/io/channels.py "Virtual instant
 stamp"): on the virtual clock every HTTP call a channel makes carries its pass instant in
 ``Sidecar-Virtual-At``, and the reference Stack and the loopback receivers record the call at
 that instant — not at whatever instant the harness's own driver is at (inside a
@@ -12,10 +12,10 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer, virtual_at
-from sidecar.router.channels import StackChannel, TelegramChannel, WebhookChannel
+from sidecar.router.io.channels import StackChannel, TelegramChannel, WebhookChannel
 from sidecar.router.config import Target
 from sidecar.router.model import Event, StackWrite
-from sidecar.router.pump import DeliveryPump
+from sidecar.router.io.pump import DeliveryPump
 from sidecar.stack.client import StackClient
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 

@@ -8,16 +8,17 @@ import pytest
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import DELIVERED, Attempts, Outcome, ReleaseTarget, retryable, terminal
-from sidecar.router.channels import Channel
+from sidecar.router.io.channels import Channel
 from sidecar.router.model import Delivery, Event, parse_rule
-from sidecar.router.pump import DeliveryPump
-from sidecar.router.route import RouterState, route
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.pump import DeliveryPump
+from sidecar.router.state import RouterState
+from sidecar.router.route import route
+from sidecar.router.io.storage import RouterStore
 from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate, timer_key
 from sidecar.senders.groups import Group
 from sidecar.senders.manage import Registry
-from sidecar.senders.store import load_history, load_registry
+from sidecar.senders.io.storage import load_history, load_registry
 from sidecar.store.db import Store
 
 T0 = 1_764_489_600.0  # 2025-11-30 08:00:00 UTC
@@ -250,7 +251,7 @@ def test_a_failing_update_leaves_the_sender_as_it_was():
     """Sender health computes a change whole before it changes memory: if a part raises (here
     the scheduler, arming the cooldown's timer), the sender's state, its notes and its probes
     are as before — the pump then records the delivery's outcome without health's part
-    (tests/router/test_router_pump_health_errors.py)."""
+    (tests/router/io/test_router_pump_health_errors.py)."""
 
     class Refusing(Scheduler):
         refuse = False

@@ -8,8 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ["sidecar.senders.health", "sidecar.senders.groups", "sidecar.senders.manage",
-           "sidecar.senders.store", "sidecar.senders.simulate"]
-IO = ("asyncio", "aiosqlite", "httpx", "websockets", "socket", "random")
+           "sidecar.senders.store", "sidecar.senders.simulate", "sidecar.senders.gate"]
+IO = ("asyncio", "aiosqlite", "sqlite3", "httpx", "websockets", "socket", "random")
 
 
 def test_sender_modules_import_no_io_library():

@@ -6,7 +6,8 @@ import pytest
 from sidecar.core.rng import KeyedRandom
 from sidecar.senders import health as h
 from sidecar.senders import manage as m
-from sidecar.senders.store import load_history, load_registry, registry_ops, step_ops
+from sidecar.senders.store import registry_ops, step_ops
+from sidecar.senders.io.storage import load_history, load_registry
 from sidecar.store import Store, StoreError
 
 T0 = 1_780_000_000.0

@@ -1,6 +1,6 @@
 """The unit tests' handle on the PRODUCTION step executor, on a virtual clock, with no sockets
 and no SQLite: :class:`~sidecar.runtime.executor.StepExecutor` runs every step exactly as
-``sidecar/app.py`` does (commit, then notify, then requests inline; timers in due order, each its
+``sidecar/app/root.py`` does (commit, then notify, then requests inline; timers in due order, each its
 own step); only its ports differ — store ops and notes are collected in lists, platform requests
 answered by ``answer``.
 
@@ -38,7 +38,7 @@ Answer = Callable[[str, str, dict], Any]
 def stack_writes(ops: list, source: str | None = None) -> list:
     """The Stack writes among ``ops``: the router's pending ``stack`` deliveries (the built-in
     route of ``markers`` / ``tasks`` / ``candidates`` events), in order; ``source`` filters."""
-    from sidecar.router.storage import PutDelivery
+    from sidecar.router.ops import PutDelivery
     return [op.delivery for op in ops if isinstance(op, PutDelivery)
             and op.delivery.channel == "stack" and (source is None or op.delivery.source == source)]  # (tu, method, params) -> result; raise for an error
 

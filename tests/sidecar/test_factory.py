@@ -90,7 +90,7 @@ def test_overdue_tasks_sort_first_and_are_listed_overdue():
     w.at(131)
     listed = w.d.engine.open_tasks(TU)
     assert [(t.ru, t.overdue) for t in listed] == [(RU, True), ("ru-2", False)]
-    from sidecar.wire import task_view
+    from sidecar.app.wire import task_view
     assert task_view(listed[0]).overdue is True
 
 

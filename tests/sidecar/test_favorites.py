@@ -47,7 +47,7 @@ def test_markers_are_replaced_never_mutated_and_a_clear_is_a_fact():
 
 
 def test_every_favorite_update_field_is_an_attribute():
-    from sidecar import protocol as p
+    from sidecar.protocol import inbound as p
     wire = {f for f in p.FavoriteUpdate.__struct_fields__ if f not in ("tu", "ru", "project")}
     assert wire <= ATTRIBUTES
 

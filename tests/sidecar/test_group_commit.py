@@ -14,7 +14,7 @@ import pytest
 from sidecar.core.clock import VirtualClock
 from sidecar.router.core import Router
 from sidecar.router.model import Action, Event, Rule, Status
-from sidecar.router.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 from sidecar.stack.writes import marker_event
 from sidecar.core.scheduler import Scheduler
 from sidecar.runtime.executor import StepExecutor
@@ -281,7 +281,7 @@ async def _chain_run(path, *, fail_advance: bool):
     dozens of online passes.  Returns the Run (stopped) and the store counters of that advance."""
     from sidecar.domain.favorites import Favorite
     from sidecar.store.ops import PutFavorite
-    from tests.sidecar.test_app_steps import TU, Run, msg
+    from tests.app.test_app_steps import TU, Run, msg
 
     run = await Run(path).start()
 
@@ -337,7 +337,7 @@ def test_one_store_commit_per_advance_and_a_failed_one_leaves_sqlite_and_stack_a
         assert run.sent == sent_before  # nothing of any step of the group was sent
         assert await asyncio.to_thread(_dump, tmp_path / "run" / "sidecar.db") == dump_before
 
-        from tests.sidecar.test_app_steps import TU, Run
+        from tests.app.test_app_steps import TU, Run
         again = await Run(tmp_path / "run").start()  # Electron restarts it on the same data dir
 
         async def perform(req):

@@ -1,6 +1,6 @@
 """List answers page and never pass the websocket frame cap (issue 9, a breaker's find:
 ``deliveries.list`` of many rows answered more than 1 MiB and the bridge closed with 1009) —
-``sidecar/paging.py`` and the list methods that use it."""
+``sidecar/protocol/paging.py`` and the list methods that use it."""
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +9,10 @@ import msgspec
 import pytest
 
 from bridge.errors import InvalidParams
-from sidecar.paging import MAX_FIELD, SLACK, budget, cut_text, fit, page
+from sidecar.protocol.paging import MAX_FIELD, SLACK, budget, cut_text, fit, page
 from sidecar.router.model import Delivery
-from sidecar.router.storage import PutDelivery
-from tests.sidecar.test_app_steps import T0, Run
+from sidecar.router.ops import PutDelivery
+from tests.app.test_app_steps import T0, Run
 
 FRAME = 1 << 20  # the default frame cap (Settings.max_frame)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.core.rng import KeyedRandom
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.step import Step
 from sidecar.services import default_services
 from sidecar.store.db import Store
-from tests.sidecar.test_app_steps import T0, TU, msg
+from tests.app.test_app_steps import T0, TU, msg
 
 
 def test_the_outbox_timer_keeps_the_sooner_instant_and_fires_as_a_pump_request():

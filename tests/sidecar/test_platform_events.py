@@ -7,9 +7,9 @@ import asyncio
 import sqlite3
 from types import SimpleNamespace
 
-from sidecar.routing import PassResult
+from sidecar.app.router import PassResult
 
-from tests.sidecar.test_app_steps import T0, TU, Run, msg
+from tests.app.test_app_steps import T0, TU, Run, msg
 
 
 def _dump(path) -> list:
@@ -89,7 +89,7 @@ def test_a_refused_event_is_its_own_error_and_the_others_are_handled(tmp_path):
             answer = await run.call("platform.events", {"events": [EVENTS[0], bad, EVENTS[1]]})
             import msgspec
 
-            from sidecar.protocol_answers import ANSWERS
+            from sidecar.protocol.answers import ANSWERS
             msgspec.convert(answer, ANSWERS["platform.events"])  # the schema Electron reads holds
             ok, refused, ok2 = answer["results"]
             assert ok["ok"] and ok2["ok"] and not refused["ok"]
@@ -187,7 +187,7 @@ def test_an_if_open_event_runs_only_while_its_task_is_open_and_is_skipped_after(
                 msg("ru-2", "m-2", T0 + 40)]})
             import msgspec
 
-            from sidecar.protocol_answers import ANSWERS
+            from sidecar.protocol.answers import ANSWERS
             msgspec.convert(answer, ANSWERS["platform.events"])  # the schema Electron reads holds
             first, second, third, fourth = answer["results"]
             assert answer["taken"] == 4 and first["ok"] and first["events"] >= 1 and "skipped" not in first
@@ -239,8 +239,7 @@ def test_platform_event_refuses_if_open_naming_the_field_and_the_schema_shows_it
     ``platform.event`` refuses it with -32602 naming it, and nothing runs."""
     import pytest
     from bridge.errors import InvalidParams
-    from sidecar import protocol as p
-
+    from sidecar.protocol import inbound as p
     assert "if_open" not in p.INBOUND["platform.event"].__struct_fields__
     import typing
     item = typing.get_type_hints(p.INBOUND["platform.events"])["events"]

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.router.attempt import Attempts
 from sidecar.runtime.engine import OUTBOX_TIMER
 from sidecar.store.db import Store
-from tests.sidecar.test_app_steps import T0, TU, msg
+from tests.app.test_app_steps import T0, TU, msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stack"))
 from fake_stack import StackServer  # noqa: E402

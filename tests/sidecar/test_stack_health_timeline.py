@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from electron_stub.stack_server import StackServer
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.senders import health as h
 from sidecar.store.db import Store
-from tests.sidecar.test_app_steps import T0, TU, msg
+from tests.app.test_app_steps import T0, TU, msg
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from tests.integration.sidecar_proc import SidecarProcess, answer_no_dialogs, se
 LAZY = ("jinja2", "markupsafe", "httpx", "httpcore", "standardwebhooks", "bridge.client",
         "sidecar.router.sandbox", "sidecar.stack.client")
 
-# run in the child before sidecar.cli.main(): every import of a LAZY module is one stderr line
+# run in the child before sidecar.cli.main.main(): every import of a LAZY module is one stderr line
 WATCH = f"""
 import sys
 class _Watch:

@@ -1,5 +1,5 @@
 """The wall clock's per-event path (issue 11, p99 ``platform.event`` → ``task.created`` at
-1,000 events/s; sidecar/app_time.py "Wall clock, per event"): an event costs its own step and
+1,000 events/s; sidecar/app/clockwork.py "Wall clock, per event"): an event costs its own step and
 nothing more — no timer step for the delivery timer, no ticker round unless a timer became due
 sooner than the ticker sleeps, no SQLite read by a delivery pass that could send nothing — and
 yet every delivery a target can take still goes out at once, and a sooner timer still fires."""
@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.storage import RouterStore
 from sidecar.runtime import decisions
 from sidecar.runtime.engine import OUTBOX_TIMER
-from tests.sidecar.test_step_groups import T0, Run, event
+from tests.app.test_step_groups import T0, Run, event
 
 HOUSEKEEPING = (None, "housekeeping")
 

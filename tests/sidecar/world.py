@@ -1,7 +1,7 @@
 """A tiny platform world for driving the engine in unit tests (virtual clock, no I/O)."""
 from __future__ import annotations
 
-from sidecar.router.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 from sidecar.services import default_services
 from tests.sidecar.driver import Driver, stack_writes
 

@@ -3,7 +3,7 @@ DESIGN §10) — the one op whose insert is idempotent by key, like every Stack 
 from __future__ import annotations
 
 from sidecar.router.model import Delivery
-from sidecar.router.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 
 
 def stack_row(key: str, pair: str = "tu1/ru1", at: float = 0.0, body: bytes = b"{}") -> PutDelivery:

@@ -1,4 +1,4 @@
-"""A store close that is abandoned (``sidecar.aio.bounded`` gave up on it) can neither keep the
+"""A store close that is abandoned (``sidecar.app.aio.bounded`` gave up on it) can neither keep the
 process alive nor lose a commit (the "shut down cleanly, still running 2 s later" flake of
 ``test_wall_clock``; :mod:`sidecar.store.db` "Closing").
 
@@ -24,7 +24,7 @@ STEPS = 25
 
 CHILD = r"""
 import asyncio, sys, threading
-from sidecar.aio import bounded
+from sidecar.app.aio import bounded
 from sidecar.domain.tasks import Task, TaskType
 from sidecar.store import PutMeta, PutTask, Store
 

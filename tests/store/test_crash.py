@@ -26,7 +26,7 @@ CHILD = """
 import asyncio, sys
 from sidecar.domain.tasks import Task, TaskType
 from sidecar.router.model import Delivery
-from sidecar.router.storage import PutDelivery
+from sidecar.router.ops import PutDelivery
 from sidecar.store import PutMeta, PutState, PutTask, Store
 
 async def main(path):

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.domain.tasks import Task, TaskType
-from sidecar.router.storage import RouterStore
+from sidecar.router.io.storage import RouterStore
 from sidecar.store import DeleteState, DeleteStateScope, PutState, PutTask, Store, StoreError
 
 from storehelp import stack_row

@@ -15,7 +15,7 @@ from sidecar.store.migrations import MIGRATIONS, V1
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta", "decisions",  # v1, v2
-          # v3: the router (sidecar.router.storage)
+          # v3: the router (sidecar.router.io.storage)
           "router_rules", "deliveries", "router_dedup", "router_throttle", "router_journal"}
 SENDER_TABLES = {"sender_state", "sender_history", "sender_groups", "sender_assignments"}  # v4
 TABLES |= SENDER_TABLES  # every table the released schema has

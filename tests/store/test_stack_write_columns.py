@@ -8,8 +8,10 @@ import sqlite3
 
 import msgspec
 
-from sidecar.router.route import RouterState, route
-from sidecar.router.storage import RouterStore
+from sidecar.router.state import RouterState
+
+from sidecar.router.route import route
+from sidecar.router.io.storage import RouterStore
 from sidecar.stack import writes
 from sidecar.store.db import Store
 from sidecar.store.migrations import MIGRATIONS, migrate

@@ -1,0 +1,318 @@
+"""The delivery pump: sends due delivery rows through their channels (DESIGN §9, §10).
+
+Rules / theory of operation
+---------------------------
+* :meth:`DeliveryPump.run_due` is called by the runtime with ``now`` (unix seconds from the one
+  clock) — on the virtual clock at the delivery timer's instants inside an advance (Stack's rows
+  only at Stack's flush instants, :mod:`.cadence`), on the wall clock from its own task — and
+  returns :class:`PumpResult` with ``next_due`` (when to call again) and Stack's pending heads.  It never reads a clock
+  and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
+* A pass works in rounds.  Each round reads the due rows (:mod:`.storage`; one read, which
+  when nothing is due also brings what the pass ends with — issue 11's thread hops), asks the gate
+  (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
+  ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
+  health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
+  to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
+  receiver (``tests/router/test_pump.py`` kills between claim and send).
+* Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
+  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
+  order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
+  due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
+  requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
+  ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
+  so follow-up writes go out in the same pass.
+* **Sender health counts attempts** (seed 000 §1; :func:`~.attempt.request_outcome`): a row
+  sent alone is one attempt, reported on its own; Stack's rows are reported once per HTTP
+  request — one ``POST /v1/batch``, whatever it carried — and, without batching, once per
+  round for the single writes sent together (none of them followed another's answer, so
+  together they are one failure "in a row", not up to ``concurrency``).  Every row is still
+  settled on its own (its attempts, its retry on Stack's ladder).
+* Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
+  Stack writes and its ``next_due`` is the earliest retry of the Stack rows it tried (or another
+  target's row), not the untried rows' "due now": it does not walk the whole queue into
+  timeouts, in one pass or in many.
+* A channel or client that raises (a bug) fails the attempt retryably and is logged: the row is
+  kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses with a
+  4xx is kept too, retried at the Stack ladder's last step, and logged at ERROR every time.
+* Rows of a target with no channel (removed from the config) fail terminally ("bad target").
+* Sender health failing (a bug) never loses a round: asked "may it send?", the row waits
+  (``Attempts.health_error``, not an attempt); told an outcome or a probe answer, the outcome
+  is recorded anyway and only health's part is skipped — logged, and listed in
+  ``PumpResult.health_errors``.  A round's outcomes and health's records are ONE commit.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sidecar.store.ops import Op
+
+from sidecar.router.attempt import Attempts, Begin, Next, Outcome, retryable, terminal
+from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.model import Delivery, Event
+from sidecar.router.io.storage import RouterStore
+
+log = logging.getLogger("sidecar.router.io.pump")
+MAX_BATCH = 500
+
+
+@dataclass(slots=True)
+class PumpResult:
+    settled: list[tuple[Delivery, Next]] = field(default_factory=list)  # every outcome, in order
+    events: list[Event] = field(default_factory=list)  # from sender health: route them
+    next_due: float | None = None  # unix seconds; None = nothing pending
+    stack_requests: int = 0  # HTTP requests made to Stack in this pass
+    # Stack's pending pair heads after the pass: (earliest first attempt due, earliest retry
+    # due, pending writes in all) — what the flush cadence (:mod:`.cadence`) plans from
+    stack_heads: tuple[float | None, float | None, int] = (None, None, 0)
+    other_due: float | None = None  # the earliest due row of every target but Stack
+    health_errors: list[str] = field(default_factory=list)  # targets whose health raised (logged)
+
+
+class DeliveryPump:
+    def __init__(self, store: RouterStore, channels: Mapping[str, Channel], *,
+                 stack: StackChannel | None = None, attempts: Attempts | None = None,
+                 concurrency: int = 8) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.store = store
+        self.channels = dict(channels)  # target name -> channel (without stack)
+        self.stack = stack
+        self.gate = attempts or Attempts()
+        self.concurrency = concurrency
+        self._lock = asyncio.Lock()
+
+    async def run_due(self, now: float, *, stack: bool = True) -> PumpResult:
+        """One pass at ``now`` (see module rules).  ``stack`` False: only the other targets
+        (the virtual clock sends those at their due instants and Stack's writes of a whole
+        advance together).  Raises ``StoreError`` if the store fails."""
+        async with self._lock:
+            res = PumpResult()
+            await self._probes(now, res)
+            tried: set[str] = set()
+            stack_open = self.stack is not None and stack
+            stalled = False
+            stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
+            while True:
+                # one read per round; the last round's (nothing due) brings the pass's end too
+                due = await self.store.due(now, 4 * self.concurrency, MAX_BATCH if stack_open else None,
+                                           self.stack is not None)
+                other = _one_per_target(r for r in due.other if r.id not in tried)[:self.concurrency]
+                runs: list[list[Delivery]] = []
+                if stack_open:
+                    runs = [[r for r in run if r.id not in tried] for run in due.stack]
+                    runs = [run for run in runs if run]
+                    if self.stack is not None and not self.stack.batch:
+                        runs = [run[:1] for run in runs[:self.concurrency]]
+                if not other and not runs:
+                    break
+                stack_rows = [r for run in runs for r in run]
+                tried.update(r.id for r in other + stack_rows)
+                sendable, claims = self._begin(other + stack_rows, now, res)
+                await self.store.commit(claims)
+                go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
+                go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
+                outcomes = await self._send_other(go_other, now)
+                attempts, requests = await self._send_stack(go_stack, now)
+                stack_out = [x for a in attempts for x in a]
+                res.stack_requests += requests
+                if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
+                    stack_open = False  # no answer at all: Stack is unreachable
+                    stalled = True
+                await self.store.commit(self._settle(outcomes, now, res, stack_retry)
+                                        + self._settle_attempts(attempts, now, res, stack_retry))
+            # due rows all tried in this pass already: the end is read on its own
+            end = due.end if due.end is not None else await self.store.pass_end(self.stack is not None)
+            res.other_due, res.stack_heads = end.other_due, end.stack_heads
+            fresh, retry, count = res.stack_heads
+            if stalled and fresh is not None:
+                # Stack is unreachable: the heads not tried are still "due now", but the next
+                # pass is at the first retry of the rows tried — not now, which would walk the
+                # queue into timeouts pass after pass (the cadence plans from these heads too)
+                fresh = max(fresh, min(stack_retry))
+                res.stack_heads = (fresh, retry, count)
+            res.next_due = _earliest(res.other_due, fresh, retry) if stack else res.other_due
+            return res
+
+    async def _probes(self, now: float, res: PumpResult) -> None:
+        """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
+        health machine keeps exactly one in flight) and commit their answers together."""
+        health = self.gate.health
+        names = health.probes_due(now)
+        if not names:
+            return
+
+        async def one(name: str) -> tuple[str, Outcome]:
+            ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
+            if ch is None:
+                return name, terminal(f"bad target {name!r}: not configured")
+            try:
+                return name, await ch.probe(now)
+            except Exception as exc:  # noqa: BLE001 - a channel bug is an unconfirmed probe
+                log.exception("probe of %s raised", name)
+                return name, retryable(f"probe error: {type(exc).__name__}")
+
+        ops: list[Op] = []
+        for name, outcome in await asyncio.gather(*(one(n) for n in names)):
+            try:
+                rep = health.probe_result(name, outcome, now)
+            except Exception:  # noqa: BLE001 - one probe's bookkeeping bug keeps the others
+                log.exception("sender health failed to take the probe answer of %s", name)
+                res.health_errors.append(name)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        await self.store.commit(ops)
+
+    def _settle_attempts(self, attempts: list[list[tuple[Delivery, Begin, Outcome]]], now: float,
+                         res: PumpResult, stack_retry: list[float]) -> list[Op]:
+        """The ops of Stack's attempts of a round: every row settled, and sender health told
+        ONCE per attempt (one HTTP request — a batch — or the round's single writes sent
+        together), not once per write (module rules)."""
+        ops: list[Op] = []
+        for group in attempts:
+            ops += self._settle(group, now, res, stack_retry, report=False)
+            if not group:
+                continue
+            row = group[0][0]
+            try:
+                rep = self.gate.report_request(row.target, row.channel, [o for _, _, o in group], now)
+            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+                log.exception("sender health failed to take the outcome of a request of %d writes"
+                              " (%s); the outcomes are recorded, health skipped it", len(group), row.target)
+                res.health_errors.append(row.target)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        return ops
+
+    def _settle(self, outcomes: list[tuple[Delivery, Begin, Outcome]], now: float,
+                res: PumpResult, stack_retry: list[float], *, report: bool = True) -> list[Op]:
+        """The ops of a round's outcomes — every row's settle and channel ops, and sender
+        health's records (``report``: one attempt per row) — for ONE commit.  Health failing on
+        one outcome (a bug) is logged and skipped; it never loses the others, nor that row's
+        own outcome."""
+        ops: list[Op] = []
+        for row, b, outcome in outcomes:
+            nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
+            ops.append(settle)
+            ch = self.channels.get(row.target)
+            if ch is not None:
+                ops.extend(ch.ops_after(row, outcome, now))
+            res.settled.append((row, nxt))
+            if row.channel == "stack" and nxt.next_attempt_at is not None:
+                stack_retry.append(nxt.next_attempt_at)
+            if not report:
+                continue
+            try:
+                rep = self.gate.report(row, outcome, nxt, now, attempt=b.attempt)
+            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+                log.exception("sender health failed to take the outcome %s of delivery %s (%s);"
+                              " the outcome is recorded, health skipped it", outcome.kind, row.id,
+                              row.target)
+                res.health_errors.append(row.target)
+                continue
+            ops.extend(rep.ops)
+            res.events.extend(rep.events)
+        return ops
+
+    def _begin(self, rows: list[Delivery], now: float,
+               res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+        ops: list[Op] = []
+        go: list[tuple[Delivery, Begin]] = []
+        for row in rows:
+            try:
+                b = self.gate.begin(row, now)
+            except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
+                log.exception("sender health failed asking whether %s may send delivery %s",
+                              row.target, row.id)
+                res.health_errors.append(row.target)
+                b = self.gate.health_error(row, exc, now)
+            ops.extend(b.ops)
+            if b.action == "send":
+                go.append((row, b))
+        return go, ops
+
+    async def _send_other(self, items: list[tuple[Delivery, Begin]],
+                          now: float) -> list[tuple[Delivery, Begin, Outcome]]:
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
+            ch = self.channels.get(row.target)
+            if ch is None:
+                return row, b, terminal(f"bad target {row.target!r}: not configured")
+            async with sem:
+                try:
+                    return row, b, await ch.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
+                    log.exception("channel %s raised for delivery %s", row.target, row.id)
+                    return row, b, _channel_error(exc)
+
+        return list(await asyncio.gather(*(one(r, b) for r, b in items)))
+
+    async def _send_stack(self, items: list[tuple[Delivery, Begin]],
+                          now: float) -> tuple[list[list[tuple[Delivery, Begin, Outcome]]], int]:
+        """Send the round's Stack rows: ``(attempts, HTTP requests)`` where each attempt is the
+        outcomes of the rows that travelled in one ``POST /v1/batch`` — or, without batching,
+        of all the round's single writes, sent together before any answered (sender health
+        counts each attempt once)."""
+        if not items:
+            return [], 0
+        stack = self.stack
+        if stack is None:
+            return [[(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items]], 0
+        if stack.batch:
+            out: list[list[tuple[Delivery, Begin, Outcome]]] = []
+            requests = 0
+            for i in range(0, len(items), MAX_BATCH):
+                chunk = items[i:i + MAX_BATCH]
+                try:
+                    results = await stack.send_batch([r for r, _ in chunk], now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the rows
+                    log.exception("stack channel raised for a batch of %d writes", len(chunk))
+                    results = [_channel_error(exc)] * len(chunk)
+                requests += 1
+                out.append([(r, b, o) for (r, b), o in zip(chunk, results)])
+            return out, requests
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
+            async with sem:
+                try:
+                    return row, b, await stack.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the row
+                    log.exception("stack channel raised for delivery %s", row.id)
+                    return row, b, _channel_error(exc)
+
+        return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
+
+    async def close(self) -> None:
+        for ch in self.channels.values():
+            await ch.close()
+
+
+def _channel_error(exc: Exception) -> Outcome:
+    """A channel or client that raised: retryable (the row is kept), never an HTTP status — but
+    not "no answer" either (``status`` 0), so a bug does not look like a Stack outage.  Only the
+    exception's type reaches the row: its text may hold a URL with a secret (the traceback is
+    in the log)."""
+    return retryable(f"channel error: {type(exc).__name__}", 0)
+
+
+def _one_per_target(rows) -> list[Delivery]:
+    """The oldest due row of each target: a sender sends one delivery at a time, so sender health
+    answers "may it send?" knowing the outcome of the one before (seed 000)."""
+    seen: set[str] = set()
+    out = []
+    for r in rows:
+        if r.target not in seen:
+            seen.add(r.target)
+            out.append(r)
+    return out
+
+
+def _earliest(*dues: float | None) -> float | None:
+    vals = [d for d in dues if d is not None]
+    return min(vals) if vals else None

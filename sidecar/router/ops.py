@@ -1,0 +1,144 @@
+"""The router's store ops: what a step adds to its transaction (DESIGN §9, §10, §13 "their
+state has tables of its own"; schema v2 in :mod:`sidecar.store.migrations`).  Sans-I/O: the
+readers and :class:`RouterStore` are in :mod:`sidecar.router.io.storage`.
+
+Rules / theory of operation
+---------------------------
+* Ops are frozen msgspec Structs registered with :func:`sidecar.store.ops.register`, so
+  :meth:`Store.commit` applies them in the same ONE transaction as the step's other ops: an
+  event's delivery rows are written together with the marker change that caused it.
+* :class:`PutDelivery` inserts a row; a ``stack`` row whose idempotency key already has a pending
+  row is ignored (a re-run step cannot queue a Stack write twice — the outbox's rule).
+  :class:`ClaimDelivery` records an attempt *before* it is made (attempts + 1, next try already
+  on the ladder), :class:`SettleDelivery` records its outcome: a SIGKILL between them leaves a
+  pending row that is tried again at its ladder time with the same delivery id (the webhook-id /
+  idempotency key), so a receiver that dedups sees it once.  Both touch only ``pending`` rows.
+* No secret is ever written here: rows hold target *names*; URLs and secrets stay in the config.
+"""
+from __future__ import annotations
+
+from sidecar.store.ops import Op, register, to_json
+
+from sidecar.router.model import Delivery, Rule, rule_dict
+
+
+class PutDelivery(Op, frozen=True):
+    delivery: Delivery
+
+
+class ClaimDelivery(Op, frozen=True):
+    """Attempt ``attempts`` of ``delivery_id`` starts at ``at``; if it never settles, retry at
+    ``next_attempt_at``."""
+
+    delivery_id: str
+    attempts: int
+    next_attempt_at: float
+    at: float
+
+
+class SettleDelivery(Op, frozen=True):
+    delivery_id: str
+    status: str
+    attempts: int
+    next_attempt_at: float | None
+    last_error: str | None
+    delivered_at: float | None
+    at: float
+
+
+class PutDedup(Op, frozen=True):
+    source: str
+    dedup_key: str
+    accepted_at: float
+
+
+class PutThrottle(Op, frozen=True):
+    channel: str
+    target: str
+    last_at: float
+
+
+class PutRule(Op, frozen=True):
+    rule: Rule
+    at: float
+
+
+class DeleteRule(Op, frozen=True):
+    name: str
+
+
+class PutJournal(Op, frozen=True):
+    delivery_id: str
+    target: str
+    at: float
+    body: str
+
+
+class PruneRouter(Op, frozen=True):
+    """Forget settled deliveries of events before ``before`` (unix seconds)."""
+
+    before: float
+
+
+def _delivery_params(op: PutDelivery) -> tuple:
+    d = op.delivery
+    return (d.id, d.event_id, d.event_at, d.source, d.subject, d.action, d.priority, d.rule,
+            d.channel, d.target, d.status, d.attempts, d.next_attempt_at, d.expires_at,
+            d.last_error, d.note, bytes(d.message), d.delivered_at, d.pair, d.idem_key, d.method,
+            d.path, d.tu, d.ru, d.event_at, d.channel, d.idem_key)
+
+
+register(PutDelivery,
+         "INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule,"
+         " channel, target, status, attempts, next_attempt_at, expires_at, last_error, note, message,"
+         " delivered_at, pair, idem_key, method, path, tu, ru, updated_at)"
+         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
+         " (SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?))",
+         _delivery_params)
+register(ClaimDelivery,
+         "UPDATE deliveries SET attempts=?, next_attempt_at=?, last_error=?, updated_at=?"
+         " WHERE id=? AND status='pending'",
+         lambda o: (o.attempts, o.next_attempt_at, f"in flight: attempt {o.attempts}", o.at,
+                    o.delivery_id))
+register(SettleDelivery,
+         "UPDATE deliveries SET status=?, attempts=?, next_attempt_at=?, last_error=?, delivered_at=?,"
+         " updated_at=? WHERE id=? AND status='pending'",
+         lambda o: (o.status, o.attempts, o.next_attempt_at, o.last_error, o.delivered_at, o.at,
+                    o.delivery_id))
+register(PutDedup,
+         "INSERT INTO router_dedup (source, dedup_key, accepted_at) VALUES (?,?,?)"
+         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at",
+         lambda o: (o.source, o.dedup_key, o.accepted_at))
+register(PutThrottle,
+         "INSERT INTO router_throttle (channel, target, last_at) VALUES (?,?,?)"
+         " ON CONFLICT (channel, target) DO UPDATE SET last_at=max(last_at, excluded.last_at)",
+         lambda o: (o.channel, o.target, o.last_at))
+register(PutRule,
+         "INSERT INTO router_rules (name, data, created_at, updated_at) VALUES (?,?,?,?)"
+         " ON CONFLICT (name) DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
+         lambda o: (o.rule.name, to_json(rule_dict(o.rule)), o.at, o.at))
+register(DeleteRule, "DELETE FROM router_rules WHERE name=?", lambda o: (o.name,))
+register(PutJournal,
+         "INSERT OR IGNORE INTO router_journal (delivery_id, target, at, body) VALUES (?,?,?,?)",
+         lambda o: (o.delivery_id, o.target, o.at, o.body))
+register(PruneRouter, "DELETE FROM deliveries WHERE status != 'pending' AND event_at < ?",
+         lambda o: (o.before,))
+
+
+class PruneDedup(Op, frozen=True):
+    before: float
+
+
+class PruneJournal(Op, frozen=True):
+    before: float
+
+
+register(PruneDedup, "DELETE FROM router_dedup WHERE accepted_at < ?", lambda o: (o.before,))
+register(PruneJournal, "DELETE FROM router_journal WHERE at < ?", lambda o: (o.before,))
+
+
+def prune_ops(now: float, keep_s: float, dedup_window_s: float) -> list[Op]:
+    """Ops that forget settled deliveries and journal rows older than ``keep_s`` and dedup keys
+    whose window has passed."""
+    return [PruneRouter(now - keep_s), PruneDedup(now - dedup_window_s),
+            PruneJournal(now - keep_s)]
