@@ -44,6 +44,10 @@ class AuthAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class LoginAnswer(Ok, kw_only=True):
     favorites: int  # favorites known for the TU after the restore
     restored_from_stack: bool  # False: Stack was unavailable, restored from local state
+    # True: Stack answered with no favorites list for the TU (startup ``favorites`` missing or
+    # null, not ``[]``): no follow-ups until it has one; the shift lead is alerted (DESIGN §12.5).
+    # False also when Stack was unavailable: then nobody knows, and the local cache stands in.
+    no_favorites_list: bool
     open_tasks: int
 
 

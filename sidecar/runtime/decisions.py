@@ -24,6 +24,10 @@ Rules / theory of operation
   change**: the same outcome for the same (TU, RU, type, source) is not repeated until a different
   outcome was logged in between.  One fact reported twice in one step (the Task Factory and the
   chain both report a factory refusal) is logged once.
+* A fact about the **whole TU** is a row with ``ru`` = :data:`TU_WIDE` (``""``): Stack had no
+  favorites list at login (type ``favorites``, source ``login``, outcome ``no_list``;
+  :mod:`sidecar.runtime.no_favorites`).  ``why`` lists such rows with every pair of the TU — they
+  answer "why no reminder for this customer" too.
 * Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
   tasks (Stack keeps the task history), run at every login and once a day.
 * Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
@@ -48,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RETENTION_S = 7 * 86400.0  # DESIGN §13: the decision log is kept 7 days
 HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
 CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
+TU_WIDE = ""  # the ``ru`` of a decision about the whole TU (no RU id is empty)
 
 
 class Decision(msgspec.Struct, frozen=True, gc=False):
@@ -57,7 +62,7 @@ class Decision(msgspec.Struct, frozen=True, gc=False):
     tu: str
     ru: str
     at: float
-    type: str  # task type of the candidate (follow_up_message for chain removals)
+    type: str  # task type of the candidate (follow_up_message for chain removals; favorites: TU-wide)
     source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m`` …)
     outcome: str  # created | refused:<reason> | miss | removed:<reason>
     task_id: str | None = None  # the created (or blocking) task, when there is one
@@ -221,6 +226,11 @@ def explain(row: dict) -> str:
     """One sentence for a shift lead, e.g. ``follow_up_message (chain) refused: the customer was
     offline``."""
     outcome = row["outcome"]
+    if outcome == "no_list":
+        dropped = (row.get("detail") or {}).get("local_favorites_dropped")
+        gone = f"; {dropped} cached favorites were dropped" if dropped else ""
+        return ("Stack had no favorites list for this profile at login: no Follow-up message or "
+                f"mail for any customer until Stack has one (the shift lead was alerted){gone}")
     head = f"{row['type']} ({row['source']})"
     kind, _, reason = outcome.partition(":")
     detail = row.get("detail") or {}
