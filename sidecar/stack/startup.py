@@ -81,14 +81,15 @@ def parse_startup(tu: str, data: Any) -> Startup | None:
     """Validate ``data``; None when it is unusable as a whole (see module rules)."""
     if not isinstance(data, dict):
         return None
-    favs, hist = data.get("favorites"), data.get("history", [])
+    favs: Any = data.get("favorites")
+    hist = data.get("history", [])
     listed = favs is not None
     if (listed and not isinstance(favs, list)) or not isinstance(hist, list):
         log.warning("Stack startup for %s: favorites/history are not lists; using local state", tu)
         return None
     skipped = 0
     favorites: list[Favorite] = []
-    for row in favs if listed else ():
+    for row in favs or ():
         try:
             fav = favorite_of(row)
         except msgspec.ValidationError as exc:
