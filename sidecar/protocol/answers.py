@@ -144,7 +144,7 @@ class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: int  # the log's order; the page cursor
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals)
-    source: str  # the trigger: socket, chain, over_60m, notification, scroll_new …
+    source: str  # the trigger: socket, chain, over_60m, follow_up_pass, notification, scroll_new …
     outcome: str  # created | refused:<reason> | miss | removed:<reason>
     task_id: str | None
     detail: dict[str, Any]  # e.g. {"step": 1, "chance": 0.75}

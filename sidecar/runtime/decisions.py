@@ -4,7 +4,8 @@
 Rules / theory of operation
 ---------------------------
 * A **decision** is a fact about one pair at one instant (unix seconds): a task type, the trigger
-  (``source``: ``socket``, ``chain``, ``over_60m``, ``notification``, ``scroll_new`` …) and an
+  (``source``: ``socket``, ``chain``, ``over_60m``, ``follow_up_pass``, ``notification``,
+  ``scroll_new`` …) and an
   ``outcome``:
 
   - ``created`` — the Task Factory made the task (``task_id`` set);
@@ -12,6 +13,9 @@ Rules / theory of operation
     ``stronger_task_open``, ``offline``, ``no_chat_limit``, ``limit_unknown``, ``not_favorite``,
     ``blocked``, ``white``, ``inactive``, ``freeloader``, ``logged_out``;
   - ``miss`` — a Follow-up chain attempt whose keyed roll failed (seed 003: "шанс не випав");
+  - ``found`` — Golden's backup read (DESIGN §12.7, :mod:`sidecar.services.golden_backup`) saw
+    an RU message no Unanswered message covers (``detail.message_at``); the candidate's own
+    ``created`` / ``refused`` row follows;
   - ``removed:<reason>`` — a Follow-up chain left the runtime pool (seed 004 "Видалення"):
     ``new_unanswered``, ``blocked``, ``inactive``, ``white``, ``attempts_done``, ``past_60m``.
 
@@ -37,6 +41,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,7 +68,7 @@ class Decision(msgspec.Struct, frozen=True, gc=False):
     ru: str
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals; favorites: TU-wide)
-    source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m`` …)
+    source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m``, ``follow_up_pass`` …)
     outcome: str  # created | refused:<reason> | miss | removed:<reason>
     task_id: str | None = None  # the created (or blocking) task, when there is one
     detail: dict = {}  # e.g. {"step": 1, "chance": 0.75} or {"open_type": "like"}
@@ -147,10 +152,10 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
 
 def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, outcome: str,
                    *, task_id: str | None = None, detail: dict | None = None) -> bool:
-    """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
+    """Convenience for services: ``outcome`` is ``created``, ``miss``, ``found``, ``removed:<why>`` or a
     refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
     type_ = getattr(type_, "_value_", type_)  # a TaskType's value (Enum.value is a slow descriptor)
-    if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
+    if outcome not in ("created", "miss", "found") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
         # a refusal re-checked on every pass is refused by the log: say so before its detail
         # (a blocking-task look-up) and its row are built for nothing
@@ -234,6 +239,14 @@ def explain(row: dict) -> str:
     head = f"{row['type']} ({row['source']})"
     kind, _, reason = outcome.partition(":")
     detail = row.get("detail") or {}
+    if kind == "found":
+        at = detail.get("message_at")
+        when = ""
+        if isinstance(at, (int, float)):
+            when = " of " + datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S") + " UTC"
+        return (f"{head}: the chat history read for the follow-up check shows the customer's last "
+                f"message{when} unanswered and no task for it (it reached no socket: logged out, a "
+                "gap or a restart) — an Unanswered message is raised")
     if kind == "created":
         return f"{head} created as task {row.get('task_id')}"
     if kind == "miss":
