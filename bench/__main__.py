@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import bridge_bench, limits, store_bench
+from tests.shared_dir import SHIFT  # ../shared's shift, where it is (SIDECAR_SHARED_DIR moves it)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIFT = ROOT.parent / "shared" / "scenarios" / "shift.jsonl"
 FIGURES = ("limits", "engine", "bridge", "store", "latency", "shift", "scale")
 SLOW = ("shift", "scale")  # replays: not in --quick
 RSS_TARGET_MB = 150.0

@@ -17,6 +17,14 @@ processes and — the real threat — web pages in the operator's browser (a pag
    :func:`hmac.compare_digest` over UTF-8 bytes, so the time taken does not reveal how much of a
    guess was right.  Anything else raises :class:`~bridge.errors.Unauthorized` (-32001) carrying
    the frame's id, and the server closes with 4401 after answering.
+4. **Size** (until the token matched; DESIGN §3–§4, issue 18 item 5).  A frame before auth is at
+   most :func:`auth_frame_cap` bytes — :data:`AUTH_FRAME` (4 KiB), or more for a token so long
+   that its own auth frame needs it (a long secret must not lock its owner out).  websockets
+   enforces it at the frame's header: a bigger one is closed with 1009 (RFC 6455 "message too
+   big", as after auth past ``hard_frame``) before a payload byte is buffered, and never decoded;
+   200 strangers each sending 10 MB grew the sidecar by 1.2 GB without it (docs/decisions.md).
+   websockets takes a frame's limit when its first byte arrives, so a frame sent before the auth
+   answer came back may meet the cap too: a client sends nothing else until that answer.
 
 Nothing in this module does I/O; ``bridge.server`` applies it.
 """
@@ -31,9 +39,12 @@ import msgspec
 from . import jsonrpc
 from .errors import RpcError, Unauthorized
 
-__all__ = ["Hello", "LOOPBACK_NAMES", "check_handshake", "host_name", "is_loopback_bind", "authenticate"]
+__all__ = ["AUTH_FRAME", "Hello", "auth_frame_cap", "LOOPBACK_NAMES", "check_handshake", "host_name", "is_loopback_bind", "authenticate"]
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})  # accepted Host names (no port)
+# bytes of a frame before auth: an auth frame is ~100 bytes plus the token (43 for 32 random
+# bytes in base64) and two short strings; 4 KiB is 20× that and costs nothing per stranger
+AUTH_FRAME = 4 << 10
 
 
 class Hello(msgspec.Struct, kw_only=True):
@@ -91,6 +102,13 @@ def is_loopback_bind(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def auth_frame_cap(wanted: int, token: bytes, hard_frame: int) -> int:
+    """Bytes a frame may have before auth: ``wanted``, raised to what an auth frame carrying
+    ``token`` (UTF-8) may need — JSON may escape a byte as ``\\u00XX`` (6 bytes), plus 1 KiB for
+    the envelope, ``client`` and ``version`` — and never above ``hard_frame``."""
+    return min(max(wanted, 6 * len(token) + 1024), hard_frame)
 
 
 def authenticate(message: jsonrpc.Message | RpcError, token: bytes) -> tuple[jsonrpc.Request, Hello]:

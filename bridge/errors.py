@@ -62,7 +62,8 @@ UNAUTHORIZED = -32001  # server-defined range: the first frame was not a valid `
 # ---- websocket close codes -----------------------------------------------------------------
 
 CLOSE_GOING_AWAY = 1001  # RFC 6455: the server shuts down (BridgeServer.close)
-CLOSE_TOO_BIG = 1009  # RFC 6455: a frame exceeded ``hard_frame`` (sent by websockets itself)
+# RFC 6455: a frame over ``hard_frame``, or over ``auth_frame`` (4 KiB) before auth (sent by websockets)
+CLOSE_TOO_BIG = 1009
 CLOSE_UNAUTHORIZED = 4401  # first frame missing, malformed, not ``auth``, or a wrong token
 # Reserved, not sent: a foreign Origin or non-loopback Host is refused during the HTTP handshake
 # with status 403, before a websocket exists that could carry a close code.  Kept so that the

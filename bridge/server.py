@@ -13,8 +13,11 @@ Rules / theory of operation
   once (:class:`~bridge.errors.AnswerTooLarge`; :meth:`Session.refuse_oversized`).  Only past
   ``hard_frame`` bytes (default 16 × ``max_frame``), which websockets refuses to buffer at all,
   is the connection closed with 1009.
-* The first frame must be the ``auth`` request within ``auth_timeout`` seconds, else: error
-  response + close 4401 (wrong/missing/malformed), or close 4408 (timeout).  On success the answer
+* Before auth a frame is at most ``auth_frame`` bytes (4 KiB; :mod:`bridge.auth` rule 4): larger
+  is 1009 at its header, nothing decoded; once the token matched the limit is ``hard_frame``.
+* The first frame must be the ``auth`` request within ``auth_timeout`` seconds (the handshake
+  before it: ``open_timeout``), else: error response + close 4401 (wrong/missing/malformed), or
+  close 4408 (timeout, however much of the frame trickled in).  On success the answer
   is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
   S = this process's stream; seq numbers restart with a new process), followed by a
   replay of every unacked stream frame, in order, then new frames.
@@ -64,19 +67,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as HttpRequest, Response as HttpResponse
 
 from . import jsonrpc
-from .auth import Hello, authenticate, check_handshake, is_loopback_bind
-from .errors import (
-    CLOSE_AUTH_TIMEOUT,
-    AnswerTooLarge,
-    CLOSE_REPLACED,
-    CLOSE_UNAUTHORIZED,
-    InvalidRequest,
-    NotConnected,
-    RemoteError,
-    RequestTimeout,
-    RpcError,
-    Unauthorized,
-)
+from .auth import AUTH_FRAME, Hello, auth_frame_cap, authenticate, check_handshake, is_loopback_bind
+from .errors import (CLOSE_AUTH_TIMEOUT, CLOSE_REPLACED, CLOSE_TOO_BIG, CLOSE_UNAUTHORIZED, AnswerTooLarge,
+                     InvalidRequest, NotConnected, RemoteError, RequestTimeout, RpcError, Unauthorized)
 from .inbound import InboundQueue
 from .session import Session, close_and_drain, within
 from .stream import OutboundStream
@@ -99,7 +92,8 @@ class BridgeServer:
     incoming frame (larger: a -32600 error, the connection lives).  ``hard_frame``: bytes past
     which websockets closes with 1009 (default 16 × ``max_frame``).  ``allowed_origins``: exact ``Origin`` values accepted (no Origin is always
     accepted).  ``queue_size``: inbound frames buffered for the worker; ``queue_bytes``: their raw bytes.  ``stream_limit``: unacked
-    outbound frames kept.  ``auth_timeout``: seconds to wait for the ``auth`` frame.
+    outbound frames kept.  ``auth_timeout`` / ``open_timeout``: seconds for the ``auth`` frame /
+    the HTTP handshake.  ``auth_frame``: bytes of a frame before auth (:func:`auth_frame_cap`).
     ``raw_params``: hand the handler params as :class:`msgspec.Raw` (default: decoded JSON).
     ``control_limit``: bytes of answers queued for a client that does not read them; past it the
     connection is closed with 1008 (it may reconnect and resume the stream).
@@ -120,7 +114,7 @@ class BridgeServer:
         stream_limit: int = 100_000,
         *,
         queue_bytes: int = 8 << 20,
-        auth_timeout: float = 10.0,
+        auth_timeout: float = 10.0, open_timeout: float = 10.0, auth_frame: int = AUTH_FRAME,
         control_limit: int = 32 << 20,
         hard_frame: int | None = None,
         raw_params: bool = False,
@@ -144,6 +138,8 @@ class BridgeServer:
         self._hard_frame = max(hard_frame if hard_frame is not None else 16 * max_frame, max_frame)
         self._allowed_origins = frozenset(allowed_origins)  # exact Origin values accepted
         self._auth_timeout = auth_timeout  # seconds for the first frame
+        self._open_timeout = open_timeout  # seconds for the HTTP handshake
+        self._auth_frame = auth_frame_cap(auth_frame, self._token, self._hard_frame)  # bytes before auth
         self._control_limit = control_limit  # bytes of unread answers before a client is cut off
         self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
         # names this process's stream: seq numbers restart with a new process, so a client that
@@ -190,7 +186,8 @@ class BridgeServer:
             self._host,
             self._port,
             process_request=self._check_handshake,
-            max_size=self._hard_frame,
+            max_size=self._auth_frame,  # until auth; then hard_frame (_serve_connection)
+            open_timeout=self._open_timeout,
             compression=None,  # loopback: compression costs CPU and buys nothing
             # a frozen client must not hold up the sidecar's exit by websockets' default 10 s
             close_timeout=CLOSE_TIMEOUT_S,
@@ -310,8 +307,11 @@ class BridgeServer:
                 await ws.send(jsonrpc.encode_error(exc.id, exc), text=True)
                 await close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
                 return
-        except ConnectionClosed:
+        except ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
+                log.warning("refused %s: a frame over %d bytes before auth", ws.remote_address, self._auth_frame)
             return
+        ws.protocol.max_message_size = self._hard_frame  # read at each frame's start: before the answer
         session = Session(ws, self.stream, hello, self._control_limit)
         old, self._session = self._session, session
         if old is not None:
@@ -389,3 +389,4 @@ class BridgeServer:
         if type(msg) is jsonrpc.Notification:
             self._refused_notes += 1
         Worker.refuse(session, msg)
+

@@ -78,7 +78,9 @@ async def test_a_request_still_running_after_the_grace_is_answered_shutting_down
     call = asyncio.create_task(client.call("slow", {"seconds": None}))
     await app.started.wait()
     queued = [asyncio.create_task(client.call("echo", {"i": i})) for i in range(3)]
-    await asyncio.sleep(0.05)  # the echoes wait behind the slow call
+    async with asyncio.timeout(30):  # the echoes wait behind the slow call: counted, not slept for
+        while server._queue.qsize() < len(queued):  # (issue 18 item 2)
+            await asyncio.sleep(0.001)
     began = time.monotonic()
     await server.close(grace=0.1)
     assert time.monotonic() - began < 2.0  # bounded: the answers wait for no one

@@ -452,7 +452,9 @@ async def test_close_does_not_hang_on_a_full_queue_and_a_stuck_handler(start, ca
     client = await connect(start, port)
     for i in range(50):
         await client.notify("record", {"i": i})
-    await asyncio.sleep(0.05)  # the worker is stuck on frame 0, the queue full, the reader waiting
+    async with asyncio.timeout(30):  # the worker stuck on frame 0, the queue full, the reader waiting:
+        while server._queue.qsize() < 2:  # counted, not slept for (issue 18 item 2)
+            await asyncio.sleep(0.001)
     with caplog.at_level(logging.WARNING, "bridge.server"):
         async with asyncio.timeout(2):
             await server.close(grace=0.1)
@@ -482,7 +484,11 @@ async def test_inbound_queue_is_capped_in_bytes_not_only_frames(start):
         client = await connect(start, port)
         peak = 0
         sender = asyncio.create_task(_send_big(client, 40, frame))
-        for _ in range(60):
+        async with asyncio.timeout(30):  # until the queue has no room for another frame (it
+            while server.queued_bytes <= cap - frame:  # fills: the worker is held), counted, not
+                await asyncio.sleep(0.001)  # slept for (issue 18 item 2)
+                peak = max(peak, server.queued_bytes)
+        for _ in range(20):  # ... and stays there while the sender pushes on
             await asyncio.sleep(0.01)
             peak = max(peak, server.queued_bytes)
         assert 0 < peak <= cap

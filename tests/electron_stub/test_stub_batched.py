@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import pytest
-from stubhelp import need_shared
 
 from electron_stub import scenario as sc
 from electron_stub.generate import generate
@@ -43,8 +42,8 @@ def _same(a: Replay, b: Replay) -> None:
                                   # dedup, throttle, retry ladder at its instants, probes
                                   "r03_dedup_window", "r04_throttle_critical_bypass",
                                   "r05_retry_ladder", "k06_probe_terminal_path_b"])
-def test_batched_replay_equals_one_by_one_on_seed_scenarios(tmp_path, name):
-    scenario = sc.load(need_shared() / "scenarios" / "seed" / f"{name}.jsonl")
+def test_batched_replay_equals_one_by_one_on_seed_scenarios(tmp_path, name, shared_dir):
+    scenario = sc.load(shared_dir / "scenarios" / "seed" / f"{name}.jsonl")
     one, batched = _run(scenario, tmp_path / "one", False), _run(scenario, tmp_path / "b", True)
     _same(one, batched)
 
@@ -90,11 +89,11 @@ def test_batched_replay_equals_one_by_one_across_a_crash_and_a_shift_change(tmp_
     assert [(e.machine, e.how) for e in batched.stats.exits] == [(e.machine, e.how) for e in one.stats.exits]
 
 
-def test_batched_replay_equals_one_by_one_with_a_routed_target_beside_platform_events(tmp_path):
+def test_batched_replay_equals_one_by_one_with_a_routed_target_beside_platform_events(tmp_path, shared_dir):
     """A seed scenario of platform events (tasks, markers) with a webhook target whose throttled
     rule takes every task event: the delivery timer fires inside the batched advances, so the
     per-instant deliveries, their notes and the receivers' records must match one by one."""
-    path = need_shared() / "scenarios" / "seed" / "t01_unanswered_overdue_one_task_per_burst.jsonl"
+    path = shared_dir / "scenarios" / "seed" / "t01_unanswered_overdue_one_task_per_burst.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     lines[2:2] = [json.dumps({"kind": "target", "name": "ops-telegram", "channel": "telegram",
                               "config": {"chat_id": "-1"}}),

@@ -101,7 +101,7 @@ def test_stop_wakes_delayed_answers_closes_keep_alive_connections_and_joins_ever
     assert _until(lambda: len(_conn_threads("t-loopback")) == 2)
     t0 = time.monotonic()
     s.stop()
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 15.0  # not the 30 s answer (half of it: a loaded machine, issue 18)
     assert _conn_threads("t-loopback") == []  # nothing of this server runs after stop()
     waiting.settimeout(2)
     try:

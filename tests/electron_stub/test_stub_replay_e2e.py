@@ -9,7 +9,6 @@ import os
 import stat
 
 import pytest
-from stubhelp import need_shared
 
 from electron_stub import report
 from electron_stub import scenario as sc
@@ -73,8 +72,8 @@ def test_lifecycle_crash_and_shift_change(tmp_path):
 @needs_sidecar
 @pytest.mark.parametrize("name", ["t01_unanswered_overdue_one_task_per_burst", "s01_chain_starts_at_close",
                                   "t02_like_prime"])
-def test_seed_scenarios(tmp_path, name):
-    path = need_shared() / "scenarios" / "seed" / f"{name}.jsonl"
+def test_seed_scenarios(tmp_path, name, shared_dir):
+    path = shared_dir / "scenarios" / "seed" / f"{name}.jsonl"
     rp, violations = run(sc.load(path), tmp_path)
     text = report.render(rp.rec, rp.results, violations, rp.stats)
     assert report.exit_code(rp.results, violations, rp.stats) == 0, text

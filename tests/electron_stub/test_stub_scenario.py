@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from stubhelp import HEADER, need_shared
+from stubhelp import HEADER
 
 from electron_stub import scenario as sc
 
@@ -129,8 +129,8 @@ def test_missing_file_is_a_scenario_error(tmp_path):
         sc.load(tmp_path / "nope.jsonl")
 
 
-def test_shared_scenarios_all_parse():
-    shared = need_shared()
+def test_shared_scenarios_all_parse(shared_dir):
+    shared = shared_dir
     files = sorted((shared / "scenarios").rglob("*.jsonl"))
     assert files
     for f in files:

@@ -8,9 +8,9 @@ from electron_stub import report
 from electron_stub import scenario as sc
 from electron_stub.replay import Replay
 
+from tests.shared_dir import SEED_DIR, SHARED, SHIFT  # noqa: F401  (../shared: one place)
+
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-SEED_DIR = SHARED / "scenarios" / "seed"
 
 
 def replay(path: Path, data_dir: Path, binary: str | None = None) -> tuple[Replay, int]:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.integration.replay_util import SEED_DIR, replay
 
-pytestmark = pytest.mark.shared
+pytestmark = pytest.mark.shared  # skipped, with the reason, where ../shared is absent (tests/conftest.py)
 
 SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 
@@ -23,7 +23,6 @@ def _param(path):
     return pytest.param(path, id=path.stem, marks=marks)
 
 
-@pytest.mark.skipif(not SCENARIOS, reason=f"{SEED_DIR} is absent (../shared is beside the checkout only)")
 @pytest.mark.parametrize("path", [_param(p) for p in SCENARIOS])
 def test_seed_scenario(path, tmp_path):
     rp, code = replay(path, tmp_path)

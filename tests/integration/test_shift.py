@@ -10,12 +10,11 @@ import pytest
 
 from electron_stub import trace as tr
 from tests.integration import follow_up_checks as fc
-from tests.integration.replay_util import SHARED, replay
+from tests.integration.replay_util import SHIFT, replay
 
-SHIFT = SHARED / "scenarios" / "shift.jsonl"
-# one xdist group: the module's two replays (the ``runs`` fixture) are made once, in one worker
-pytestmark = [pytest.mark.slow, pytest.mark.shared, pytest.mark.xdist_group("shift"),
-              pytest.mark.skipif(not SHIFT.exists(), reason=f"{SHIFT} is absent (../shared is beside the checkout only)")]
+# one xdist group: the module's two replays (the ``runs`` fixture) are made once, in one worker;
+# ``shared``: skipped, with the reason, where ../shared is absent (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.shared, pytest.mark.xdist_group("shift")]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(t
                                        on_notification=lambda m, p: notes.append((m, p)))
         await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
         t0 = time.monotonic()  # wall clock: the login's passes run concurrently with the answer
-        while not {"scroll_new", "scroll_all_online"} <= set(asked) and time.monotonic() - t0 < 5:
+        while not {"scroll_new", "scroll_all_online"} <= set(asked) and time.monotonic() - t0 < 30:
             await asyncio.sleep(0.02)
         assert {"scroll_new", "scroll_all_online"} <= set(asked)
         await c.call("platform.event", send_event(1, time.time()))
@@ -31,17 +31,18 @@ async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(t
         assert [p["task"]["type"] for p in created] == ["unanswered_message"]
         task = created[0]["task"]
         assert task["deadline"] - task["created_at"] == 120
+        # 120 s of clock time at 100x is 1.2 s of wall time: seen within 30 s (a quarter of the
+        # 120 s it would take unscaled; no tighter bound — a loaded machine is slow, issue 18 item 2)
         t0 = time.monotonic()
-        while not any(m == "task.updated" for m, _ in notes) and time.monotonic() - t0 < 10:
+        while not any(m == "task.updated" for m, _ in notes) and time.monotonic() - t0 < 30:
             await asyncio.sleep(0.05)
         [updated] = [p for m, p in notes if m == "task.updated"]  # overdue, not expired (DESIGN §6)
         assert updated["task_id"] == task["task_id"] and updated["overdue"] is True
         assert not any(m == "task.closed" for m, _ in notes)
-        assert time.monotonic() - t0 < 5  # 120 s of clock time at 100x is 1.2 s
         n = asked.count("scroll_new")
         await c.call("platform.reconnected", {"project": "chathouse", "tu": "c-tu-1"})
         t0 = time.monotonic()
-        while asked.count("scroll_new") == n and time.monotonic() - t0 < 5:
+        while asked.count("scroll_new") == n and time.monotonic() - t0 < 30:
             await asyncio.sleep(0.02)
         assert asked.count("scroll_new") == n + 1
         await c.close()

@@ -63,7 +63,8 @@ async def test_a_trickling_answer_hits_the_total_deadline():
     t0 = time.monotonic()
     with pytest.raises(StackUnavailable, match="deadline"):
         await client.send("POST", "/v1/tus/t/tasks", b"{}", "k")
-    assert time.monotonic() - t0 < 3.0
+    # far below the 300 s the 1,000 bytes would trickle for; no tighter (a loaded machine: issue 18)
+    assert time.monotonic() - t0 < 30.0
     await client.close()
     stop.set()
     srv.close()

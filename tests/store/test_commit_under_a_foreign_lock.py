@@ -46,6 +46,13 @@ class ForeignLock:
         await asyncio.to_thread(self._thread.join, 5)
 
 
+def stall_bound(busy_timeout_s: float) -> float:
+    """The longest stall a test accepts: half the wait a commit that waited for the lock on the
+    loop would stop it for (busy_timeout) — that bug shows as a stall of all of it, while a
+    loaded machine's own pauses stay well under (a 0.2 s bound failed under load: issue 18 item 2)."""
+    return busy_timeout_s / 2
+
+
 async def _longest_stall(during: float) -> float:
     """The longest gap (s) between ticks of a coroutine ticking every 10 ms for ``during`` s."""
     gaps, last, end = [], time.monotonic(), time.monotonic() + during
@@ -73,7 +80,7 @@ async def test_the_loop_runs_on_while_another_connection_holds_the_write_lock(tm
         first = asyncio.ensure_future(store.commit([PutMeta("k1", "a")]))
         second = asyncio.ensure_future(store.commit([PutMeta("k2", "b")]))
         stall = await _longest_stall(0.6)
-        assert stall < 0.2, f"the loop stopped for {stall:.2f} s behind the foreign lock"
+        assert stall < stall_bound(5.0), f"the loop stopped for {stall:.2f} s behind the foreign lock"
         assert not first.done() and not second.done()  # both wait for the lock, off the loop
         await lock.release()
         await asyncio.wait_for(asyncio.gather(first, second), 5)
@@ -102,12 +109,12 @@ async def test_commits_behind_a_retried_one_keep_their_order(tmp_path):
 
 
 async def test_a_lock_that_outlasts_busy_timeout_fails_the_commit_as_a_whole_off_the_loop(tmp_path):
-    store = await Store.open(tmp_path / "sidecar.db", busy_timeout_ms=400)
+    store = await Store.open(tmp_path / "sidecar.db", busy_timeout_ms=1500)
     try:
         lock = await ForeignLock(tmp_path / "sidecar.db").take()
         commit = asyncio.ensure_future(store.commit([PutMeta("k1", "a"), PutMeta("k2", "b")]))
         stall = await _longest_stall(0.3)
-        assert stall < 0.2
+        assert stall < stall_bound(1.5)
         with pytest.raises(StoreError, match="locked"):
             await asyncio.wait_for(commit, 5)
         await lock.release()
