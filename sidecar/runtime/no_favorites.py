@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.runtime import decisions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,7 +43,7 @@ def announce(step: Step, rt: TuRuntime, dropped: int) -> None:
     decisions.record(step, rt, decisions.Decision(rt.tu, decisions.TU_WIDE, step.now, "favorites",
                                                   "login", "no_list", None, detail))
     day = int(step.now // DAY_S)  # the UTC day (unix seconds)
-    step.emit(Event(source="sidecar", subject="tu", action="no_favorites", priority="high",
+    step.emit(RoutingEvent(source="sidecar", subject="tu", action="no_favorites", priority="high",
                     payload={"tu": rt.tu, "project": rt.project, "operator": rt.operator,
                              "local_favorites_dropped": dropped},
                     dedup_key=f"tu-no-favorites:{rt.tu}:{day}"))
