@@ -182,6 +182,8 @@ class Replay:
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
+        self.rec.platform_request(now, str(params.get("project", "")), str(params.get("tu", "")),
+                                  str(params.get("method", "")), params.get("params"))
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
                                   params.get("method", ""), params.get("params") or {}, now)

@@ -11,7 +11,11 @@ Rules / theory of operation
   one line each).  ``logout`` goes to the machine the TU is logged in on.
 * World lines: encode the line into frames (:mod:`encode`), apply it to the world and the
   reference Stack, deliver the frames to the machine where that TU is logged in (none: Electron
-  holds no session for it, the frames are not sent).  After an RU chat message's
+  holds no session for it, the frames are not sent).  While a TU's socket is down
+  (``socket_down`` … ``reconnect``, README revision 2) its platform socket events — the
+  operator's own-send echoes included — are not sent (the world and Stack still change, the
+  sidecar's passes still see it); ``reconnect`` sends ``platform.reconnected {project, tu}``
+  to the machine the TU is logged in on.  After an RU chat message's
   ``platform.event`` is answered, the driver samples whether an ``unanswered_message`` is open
   (pairs blocked either way are not sampled).
 * Operator model: on each new ``task.created``, keyed draws over ``(seed, task_id, purpose)``
@@ -46,7 +50,8 @@ from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 # timeline lines that are no world event (the routing world's are played by their own modules)
-NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage)
+NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage,
+             sc.SocketDown, sc.Reconnect)
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
 # result naming the issue that brings it, so such a scenario never passes vacuously.  Every
 # routing-world line is played today (routing_world, senders_lines).
@@ -67,6 +72,7 @@ class LinePlayer:
         self.routing, self.senders, self.sidecars = routing, senders, sidecars
         self.results, self.samples, self.stats, self.op_sent = results, samples, stats, op_sent
         self.push = push
+        self.socket_down: set[str] = set()  # TUs whose platform socket is down (socket_down … reconnect)
 
     # ---- one timeline line -----------------------------------------------------------------
 
@@ -99,6 +105,15 @@ class LinePlayer:
         elif k is sc.Crash:
             self.rec.context(now, "crash", machines=[m.name for m in sd.machines if m.running])
             await sd.crash()
+        elif k is sc.SocketDown:
+            self.socket_down.add(line.tu)
+            self.rec.context(now, "socket_down", project=line.project, tu=line.tu)
+        elif k is sc.Reconnect:
+            self.socket_down.discard(line.tu)
+            m = sd.tu_machine.get(line.tu)
+            self.rec.context(now, "reconnect", machine=m.name if m else None, project=line.project, tu=line.tu)
+            if m is not None and m.running:
+                await sd.send(m, "platform.reconnected", {"project": line.project, "tu": line.tu})
         elif k is sc.StackFault:
             self.stack.set_fault(line.mode, line.value)
             self.rec.context(now, "stack", mode=line.mode, value=line.value)
@@ -159,6 +174,18 @@ class LinePlayer:
                                                      tu=line.tu, ru=line.ru, msg_id=line.id, lineno=line.lineno,
                                                      open_task=t.task_id if t else None))
 
+    def delivered(self, tu: str | None, frames: list[encode.Frame], line: Any = None) -> list[encode.Frame]:
+        """The frames of ``line`` that reach the sidecar: none of the platform's socket events
+        while the TU's socket is down (README revision 2 ``socket_down``; ``favorite.update``
+        frames are Stack's and the operator's UI, not the socket, and still go); and no
+        ``favorite`` line's update for a TU Stack has no list for (``stack_favorites: false``:
+        that favorite is the platform world's only)."""
+        if type(line) is sc.Favorite and tu in self.stack.no_list:
+            return []
+        if tu not in self.socket_down:
+            return frames
+        return [f for f in frames if f[0] != "platform.event"]
+
     async def world_line(self, line: Any) -> None:
         frames = encode.frames_for(line, self.clock.now, self.world)
         self.apply_world(line)
@@ -166,9 +193,11 @@ class LinePlayer:
         m = self.sidecars.tu_machine.get(tu) if tu else None
         if m is None or not m.running:
             return
-        for method, params in frames:
+        withheld = tu in self.socket_down
+        for method, params in self.delivered(tu, frames, line):
             await self.sidecars.send(m, method, params)
-        self.sample(line)
+        if not withheld:  # a withheld message is no socket event: nothing to sample
+            self.sample(line)
 
     # ---- operator model --------------------------------------------------------------------
 
@@ -197,7 +226,8 @@ class LinePlayer:
         else:
             item_id = f"op-{task_id}"
             self.world.record_send(task.project, task.tu, task.ru, channel, item_id, now, body="…")
-            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
-            await self.sidecars.send(m, method, params)
+            frame = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
+            for method, params in self.delivered(task.tu, [frame]):  # the echo is a socket event
+                await self.sidecars.send(m, method, params)
         self.op_sent[channel] += 1
         self.rec.operator_sent(self.clock.now, channel, task.project, task.tu, task.ru, task_id)

@@ -7,7 +7,10 @@ Rules / theory of operation
   - ``GET /v1/tus/{tu}/startup`` → ``{"tu", "favorites": [{"ru","project","active","is_white",
     "spend_30d_usd","spend_total_usd","paid_actions","paid_with_bonuses_only","chat_limit",
     "mail_limit","blocked_by_tu","blocked_by_ru","markers": {...}}], "history": [{"task_id","type",
-    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``.
+    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``.  For a
+    TU with ``stack_favorites: false`` (README revision 2) the ``favorites`` key is **absent**
+    (Stack has no list, DESIGN §9/§12.5): its ``favorite`` lines, initial and timeline, are the
+    platform world's only.
   - ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}`` body ``{"value": marker | null}`` (null
     clears) → ``{"ok": true, "tu", "ru", "name", "value"}``.
   - ``POST /v1/tus/{tu}/tasks`` body ``{"event": "created"|"closed", "task": {... "task_id"}}`` —
@@ -101,6 +104,7 @@ class StackServer:
         self.batch = batch  # advertise and serve POST /v1/batch
         self.lock = threading.Lock()
         self.favorites: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> ru -> favorite
+        self.no_list: set[str] = set()  # TUs Stack has no favorites list for (``stack_favorites: false``)
         self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
         self.candidates: dict[str, list[Any]] = {}
         self.idem: dict[str, tuple[int, bytes]] = {}  # key -> first answer
@@ -158,8 +162,9 @@ class StackServer:
     def seed_from_scenario(self, scenario: sc.Scenario) -> None:
         """Load the initial favorites (with markers) and prior task history."""
         with self.lock:
+            self.no_list = {x.tu for x in scenario.world if isinstance(x, sc.Tu) and not x.stack_favorites}
             for line in scenario.world:
-                if isinstance(line, sc.Favorite):
+                if isinstance(line, sc.Favorite) and line.tu not in self.no_list:
                     fav = self._fav(line.project, line.tu, line.ru)
                     fav.update(line.changes())
                     fav["markers"] = dict(line.markers or {})
@@ -189,7 +194,7 @@ class StackServer:
         """A favorite's attributes changed (``favorite`` / ``limits`` / ``block`` lines);
         ``listed_only``: change only a favorite Stack already lists (blocks, limits)."""
         with self.lock:
-            if listed_only and ru not in self.favorites.get(tu, {}):
+            if tu in self.no_list or (listed_only and ru not in self.favorites.get(tu, {})):
                 return
             self._fav(project, tu, ru).update({k: v for k, v in changes.items() if k in FAV_KEYS})
 
@@ -217,6 +222,8 @@ class StackServer:
             favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
             hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
             out = {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            if tu in self.no_list:
+                del out["favorites"]  # no list: the key is absent (DESIGN §9), not []
             if self.batch:
                 out["capabilities"] = ["batch"]
             return out
