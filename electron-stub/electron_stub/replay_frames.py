@@ -99,6 +99,8 @@ class FramePlayer:
         start, tu_machine = self.clock.start, self.sidecars.tu_machine
         now = start + t
         if phase == ACTION:
+            if it[0] != "answer":
+                return None  # a pass-over or a backlog look reads the list at its instant (operator_model)
             _, task_id, channel = it
             task = self.rec.tasks.get(task_id)
             if task is None or not task.is_open:

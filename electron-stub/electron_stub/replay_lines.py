@@ -18,11 +18,8 @@ Rules / theory of operation
   to the machine the TU is logged in on.  After an RU chat message's
   ``platform.event`` is answered, the driver samples whether an ``unanswered_message`` is open
   (pairs blocked either way are not sampled).
-* Operator model: on each new ``task.created``, keyed draws over ``(seed, task_id, purpose)``
-  decide whether and after what delay the task is answered (chat or mail channel; a Like with
-  ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
-  task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
-  ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
+* The operator model (first looks, the backlog worked in the sidecar's order) is
+  :mod:`electron_stub.operator_model`; its own-send echoes go through :meth:`LinePlayer.delivered`.
 * Routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage`` of
   ``rules.*``) are played by :mod:`electron_stub.routing_world` (loopback receivers, the
   sidecars' router config, rules on every new data dir); the trace gets ``delivery`` lines (the
@@ -35,13 +32,12 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
-from electron_stub import encode, keyed
+from electron_stub import encode
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
-from electron_stub.replay_sidecars import ACTION, Sidecars, VirtualTime
+from electron_stub.replay_sidecars import Sidecars, VirtualTime
 from electron_stub.report import RunStats
 from electron_stub.routing_world import RoutingWorld, evaluate_delivery
 from electron_stub.senders_lines import SenderLines
@@ -60,18 +56,15 @@ SENDER_METHODS = ("groups.", "senders.")  # manage lines sender health plays (se
 
 
 class LinePlayer:
-    """Applies timeline lines and operator answers; ``push(t, phase, item)`` queues a harness
-    action (an operator answer) for the driver."""
+    """Applies timeline lines (the operator's answers are :mod:`electron_stub.operator_model`)."""
 
     def __init__(self, scenario: sc.Scenario, clock: VirtualTime, *, world: World, stack: StackServer,
                  rec: Recorder, routing: RoutingWorld, senders: SenderLines, sidecars: Sidecars,
-                 results: list[ex.Result], samples: list[ex.MessageSample], stats: RunStats,
-                 op_sent: Counter, push: Callable[[float, int, Any], None]) -> None:
+                 results: list[ex.Result], samples: list[ex.MessageSample], stats: RunStats) -> None:
         self.sc, self.clock = scenario, clock
         self.world, self.stack, self.rec = world, stack, rec
         self.routing, self.senders, self.sidecars = routing, senders, sidecars
-        self.results, self.samples, self.stats, self.op_sent = results, samples, stats, op_sent
-        self.push = push
+        self.results, self.samples, self.stats = results, samples, stats
         self.socket_down: set[str] = set()  # TUs whose platform socket is down (socket_down … reconnect)
 
     # ---- one timeline line -----------------------------------------------------------------
@@ -198,36 +191,3 @@ class LinePlayer:
             await self.sidecars.send(m, method, params)
         if not withheld:  # a withheld message is no socket event: nothing to sample
             self.sample(line)
-
-    # ---- operator model --------------------------------------------------------------------
-
-    def plan_answer(self, task: Any) -> None:
-        op, seed = self.sc.header.operator, self.sc.header.seed
-        channel = keyed.channel_of(task.type, task.meta)
-        p, (lo, hi) = ((op.chat_answer_p, op.chat_delay_s) if channel == "chat"
-                       else (op.mail_answer_p, op.mail_delay_s))
-        if not keyed.chance(seed, p, task.task_id, "answer"):
-            return
-        due = task.created_at - self.clock.start + keyed.uniform(seed, lo, hi, task.task_id, "delay")
-        self.push(due, ACTION, ("answer", task.task_id, channel))
-
-    async def answer(self, task_id: str, channel: str, t: float) -> None:
-        task = self.rec.tasks.get(task_id)
-        if task is None or not task.is_open:
-            return
-        m = self.sidecars.tu_machine.get(task.tu)
-        if m is None or not m.running:
-            return
-        now = self.clock.now
-        if t < now - self.clock.start - 1e-6:
-            self.stats.operator_late += 1
-        if channel == "email":
-            await self.sidecars.send(m, "task.close", {"task_id": task_id, "reason": "answered"})
-        else:
-            item_id = f"op-{task_id}"
-            self.world.record_send(task.project, task.tu, task.ru, channel, item_id, now, body="…")
-            frame = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
-            for method, params in self.delivered(task.tu, [frame]):  # the echo is a socket event
-                await self.sidecars.send(m, method, params)
-        self.op_sent[channel] += 1
-        self.rec.operator_sent(self.clock.now, channel, task.project, task.tu, task.ru, task_id)
