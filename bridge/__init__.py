@@ -11,7 +11,7 @@ accept, read, close), ``worker`` (its one ordered worker), ``client`` (BridgeCli
 ``lifecycle`` (wait_for_shutdown).
 
 ``BridgeClient`` is imported on first use: the sidecar serves and never dials, and the
-websockets client side is ~8 ms of its start (issue 11).
+websockets client side is ~8 ms of its start.
 """
 from typing import TYPE_CHECKING, Any
 

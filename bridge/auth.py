@@ -17,7 +17,7 @@ processes and — the real threat — web pages in the operator's browser (a pag
    :func:`hmac.compare_digest` over UTF-8 bytes, so the time taken does not reveal how much of a
    guess was right.  Anything else raises :class:`~bridge.errors.Unauthorized` (-32001) carrying
    the frame's id, and the server closes with 4401 after answering.
-4. **Size** (until the token matched; DESIGN §3–§4, issue 18 item 5).  A frame before auth is at
+4. **Size** (until the token matched; DESIGN §3–§4).  A frame before auth is at
    most :func:`auth_frame_cap` bytes — :data:`AUTH_FRAME` (4 KiB), or more for a token so long
    that its own auth frame needs it (a long secret must not lock its owner out).  websockets
    enforces it at the frame's header: a bigger one is closed with 1009 (RFC 6455 "message too

@@ -103,7 +103,7 @@ class BridgeClient:
         """Connect and authenticate; return the client (see the module header for errors).
         ``tap(direction, frame)``: called with every frame sent (``"to_sidecar"``) and received
         (``"to_electron"``), the auth included — the harness captures a session's frames with it
-        to validate them against ``sidecar schema`` (issue 20)."""
+        to validate them against ``sidecar schema``."""
         ws = await ws_connect(
             f"ws://{host}:{port}/",
             origin=None if origin is None else Origin(origin),

@@ -8,7 +8,7 @@ Rules / theory of operation
   still goes in alone, and the worker always has something to do.
 * A reader that finds no room waits (:meth:`InboundQueue.put`) and meanwhile does not read its
   socket: the client is back-pressured by TCP instead of the sidecar buffering.  Counting frames
-  only let 1 MB frames behind a busy worker grow memory to 1 GB (issue 7, the breaker).
+  only let 1 MB frames behind a busy worker grow memory to 1 GB.
 * :meth:`put` gives up (False) as soon as ``closing`` is set.
 * The one worker takes the head with :meth:`get`, and may look at the next item (:meth:`peek`)
   and take it at once (:meth:`get_nowait`) — how it gathers the frames of one commit group

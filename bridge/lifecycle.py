@@ -9,7 +9,7 @@ hook it installed before returning (so it can be awaited again, e.g. in tests):
   ``loop.add_signal_handler`` (main thread only; Unix).  After the wait ends the default
   dispositions are restored.  ``signals=False`` leaves the signals alone: ``sidecar serve`` owns
   them for the whole process (``sidecar.cli.stop_guard``), because restoring the defaults opens a
-  window in which a second signal kills or hangs a process that is shutting down (issue 7).
+  window in which a second signal kills or hangs a process that is shutting down.
 * ``"stdin-eof"`` — Electron spawns the sidecar with a pipe on stdin and never writes to it; when
   Electron dies, however it dies, the kernel closes the pipe and the read returns EOF.  Watched
   only when stdin **is a pipe/FIFO or a socket** (``watch_stdin=None`` decides with ``os.fstat`` +
@@ -38,7 +38,7 @@ __all__ = ["wait_for_shutdown", "stdin_is_watchable"]
 log = logging.getLogger("bridge.lifecycle")
 
 # signals that mean "stop cleanly"; SIGHUP too: a closed terminal or session must not kill the
-# sidecar mid-step with the default disposition (issue 7)
+# sidecar mid-step with the default disposition
 _SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 _STDIN = 0  # file descriptor watched for EOF
 

@@ -27,7 +27,7 @@ Rules / theory of operation
   The reader: answers to our own requests resolve their futures at once; ``stream.ack {seq}`` is
   handled here (``{"ok": true}`` if it was a request); malformed frames get their JSON-RPC error;
   a frame whose decode or dispatch raises anything else is answered -32603 (a request with an id;
-  :meth:`Session.fail_frame`) — the reader never dies on one frame (issue 18 item 4);
+  :meth:`Session.fail_frame`) — the reader never dies on one frame;
   every other request/notification goes into one queue bounded in frames (``queue_size``) AND in
   bytes (``queue_bytes``, the raw frame sizes; a frame larger than the byte cap still goes in when
   the queue is empty).  When either is reached the reader stops reading, so a flood back-pressures
@@ -241,7 +241,7 @@ class BridgeServer:
 
         Bounded: the handler call in flight gets ``grace`` seconds, the last answers
         :data:`FLUSH_S`, the closing handshake ``grace`` again, then the connections are
-        aborted.  Nothing here waits on a cancellation to finish (issue 7: the process must
+        aborted.  Nothing here waits on a cancellation to finish (the process must
         exit within 2 s)."""
         if self._closing.is_set():
             return
@@ -352,7 +352,7 @@ class BridgeServer:
             if len(raw) > self._max_frame:
                 session.refuse_oversized(raw, self._max_frame)
                 continue
-            try:  # one frame's failure, whatever its class, is that frame's answer (issue 18)
+            try:  # one frame's failure, whatever its class, is that frame's answer
                 # Any: dispatched on type(msg) below (the hot path), which mypy cannot narrow
                 msg: Any = jsonrpc.decode(raw, raw_params=self._raw_params)
             except RpcError as exc:

@@ -113,7 +113,7 @@ class Session:
     def on_ack(self, msg: Any) -> None:  # a Request or a Notification
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked.
         ``seq`` is decoded into :class:`_Ack` (an int64 >= 0): anything else — a 5,000-digit
-        integer once closed the connection with 1011 (issue 18 item 4) — is a -32602 naming
+        integer once closed the connection with 1011 — is a -32602 naming
         ``seq`` to a request, a logged warning for a notification, and releases nothing."""
         is_request = type(msg) is jsonrpc.Request
         try:
@@ -134,7 +134,7 @@ class Session:
     def fail_frame(self, raw: bytes, exc: Exception) -> None:
         """A frame whose decode or dispatch raised something unexpected (a codec bug, whatever
         its class): logged, and a request readable enough to have an id is answered -32603 —
-        the reader reads on; one frame never ends the connection (issue 18 item 4)."""
+        the reader reads on; one frame never ends the connection."""
         log.error("frame not handled: %s: %s", type(exc).__name__, exc, exc_info=exc)
         is_answer, msg_id = jsonrpc.head_of(raw)
         if not is_answer and msg_id is not None:

@@ -14,7 +14,7 @@ Rules / theory of operation
   returned value (Struct, dict, list, scalar, None), or the raised :class:`RpcError`; any other
   exception is logged and answered ``-32603`` with its message; the connection stays up.  Errors
   of notifications are only logged.
-* **Groups** (issue 11, the wall clock's latency): frames that queued up while the worker was
+* **Groups** (the wall clock's latency): frames that queued up while the worker was
   busy — behind a step's commit, say — need not pay a step and a commit each.  With a
   ``group_handler``, when the frame the worker takes is of one of ``group_methods`` and the next
   queued frames are of the same method, the worker takes that whole run (at most ``group_max``,

@@ -55,7 +55,7 @@ class Pass(msgspec.Struct, frozen=True):
     on_reconnect: bool = True
 
 
-# Raw platform values are checked where they enter (issue 7, found by the breaker): an e-mail
+# Raw platform values are checked where they enter (found by the breaker): an e-mail
 # with a huge ``receivedAt`` made a task that never ended, and ids with NUL or newlines reached
 # the logs raw.  A timestamp is unix seconds between 2000-01-01 and 2100-01-01 (milliseconds
 # fail loudly instead of meaning the year 57000); an id has no control characters.
@@ -190,7 +190,7 @@ def raw_pointer(message: str) -> str:
     """The JSON pointer (into ``platform.event``'s params) of the raw value a msgspec error
     ``message`` names — ``/data/sentAt``, ``/data/lastMessage/at`` — or ``/data`` (the data as a
     whole).  A pointer, not the dotted path other refusals give: the platform's keys may hold
-    dots (DESIGN §4, issue 20)."""
+    dots (DESIGN §4)."""
     path = field_of(message)
     if not path:
         return "/data"

@@ -1,4 +1,4 @@
-"""The platform half of the contract in one place (issue 20 item 1; DESIGN §4 "The contract is
+"""The platform half of the contract in one place (DESIGN §4 "The contract is
 portable"): every raw socket event each project's client accepts (``platform.event`` ``name`` →
 the ``data`` Struct its decoder converts to) and every ``platform.request`` method the sidecar
 asks Electron to call (``method`` → its params Struct and the answer Struct the sidecar decodes).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 # control characters in a message (an id with a newline or NUL, a platform's text) are written
-# escaped, so one log record is one line and nobody can forge a line of their own (issue 7)
+# escaped, so one log record is one line and nobody can forge a line of their own
 _ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 

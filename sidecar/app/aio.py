@@ -1,4 +1,4 @@
-"""Small asyncio helpers whose waits a cancellation can never be swallowed by (issue 7).
+"""Small asyncio helpers whose waits a cancellation can never be swallowed by.
 
 Rules / theory of operation
 ---------------------------

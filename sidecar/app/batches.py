@@ -1,5 +1,5 @@
 """``platform.events``: a burst of raw platform events handled in order, each its own step, the
-whole call ONE commit group (issue 11 item 3; params :class:`sidecar.protocol.inbound.PlatformEvents`).
+whole call ONE commit group (params :class:`sidecar.protocol.inbound.PlatformEvents`).
 
 Rules / theory of operation
 ---------------------------

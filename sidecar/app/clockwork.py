@@ -8,13 +8,13 @@ Rules / theory of operation
   the delivery timer's instants too (Stack's writes at Stack's flush instants,
   :mod:`sidecar.router.cadence`; :mod:`sidecar.app.deliveries`), and answers only when
   everything up to ``t`` has run.  How the driver slices its advances changes nothing.
-* **Group commit** (issue 11 item 4): the timers of one advance and the timers the ticker finds
+* **Group commit**: the timers of one advance and the timers the ticker finds
   due at once commit as one group — one SQLite transaction, one thread hop — in step order
   (:meth:`StepExecutor.group`); inside ``platform.events`` an advance joins that call's group.
   The group is committed before the delivery pump reads SQLite and before any yield.
 * Wall clock: a ticker task (:meth:`Clockwork.ticker`) sleeps until the next due timer, or
   until the :class:`Alarm` wakes it for a sooner one.
-* **Wall clock, per event** (issue 11: p99 ``platform.event`` → ``task.created`` ≤ 2 ms at
+* **Wall clock, per event** (p99 ``platform.event`` → ``task.created`` ≤ 2 ms at
   1,000 events/s): after each step's commit (:meth:`Clockwork.step_done_wall`) a delivery timer
   due by then goes straight to the pump (no ticker round, no timer step per event) and the
   ticker is woken only for a timer sooner than the one it sleeps to.
@@ -165,7 +165,7 @@ class Clockwork:
             await wait_event(alarm.event, self.clock.real_delay(wait))
 
     def step_done_wall(self) -> None:
-        """Wall clock, after each step's commit (issue 11, the latency at 1,000 events/s): the
+        """Wall clock, after each step's commit (the latency at 1,000 events/s): the
         delivery timer, if due by now — a step routed rows — goes straight to the pump, as its
         firing would (``outbox_due``), instead of costing a ticker round and a step of its own
         per event; and the ticker is woken only when a timer is now due sooner than it sleeps

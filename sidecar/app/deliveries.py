@@ -18,7 +18,7 @@ Rules / theory of operation
 * A pass reads SQLite, so under the step lock the open commit group is committed first
   (:meth:`StepExecutor.flush`).  The wall clock's pump skips passes that could send nothing (no
   Stack, no other target, no probe, no row left from an earlier config) instead of reading
-  SQLite twice per event (issue 11).
+  SQLite twice per event.
 * After a pass, the sender transitions it made (committed by the pass) go to Electron as
   ``sender.state``; the router events it raised (``sidecar/stack unreachable`` …) are a step of
   their own; the delivery timer is re-armed at the pass's ``next_due``.

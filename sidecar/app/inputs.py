@@ -45,7 +45,7 @@ from sidecar.store.db import Store
 from sidecar.app.wire import task_view
 
 if TYPE_CHECKING:
-    from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
+    from sidecar.stack.client import StackClient  # imported where it is made (httpx)
 
 log = logging.getLogger("sidecar.app.root")
 

@@ -1,5 +1,5 @@
 """The app's platform requests: ``platform.request`` to Electron, one or a step's several in one
-round trip (``platform.requests``; issue 11 item 3).
+round trip (``platform.requests``).
 
 Rules / theory of operation
 ---------------------------

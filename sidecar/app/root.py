@@ -21,7 +21,7 @@ Rules / theory of operation
   Electron never shows a task a crash could lose.  Then its platform requests run: awaited inline
   on the virtual clock (a replay is deterministic), as background tasks on the wall clock (a slow
   platform scroll never holds up socket events).
-* **Group commit** (issue 11 item 4): the timers of one advance, the timers the ticker finds due
+* **Group commit**: the timers of one advance, the timers the ticker finds due
   at once, and the events of one ``platform.events`` batch commit as one group — one SQLite
   transaction, one thread hop — in step order (:meth:`StepExecutor.group`).  Each step's
   routing is decided before the group's commit (on the router state the group's earlier steps
@@ -40,7 +40,8 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
-* **Shutdown refuses new steps; it never fails one** (issue 7; the exit-6 race of router2).
+* **Shutdown refuses new steps; it never fails one** (a step failed at shutdown
+  would exit 6).
   ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
   a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
   events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
@@ -89,7 +90,7 @@ from sidecar.store.db import Store
 from sidecar.app.wire import to_wire
 
 if TYPE_CHECKING:
-    from sidecar.stack.client import StackClient  # imported where it is made (httpx; issue 11)
+    from sidecar.stack.client import StackClient  # imported where it is made (httpx)
 
 log = logging.getLogger("sidecar.app.root")
 
@@ -130,7 +131,7 @@ class SidecarApp:
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack: StackClient | None = None
         if settings.stack_url:
-            # imported here: httpx is loaded only by a sidecar that has a Stack (issue 11)
+            # imported here: httpx is loaded only by a sidecar that has a Stack
             from sidecar.stack.client import StackClient
             self.stack = StackClient(settings.stack_url)
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.app.step_groups)
@@ -203,7 +204,7 @@ class SidecarApp:
         return port
 
     async def close(self) -> list[str]:
-        """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state (issue 7):
+        """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state:
         each stage has its own deadline, and a stage that overruns (or fails) is logged and left
         behind — the process exits anyway (``sidecar.cli.main`` enforces the hard limit).  Returns
         the stages left behind, e.g. ``["delivery flush at exit (over 0.40 s)"]`` (empty: all

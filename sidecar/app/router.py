@@ -1,4 +1,4 @@
-"""The router as a process-wide component of the app (DESIGN §10, §13; issue 9): its config,
+"""The router as a process-wide component of the app (DESIGN §10, §13): its config,
 state, channels, delivery pump, Stack watch and bridge methods.
 
 Rules / theory of operation
@@ -111,7 +111,7 @@ class RouterComponent:
         self.stack_acked = 0
 
     def plug_health(self, health: SenderHealth) -> None:
-        """Sender health (issue 10) answers the one attempt gate from now on."""
+        """Sender health answers the one attempt gate from now on."""
         self.pump_.gate = Attempts(health)
 
     async def start(self, now: float | None) -> float | None:

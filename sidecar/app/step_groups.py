@@ -1,5 +1,5 @@
-"""Wall clock: the frames that queued up behind a busy worker run as ONE commit group (issue 11,
-"p99 ``platform.event`` → ``task.created`` ≤ 2 ms at 1,000 events/s on the wall clock").
+"""Wall clock: the frames that queued up behind a busy worker run as ONE commit group, so
+that p99 ``platform.event`` → ``task.created`` stays ≤ 2 ms at 1,000 events/s on the wall clock.
 
 Rules / theory of operation
 ---------------------------

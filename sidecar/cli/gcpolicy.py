@@ -1,4 +1,4 @@
-"""The garbage collector's settings for a serving sidecar (issue 11 item 5, "Engine").
+"""The garbage collector's settings for a serving sidecar.
 
 Rules / theory of operation
 ---------------------------

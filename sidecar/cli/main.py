@@ -6,7 +6,7 @@
 ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}``; logs go to stderr and the
 data dir.  Exit codes: see :data:`EXIT_CODES` (also in ``sidecar serve --help`` and the README).
 
-Shutdown is bounded (issue 7, DESIGN §3): once SIGTERM, SIGINT, SIGHUP, stdin EOF or the
+Shutdown is bounded (DESIGN §3): once SIGTERM, SIGINT, SIGHUP, stdin EOF or the
 parent's death asks for it, a watchdog *thread* ends the process with exit code 5 if the orderly
 close has not finished within :data:`SHUTDOWN_DEADLINE_S` (a thread, because a stuck event loop
 could not run a timer of its own), and a second signal ends it at once with 128 + its number.
@@ -43,7 +43,7 @@ _ARGUMENT = re.compile(r"argument (?P<flag>[^:]+): (?P<problem>.*)", re.S)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (issue 7: bad input gets one line and exit 2),
+    """argparse, but a usage error is one line (bad input gets one line and exit 2),
     worded like every other refusal: ``sidecar: bad setting --clock (SIDECAR_CLOCK): …`` for a
     ``serve`` flag (each has its environment variable, :func:`sidecar.cli.preflight.flag_of`),
     ``sidecar: bad argument --after: …`` for another command's, ``sidecar: bad command line: …``
@@ -228,7 +228,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
     except DataDirLocked as exc:
         print(f"sidecar: {exc}; stop that sidecar or choose another --data-dir", file=sys.stderr)
         return 3
-    except DatabaseDamaged as exc:  # found at open, before anything wrote (issue 18 item 3);
+    except DatabaseDamaged as exc:  # found at open, before anything wrote;
         print(f"sidecar: {exc}", file=sys.stderr)  # one line: not logged too (logs go to stderr)
         return EXIT_DAMAGED
     except (StoreError, sqlite3.DatabaseError, OSError) as exc:
@@ -252,7 +252,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
             print(f"sidecar: bad setting --port (SIDECAR_PORT): {settings.host}:{settings.port} "
                   f"is not free: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        gcpolicy.apply()  # start-up is done: freeze it, fewer young collections (issue 11)
+        gcpolicy.apply()  # start-up is done: freeze it, fewer young collections
         # every stop hook is in place before "ready": signals since install(), stdin EOF and the
         # parent (polled 4×/s: its death must end us within the 2 s promise) from here on
         others = asyncio.ensure_future(wait_for_shutdown(

@@ -1,4 +1,4 @@
-"""``sidecar serve``: every setting is checked before anything starts (issue 7 item 2).
+"""``sidecar serve``: every setting is checked before anything starts.
 
 Rules / theory of operation
 ---------------------------

@@ -1,5 +1,5 @@
 """``sidecar rules`` and ``sidecar deliveries``: the router's rules and delivery audit from the
-data dir, for a shift lead (DESIGN §10 "Management"; issue 9).
+data dir, for a shift lead (DESIGN §10 "Management").
 
 Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it works beside a
 running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,

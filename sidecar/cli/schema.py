@@ -1,5 +1,5 @@
-"""``sidecar schema``: the whole bridge contract as one JSON Schema 2020-12 document (issue 20
-item 1; DESIGN §4 "The contract is portable") that any conforming validator compiles — ajv in
+"""``sidecar schema``: the whole bridge contract as one JSON Schema 2020-12 document (DESIGN §4 "The
+contract is portable") that any conforming validator compiles — ajv in
 strict mode, Python's ``jsonschema`` (``tests/contract``, ``clients/typescript``).
 
 Layout (everything under ``$defs``; the root validates any frame either side sends):

@@ -1,5 +1,5 @@
-"""The tables of the bridge contract that are not a method's params or answer (issue 20 item 1;
-DESIGN §3–§4): the websocket close codes, the process exit codes, the JSON-RPC error codes and
+"""The tables of the bridge contract that are not a method's params or answer (DESIGN §3–§4): the
+websocket close codes, the process exit codes, the JSON-RPC error codes and
 the closed enums of the values the sidecar sends; the ready line and the error ``data`` object
 are Structs of :mod:`sidecar.protocol.contract`.  :mod:`sidecar.cli.schema` puts them all into
 ``sidecar schema`` (in ``cli/``: the export stands on the bridge, the router and the senders,

@@ -1,5 +1,5 @@
 """The process-wide stop guard of ``sidecar serve``: stop signals and the shutdown watchdog
-(issue 7 item 1, DESIGN §3).
+(DESIGN §3).
 
 Rules / theory of operation
 ---------------------------

@@ -1,4 +1,4 @@
-"""A favorite (or any pair's) attributes as one frozen value (issue 12 "typed state").
+"""A favorite (or any pair's) attributes as one frozen value.
 
 Rules / theory of operation
 ---------------------------
@@ -30,7 +30,7 @@ import msgspec
 class Favorite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One RU's attributes for one TU.  Money in USD; ``None``: not known (see module rules).
     ``gc=False``: a frozen value of scalars and one markers mapping, never part of a reference
-    cycle, so the garbage collector need not track every favorite of every TU (issue 11)."""
+    cycle, so the garbage collector need not track every favorite of every TU."""
 
     ru: str
     project: str | None = None  # golden | chathouse | prime

@@ -30,7 +30,7 @@ class TaskCreated:
     @classmethod
     def of(cls, t: Task) -> "TaskCreated":
         """``TaskCreated(task=snapshot(t))``, its slot filled directly (one per created task: the
-        frozen ``__init__`` alone was ~3 k instructions; issue 11 item 5)."""
+        frozen ``__init__`` alone was ~3 k instructions)."""
         if cls is not TaskCreated:
             return cls(task=snapshot(t))
         note = _TaskCreatedFill()

@@ -107,7 +107,7 @@ def weaker_than(type_: TaskType) -> tuple[TaskType, ...]:
     return _WEAKER[type_]
 
 
-# both asked on every candidate: computed once from STRENGTH (issue 11 item 5)
+# both asked on every candidate: computed once from STRENGTH
 _STRONGER_OR_SAME = {t: STRENGTH[ch][: i + 1] for t, (ch, i) in _RANK.items()}
 _WEAKER = {t: STRENGTH[ch][i + 1:] for t, (ch, i) in _RANK.items()}
 
@@ -134,7 +134,7 @@ def vip_tier(spend_30d_usd: float | None) -> str | None:
 class Task(msgspec.Struct, gc=False):
     """A task on the operator's list.  Times are unix seconds (UTC).  ``gc=False``: a task holds
     plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
-    the garbage collector need not track every open task (issue 11 item 5).  Not ``kw_only``:
+    the garbage collector need not track every open task.  Not ``kw_only``:
     the Task Factory builds one per created task positionally, in this field order (msgspec
     matches keywords field by field: ~2.5 k instructions more per task)."""
 

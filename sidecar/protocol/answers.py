@@ -1,4 +1,4 @@
-"""The answers (JSON-RPC ``result``) of every request, for ``sidecar schema`` (issue 7 item 5).
+"""The answers (JSON-RPC ``result``) of every request, for ``sidecar schema``.
 
 Rules / theory of operation
 ---------------------------

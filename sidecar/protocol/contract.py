@@ -1,4 +1,4 @@
-"""The parts of the bridge contract (issue 20; DESIGN §3–§4) that are no method's params or
+"""The parts of the bridge contract (DESIGN §3–§4) that are no method's params or
 answer: the ready line ``sidecar serve`` prints, the error ``data`` object, and the exit codes'
 table (``sidecar serve --help``, the README and ``sidecar schema``'s ``ExitCode``,
 :mod:`sidecar.cli.schema_tables`) — here, below the command line, so the schema reads it without

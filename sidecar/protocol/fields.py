@@ -1,4 +1,4 @@
-"""The field a msgspec ``ValidationError`` names, as ``data.field`` of a -32602 (issue 20: every
+"""The field a msgspec ``ValidationError`` names, as ``data.field`` of a -32602 (every
 -32602 names its field).  Pure (``re`` only), so ``platform_clients`` use it too without pulling
 in the bridge."""
 from __future__ import annotations

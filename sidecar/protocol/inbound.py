@@ -7,8 +7,7 @@ so Electron may send more than we read.
 
 Times on the wire are unix seconds (UTC) as floats unless a field says ISO.  Every integer is
 bounded here (int64 or tighter) and every enum is a ``Literal``, so an out-of-range number or a
-list where a name goes is a -32602 naming the field, decided by msgspec before any handler runs
-(issue 18 item 4).
+list where a name goes is a -32602 naming the field, decided by msgspec before any handler runs.
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ class SessionLogout(Params, kw_only=True):
 class PlatformEvent(Params, kw_only=True):
     """A raw platform socket event, as the platform sent it (platform_clients decode it).
     ``data`` stays undecoded JSON (``msgspec.Raw``): the project client decodes it once,
-    straight into the event's own Struct (issue 12 "decode once")."""
+    straight into the event's own Struct."""
 
     project: Project
     tu: Id
@@ -88,7 +87,7 @@ class PlatformEventIn(PlatformEvent, kw_only=True):
 
 
 class PlatformEvents(Params, kw_only=True):
-    """A burst of raw platform socket events (issue 11 item 3): handled in order, each its own
+    """A burst of raw platform socket events: handled in order, each its own
     step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol.answers.EventsAnswer`:
     one result per event taken, in order; a refused event (bad raw event, TU not logged in) is
     an error result and changes nothing, the others are handled.
@@ -299,8 +298,8 @@ class SenderHistory(Params, kw_only=True):
     after_id: Cursor | None = None
     limit: Limit | None = None  # null / absent: 500
 # ---- the router's management (DESIGN §10; sidecar/app/router.py) ------------------------------
-# The types are checked here (an enum is a Literal, an integer bounded: -32602 naming the field,
-# issue 18 item 4); the values by the router itself (``sidecar.router.model.parse_rule`` /
+# The types are checked here (an enum is a Literal, an integer bounded: -32602 naming the
+# field); the values by the router itself (``sidecar.router.model.parse_rule`` /
 # ``parse_event``: a blank name, an unknown target …), whose errors name the field too (-32602
 # with ``data.field``); unknown fields are refused here.  ``null`` is the same as absent.
 

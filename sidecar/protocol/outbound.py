@@ -135,8 +135,8 @@ class PlatformRequest(Params, kw_only=True):
 
 
 class PlatformRequests(Params, kw_only=True):
-    """Several ``platform.request`` of ONE step in one round trip (virtual clock only; issue 11
-    item 3): each item is a ``platform.request``'s params (same ``at``).  Answer
+    """Several ``platform.request`` of ONE step in one round trip (virtual clock only):
+    each item is a ``platform.request``'s params (same ``at``).  Answer
     ``{"results": [{"result": <the platform's answer>} | {"error": {"code", "message"}}, …]}``,
     one per request, in order; answer each exactly as the single ``platform.request``."""
 

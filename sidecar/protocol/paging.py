@@ -1,5 +1,5 @@
-"""List answers that always fit one websocket frame (issue 9 — a breaker's find: ``deliveries.list``
-with many rows answered past the bridge's 1 MiB frame cap, and the connection closed with 1009).
+"""List answers that always fit one websocket frame (a list longer than the bridge's
+1 MiB frame cap would close the connection with 1009; docs/decisions.md "Reliability and limits").
 
 Rules / theory of operation
 ---------------------------

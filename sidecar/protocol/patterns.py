@@ -1,6 +1,6 @@
 """Regular expressions the schema carries (``msgspec.Meta(pattern=…)``): valid in both ECMA-262
 (ajv, every JavaScript validator) and Python's ``re`` (msgspec, ``jsonschema``), with the same
-meaning in both (issue 20: the ``\\A…\\Z`` anchors they replace are Python-only, and ajv could not
+meaning in both (the ``\\A…\\Z`` anchors they replace are Python-only, and ajv could not
 compile 11 of the 36 inbound methods).
 
 Why the ``(?!\\n)``: JSON Schema's ``pattern`` is a *search*.  Without the ``m`` flag ECMA-262's

@@ -1,4 +1,4 @@
-"""The work budget of template renders (DESIGN §10; issue 9 follow-up, a breaker's finds F1–F3):
+"""The work budget of template renders (DESIGN §10, a breaker's finds F1–F3):
 the bounds every render is held to and the pool one event's renders share.
 
 Rules / theory of operation
@@ -10,7 +10,7 @@ Rules / theory of operation
   many budgets.
 * No Jinja here: the router builds an :class:`EventWork` for every event it routes, and an
   event whose actions have no template never loads Jinja (:mod:`.render` imports it on the
-  first template; a sidecar starts ~50 ms sooner without it — issue 11, the suite's launches).
+  first template; a sidecar starts ~50 ms sooner without it — the suite launches hundreds).
 """
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Stack's flush cadence: WHEN the delivery pump sends Stack's writes (DESIGN §9 "Batch writes";
-issue 11 item 2; issue 9 "at least 10× fewer than one request per write").
+"""Stack's flush cadence: WHEN the delivery pump sends Stack's writes (DESIGN §9 "Batch writes").
 
 Rules / theory of operation
 ---------------------------

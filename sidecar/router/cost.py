@@ -1,4 +1,4 @@
-"""One work budget per template render (issue 9 follow-up, a breaker's finds F1–F3: a recursive
+"""One work budget per template render (a breaker's finds F1–F3: a recursive
 macro ``f(n)`` calling itself twice cost 2^n calls with no loop; ``|sort``, ``|wordwrap``,
 ``|urlize`` … on 250 K-item values cost seconds inside each allowed loop step; ``|urlencode``,
 ``|e`` and ``sum(start=[])`` made values far over the size cap).

@@ -117,7 +117,7 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
     Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
     reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`) — msgspec
     matches each keyword against every field, so a 21-keyword row cost ~12 k instructions
-    against ~2 k positionally (issue 11 item 5).  ``gc=False``: a row holds plain values only."""
+    against ~2 k positionally.  ``gc=False``: a row holds plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str
@@ -162,7 +162,7 @@ def _name(v: Any, field: str) -> str:
 
 def _priority(v: Any, field: str) -> str:
     """``v`` if it names a priority.  A list or an object is refused like any other non-name
-    (``v in RANK`` raised TypeError on one — issue 18 item 4: -32603)."""
+    (``v in RANK`` would raise TypeError on one: a -32603)."""
     if v is None:
         raise RouterInputError(field, f"must be one of {', '.join(PRIORITIES)} (null given)")
     if not isinstance(v, str) or v not in RANK:

@@ -54,7 +54,7 @@ class TemplateFailure(InputError):
 def _env() -> BoundedSandbox:
     """The one sandbox, made on the first template: Jinja (and the sandbox on it) is imported
     only by a sidecar that has a template to compile — most never do, and a start without it is
-    ~50 ms of CPU shorter (issue 11: the suite launches hundreds).  The frozen build finds both
+    ~50 ms of CPU shorter (the suite launches hundreds).  The frozen build finds both
     through packaging/sidecar.spec's hidden imports."""
     import jinja2
 

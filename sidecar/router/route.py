@@ -13,14 +13,14 @@ Rules / theory of operation
 * Several events of one step are routed by ONE call, in order, each seeing the changes of the
   ones before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
   steps, which the runtime serialises) yield exactly one delivery.
-* **Ahead of the state** (group commit, issue 11 item 4): the steps of one commit group are all
+* **Ahead of the state** (group commit): the steps of one commit group are all
   decided before the group's ONE commit, so none is applied yet when the next is decided.
   ``route(..., ahead=routings)`` reads the state as if those routings (decided, not applied, in
   order) had been applied — their dedup keys, throttle windows and event numbers — so a step
   of a group routes exactly as it would alone; the state itself is not touched.  The runtime
   passes an :class:`Ahead`, which merges each routing as it is appended, so the k-th step of a
   group reads one merged view instead of re-merging the k-1 before it (a wall-clock group of a
-  few hundred queued events was quadratic; issue 11); any other sequence is merged per call.
+  few hundred queued events was quadratic); any other sequence is merged per call.
 * RoutingEvent ids: :mod:`sidecar.router.state`.
 * **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
   ago (default 24 h; the window runs from the accepted event, duplicates do not extend it; at
@@ -208,7 +208,7 @@ def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | No
          channel: str | None, template: str | None, duplicate_of: float | None,
          real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float],
          pool: EventWork | None = None) -> Delivery:
-    """One delivery row, its status decided first and the row built once (issue 11 item 5: a
+    """One delivery row, its status decided first and the row built once (a
     base row and a copy per delivery cost ~10 % of an event)."""
     status, message, note, last_error = _PENDING, b"", None, None
     next_at = expires = None

@@ -1,6 +1,6 @@
 """A Jinja2 sandbox whose templates cost bounded work (DESIGN §10 "templates are sandboxed";
-issue 9: a rule's template like ``{% for i in range(10**5) %}{% for j in range(10**5) %}`` or
-``{{ 'x' * 10**9 }}`` blocked the event loop for seconds — templates are rendered inside a step).
+templates are rendered inside a step, so a template like ``{% for i in range(10**5) %}{% for j in
+range(10**5) %}`` or ``{{ 'x' * 10**9 }}`` would block the event loop for seconds).
 
 Rules / theory of operation
 ---------------------------

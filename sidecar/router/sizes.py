@@ -1,6 +1,6 @@
 """Size guards of the template sandbox (:mod:`.sandbox`): operations whose result can be far
 larger than their inputs are refused *before* they run, every other result is checked after
-(DESIGN §10 "templates are sandboxed"; issue 9's breaker: ``{{ 'x' * 10**9 }}``, ``urlencode``
+(DESIGN §10 "templates are sandboxed": ``{{ 'x' * 10**9 }}``, ``urlencode``
 ×6 → 3.25 M characters, ``sum(start=[])`` → 10 M items).
 
 Rules / theory of operation

@@ -66,7 +66,7 @@ class RouterState:
     def plan(self) -> "tuple[list[Rule], frozenset[str]]":
         """The rules in application order and the Stack sources no enabled rule can reach
         (their writes take :func:`route`'s direct path; none when a rule has no ``source``
-        condition), worked out once per rule set — not per routing (issue 11 item 5).
+        condition), worked out once per rule set — not per routing.
         Recomputed whenever ``rules`` holds other values (a rule created, patched, deleted or
         the dict replaced)."""
         key = tuple(self.rules.values())
@@ -90,7 +90,7 @@ class Routing(msgspec.Struct):
 
     A msgspec Struct built positionally, not a frozen dataclass: one is made per step, and a
     frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) or a Python
-    ``__init__`` cost 3–5 k instructions of it (issue 11 item 5).  Treat it as read-only once
+    ``__init__`` cost 3–5 k instructions of it.  Treat it as read-only once
     :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
     ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
     made, not on every read."""

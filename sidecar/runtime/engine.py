@@ -40,7 +40,7 @@ ServiceFactory = Callable[[TuRuntime], Sequence[ServiceHooks]]
 
 class EngineError(InputError):
     """A request the engine cannot apply (unknown TU, unknown task); becomes -32602 naming the
-    refused params ``field`` (issue 20: every -32602 names its field)."""
+    refused params ``field`` (every -32602 names its field)."""
 
 
 REFUSALS = (EngineError, BadRawEvent, UnknownRawEvent)  # raised by an input before any change

@@ -16,14 +16,14 @@ Rules / theory of operation
      clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
      platform scroll never holds up socket events); each answer is its own step.  Inline, the
      requests of one step are asked together (``ports.perform_many``, one round trip, when the
-     ports have it; issue 11 item 3) and their answers then run as steps in request order —
+     ports have it) and their answers then run as steps in request order —
      the same steps as asking one by one, because an answer depends on the world at the
      asking step's instant (``Request.at``), not on the answer steps before it.
 
 * ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
   its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
   use it.
-* **Group commit** (issue 11 item 4): inside ``async with executor.group():`` the steps of one
+* **Group commit**: inside ``async with executor.group():`` the steps of one
   advance or one batch still run one at a time, each deciding on the memory the step before left,
   but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
   hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
@@ -48,7 +48,7 @@ Rules / theory of operation
   cannot be undone in place.  The executor then records :attr:`failed`, calls
   ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
   process exits and a restart restores from SQLite and Stack.
-* **Shutdown refuses, never fails** (issue 7, router2): :meth:`StepExecutor.stop` marks the
+* **Shutdown refuses, never fails**: :meth:`StepExecutor.stop` marks the
   executor stopping; from then on every step that has not begun — a request from Electron, a
   platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
   before anything changes, no platform request is started, and a step already under way whose
@@ -188,7 +188,7 @@ class StepExecutor:
         if pending is not None:
             await self._join(pending, step, routing)
             return
-        if step.ops:  # _commit, inlined: one coroutine less per step (issue 11 item 5)
+        if step.ops:  # _commit, inlined: one coroutine less per step
             self.commits += 1
             try:
                 await self.ports.commit(step.ops)

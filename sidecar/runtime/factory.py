@@ -107,7 +107,7 @@ class TaskFactory:
         self.by_pair: dict[tuple[str, str], dict[TaskType, Task]] = {}  # (tu, ru) -> type -> task
         self.rus_by_tu: dict[str, set[str]] = {}  # tu -> RUs with an open task (online passes)
         # tu -> ids of its open overdue tasks: a deadline counts them without listing every open
-        # task (that was O(open tasks) per deadline timer; issue 11 item 5)
+        # task (that was O(open tasks) per deadline timer)
         self.overdue_by_tu: dict[str, set[str]] = {}
         self.created_total = 0  # tasks created by this process (status)
         self._overdue_alerted: dict[str, float] = {}  # tu -> last operator-overdue alert (unix s)
@@ -123,7 +123,7 @@ class TaskFactory:
 
     def open_rus(self, tu: str) -> frozenset[str]:
         """The RUs of ``tu`` with at least one open task — what an online pass judges, without
-        listing (and sorting) every open task of the TU on every pass (issue 11 item 5)."""
+        listing (and sorting) every open task of the TU on every pass."""
         return frozenset(self.rus_by_tu.get(tu, ()))
 
     def open_of_tu(self, tu: str) -> list[Task]:

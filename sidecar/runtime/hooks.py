@@ -1,4 +1,4 @@
-"""The one broadcaster of service hooks (issue 12 "hooks are broadcast from one place").
+"""The one broadcaster of service hooks.
 
 Rules / theory of operation
 ---------------------------
@@ -15,7 +15,7 @@ Rules / theory of operation
   :class:`~sidecar.runtime.step.ServiceHooks`, so the runtime never imports them.
 * A hook a service's class leaves as the base class's no-op (marked ``noop_hook``) is not
   called at all: each broadcast loops over the services that implement it, still in dispatch
-  order (issue 11 item 5).  The services are taken at construction; a hook replaced on an
+  order.  The services are taken at construction; a hook replaced on an
   instance later is still called when its class implements it.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ Rules / theory of operation
   scheduler (the step is the only writer while it runs).
 * The executor (:mod:`sidecar.runtime.executor`) commits the ops in ONE transaction, only then
   sends the notes, and only then makes the requests; each answer is a new step.
-* **Routing events** (DESIGN §10, issue 9): a step that changes a marker, creates or closes a
+* **Routing events** (DESIGN §10): a step that changes a marker, creates or closes a
   task or hands the Task Factory a candidate appends a :class:`sidecar.router.model.RoutingEvent` to
   ``events`` (``markers`` high, ``tasks`` normal, ``candidates`` low; each carries its Stack
   write for the built-in route).  The executor has the router turn them into delivery rows that
@@ -51,8 +51,8 @@ class Step(msgspec.Struct):
     """Effects of handling one input.  ``now``: unix seconds (UTC).
 
     A msgspec Struct: one is made per input, and msgspec builds it (copying the empty list
-    defaults) for ~1.5 k instructions against ~5 k for the slotted dataclass it was (issue 11
-    item 5).  Same fields, same defaults, mutable."""
+    defaults) for ~1.5 k instructions against ~5 k for the slotted dataclass it
+    was.  Same fields, same defaults, mutable."""
 
     now: float
     ops: list = []  # sidecar.store.ops.* committed together

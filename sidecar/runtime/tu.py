@@ -16,7 +16,7 @@ Rules / theory of operation
   a fact restore must see, distinct from "never written" (DESIGN §7).
 * An online pass expires the open online-only prompts of every RU it does not list (DESIGN §6),
   before the services hear of the pass — also the first after a restart; grid passes only (the
-  login's and a reconnect's do not), so a crash moves no expiry (issue 18 item 6).
+  login's and a reconnect's do not), so a crash moves no expiry.
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
 * The services are heard through :class:`~sidecar.runtime.hooks.Services`, the one
@@ -66,7 +66,7 @@ class TuRuntime:
         self.logged_in = False  # tasks are created only for a logged-in TU
         self.inbox_synced = False  # the login's check chat has answered (or there is none)
         # the login resumes a session a crash ended (its durable session row was still there):
-        # a sidecar that never stopped ran no pass at this instant (issue 18 item 6)
+        # a sidecar that never stopped ran no pass at this instant
         self.resumed = False
         self.favorites: dict[str, Favorite] = {}  # ru -> Stack's favorite, with its markers
         self.pairs: dict[str, Favorite] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
@@ -165,7 +165,7 @@ class TuRuntime:
         # judged against the open prompts, not the previous set: a restarted sidecar's first grid
         # pass must expire an adopted prompt whose RU left while it was down.  Grid passes only:
         # a restart's login pass would close it at the crash instant, where the sidecar that never
-        # stopped closes it at its next grid pass (issue 18 item 6, DESIGN §5)
+        # stopped closes it at its next grid pass (DESIGN §5)
         if scheduled:
             for ru in sorted(self.factory.open_rus(self.tu) - self.online):
                 self.factory.expire_offline(step, self, ru)

@@ -213,7 +213,7 @@ def needs_recovery(reg: Registry, name: object) -> bool:
     """Is sender ``name`` in cooldown or Need Check?  (:class:`ManageError` naming ``sender``
     for an unknown one.)  Recovering an active sender is a no-op — an operator (or a script
     that recovers every sender) asks for "active", and it is; writing a 106 and resetting its
-    counters would record a recovery that never happened (a breaker's find, issue 9)."""
+    counters would record a recovery that never happened (a breaker's find)."""
     return reg.senders[_sender(reg, name, "sender")].state != ACTIVE
 
 

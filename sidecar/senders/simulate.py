@@ -1,4 +1,4 @@
-"""The fleet simulator (issue 10): the health machine alone on virtual time against a failure
+"""The fleet simulator: the health machine alone on virtual time against a failure
 model, producing the counts of seed 000 §5 ("Картина в prod за 7 днів").
 
 Failure model (calibrated against §5; every draw keyed by (sender, purpose, n), so a run is

@@ -79,7 +79,7 @@ class Service:
 
 # The base class's broadcast hooks do nothing: marked, so the broadcaster
 # (:class:`sidecar.runtime.hooks.Services`) calls a hook only on the services that implement it
-# (issue 11 item 5: five of twelve calls per event were these no-ops).
+# (five of twelve calls per event were these no-ops).
 for _hook in ("on_login", "on_logout", "on_reconnect", "on_event", "on_online", "on_task_closed",
               "on_task_created", "on_favorite_changed"):
     getattr(Service, _hook).noop_hook = True

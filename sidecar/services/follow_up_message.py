@@ -21,7 +21,7 @@ Rules / theory of operation
   read before a restored chain with no known contact is checked; on Chathouse/Prime the dialog
   rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
   that chain from history.  A crash's restart (``resumed``) checks nothing at its login's passes:
-  the first grid pass does, as for a sidecar that never stopped (issue 18 item 6).
+  the first grid pass does, as for a sidecar that never stopped.
 * Only favorites Stack lists as active get chains or reminders (DESIGN §6).
 * After the boundary: the plain check ("over 60 min") and Chathouse notifications are
   :mod:`sidecar.services.follow_up_plain`'s.

@@ -20,7 +20,7 @@ Rules / theory of operation
 * ``at`` (writes, batches, the health probe; the virtual clock only — the replay's reference
   Stack): the domain instant of the pump pass that sends, as the :data:`~sidecar.stack.virtual_at.VIRTUAL_AT_HEADER`
   header (unix seconds), so a harness records the call at the sidecar's instant, not at
-  whatever instant its own driver is at (issue 11 item 3: a ``platform.events`` frame runs
+  whatever instant its own driver is at (a ``platform.events`` frame runs
   the sidecar's timers between its events).  Informational: nothing here reads it.
 * No clock, no sleeping, no retrying here: retries belong to the outbox pump (§10 ladder).
 """
@@ -205,7 +205,7 @@ def tls_context(base_url: str) -> ssl.SSLContext | bool:
     hostname checked); for an ``http`` one a context that trusts no CA at all — this client
     speaks only to the base URL (relative paths, no redirects followed), so it never makes a TLS
     handshake there, and were one ever made it would fail verification.  Loading the CA bundle
-    for a client that cannot use it cost ~40 ms of CPU per launch (issue 11)."""
+    for a client that cannot use it cost ~40 ms of CPU per launch."""
     if urlsplit(base_url).scheme.lower() == "https":
         return True
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no CA

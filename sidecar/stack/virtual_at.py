@@ -1,4 +1,4 @@
-"""The virtual instant of an outbound HTTP call (issue 11: frames run past the sidecar's timers).
+"""The virtual instant of an outbound HTTP call (frames run past the sidecar's timers).
 
 On the virtual clock every HTTP call the sidecar makes (Stack writes, batches and probes,
 webhooks, Telegram) carries the instant of the delivery pass that sends it, so the harness's

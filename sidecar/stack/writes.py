@@ -41,7 +41,7 @@ from sidecar.router.model import StackWrite as RoutedWrite
 @functools.lru_cache(maxsize=16384)  # every RU of 60 TUs × 150 favorites
 def seg(value: str) -> str:
     """Quote one path segment of a Stack URL (ids may hold any character).  Cached: the same
-    few TU and RU ids are quoted for every write (issue 11 item 5: ~8 % of an event's time)."""
+    few TU and RU ids are quoted for every write (~8 % of an event's time)."""
     return quote(str(value), safe="")
 
 
@@ -81,7 +81,7 @@ def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair:
             ru: str | None) -> RoutingEvent:
     """The routing event of a Stack write of ``kind``, built straight from the write's fields:
     the three hot builders below skip the intermediate :class:`StackWrite` (one Struct and a
-    field-by-field copy per write; issue 11 item 5).  Equal to ``StackWrite(...).event(...)``.
+    field-by-field copy per write).  Equal to ``StackWrite(...).event(...)``.
     Positional, in the Structs' field order (msgspec matches keywords field by field)."""
     source, priority = _SOURCES[kind]
     return RoutingEvent(source, subject, action, priority, payload, None, None,

@@ -23,7 +23,7 @@ Rules / theory of operation
   :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits and
   ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or rolls
   back as a whole.
-* **Commits on the loop** (issue 11; default with ``durability="normal"``): the commit runs on
+* **Commits on the loop** (default with ``durability="normal"``): the commit runs on
   the event loop's thread, on a stdlib ``sqlite3`` connection of its own, the store's only
   writer; its checkpoints run on aiosqlite's thread; a new file's page size is
   :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
@@ -367,7 +367,7 @@ class Store:
     async def pending_markers(self, tu: str) -> dict[tuple[str, str], Any]:
         """``tu``'s unacknowledged marker writes, newest per (ru, marker name) → value (``None``
         = cleared) — DESIGN §9: they win over Stack's startup data at login.  They are the
-        pending deliveries of the router's ``stack`` channel (issue 9), read by their structured
+        pending deliveries of the router's ``stack`` channel, read by their structured
         columns (``tu``, ``ru``, the marker's name as ``subject``).  (The legacy outbox table is
         emptied into them by schema v6.)  A row queued before schema v5 whose ids needed quoting
         has no columns; it is read from its request path, the only place that knew them then."""

@@ -1,4 +1,4 @@
-"""A damaged database is found at open (issue 18 item 3, DESIGN §3 "A damaged database …").
+"""A damaged database is found at open (DESIGN §3 "A damaged database …").
 
 Rules
 -----

@@ -52,7 +52,7 @@ Schema v4: sender health (DESIGN §10 second half, seed 000)
 * ``sender_groups`` — ``data`` = the ``senders.groups.Group``; ``priority`` UNIQUE (seed 000 §6).
 * ``sender_assignments`` — (sender, group_id) pairs.
 
-Schema v5: structured outbox columns (issue 12)
+Schema v5: structured outbox columns
 -----------------------------------------------
 * ``outbox.tu``, ``outbox.ru``, ``outbox.marker`` — the TU and RU a Stack write is about and a
   marker write's name, so a login reads its unacknowledged markers by column; older marker rows
@@ -242,7 +242,7 @@ CREATE TABLE sender_assignments (
 ) WITHOUT ROWID;
 """
 
-# Structured columns of an outbox row (issue 12): the TU and RU a write is about and, for a
+# Structured columns of an outbox row: the TU and RU a write is about and, for a
 # marker write, the marker's name — so a login reads its unacknowledged markers by column, not by
 # splitting an HTTP path.  Rows queued before this version are filled from their path (ids made
 # of URL-safe characters; a quoted one keeps NULL and is read from its path, see Store).
@@ -259,7 +259,7 @@ UPDATE outbox SET
 CREATE INDEX outbox_markers_by_tu ON outbox (tu, kind, id);
 """
 
-# The Stack outbox moves onto the router's ``stack`` channel (issue 9, DESIGN §10 "built-in
+# The Stack outbox moves onto the router's ``stack`` channel (DESIGN §10 "built-in
 # route"): a stack delivery row carries the TU and RU its write is about (a login reads its
 # unacknowledged markers by column), and every unsent outbox row becomes a pending ``stack``
 # delivery in the same order (seq follows the outbox id), keeping its idempotency key, body,

@@ -35,7 +35,7 @@ def to_json(value: Any) -> str:
 class Op(msgspec.Struct, frozen=True, tag=True, gc=False):
     """Base of every write op.  ``gc=False`` (inherited): an op holds plain values and never
     takes part in a reference cycle, so the garbage collector need not track the thousands a
-    busy minute makes (issue 11 item 5: GC was ~40 % of the engine's time)."""
+    busy minute makes (GC was ~40 % of the engine's time)."""
 
 
 class PutTask(Op, frozen=True):

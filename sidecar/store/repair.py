@@ -1,5 +1,5 @@
-"""``sidecar repair --data-dir DIR``: the way out of a damaged database (issue 18 item 3,
-DESIGN §3 "A damaged database …", §9 restore).
+"""``sidecar repair --data-dir DIR``: the way out of a damaged database (DESIGN §3 "A damaged
+database …", §9 restore).
 
 Rules
 -----

@@ -1,4 +1,4 @@
-"""The store's commits on the event loop (issue 11, the wall clock's p99 ``platform.event`` →
+"""The store's commits on the event loop (the wall clock's p99 ``platform.event`` →
 ``task.created``; :class:`sidecar.store.db.Store` with ``durability="normal"``).
 
 Rules / theory of operation

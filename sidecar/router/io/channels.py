@@ -48,7 +48,7 @@ Rules / theory of operation
   webhook, Telegram, Stack write, batch and probe — carries the pass's domain instant ``now``
   in the ``Sidecar-Virtual-At`` header (:data:`~sidecar.stack.virtual_at.VIRTUAL_AT_HEADER`), so the
   replay's reference Stack and receivers record each call at the sidecar's instant even when
-  it happens inside a ``platform.events`` frame (issue 11 item 3).  Informational only.
+  it happens inside a ``platform.events`` frame.  Informational only.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ from sidecar.router.ops import PutJournal
 if TYPE_CHECKING:
     # Imported where a channel that needs them is made: httpx and standardwebhooks only by an
     # HTTP target, the Stack client by the app when it has a Stack URL — a sidecar with neither
-    # starts without them (~45 ms of CPU per launch; issue 11).  The frozen build lists them
+    # starts without them (~45 ms of CPU per launch).  The frozen build lists them
     # (packaging/sidecar.spec).
     import httpx
 

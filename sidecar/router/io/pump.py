@@ -8,7 +8,7 @@ Rules / theory of operation
   returns :class:`PumpResult` with ``next_due`` (when to call again) and Stack's pending heads.  It never reads a clock
   and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
 * A pass works in rounds.  Each round reads the due rows (:mod:`.storage`; one read, which
-  when nothing is due also brings what the pass ends with — issue 11's thread hops), asks the gate
+  when nothing is due also brings what the pass ends with — one thread hop fewer), asks the gate
   (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
   ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
   health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads

@@ -38,7 +38,7 @@ Rules / theory of operation
   with the offer, deleted with the check, offered again after a restart at the first RU Online
   report and checked once (:mod:`.pending`).
 * Last TU mail older than 6 h is judged at grid RU Online passes only (``scheduled``, not a login's
-  or reconnect's pass): the same instants across a restart (DESIGN §5; issue 18 item 6).  A read
+  or reconnect's pass): the same instants across a restart (DESIGN §5).  A read
   per pair only when it could pass: none before a letter a read showed is 6 h old, none after a
   limit refusal before the RU comes online again or a row changes the mail limit.  Not state: a
   restart reads once more and reaches the same refusal (no task moves).
