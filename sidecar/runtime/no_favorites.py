@@ -1,5 +1,5 @@
 """A TU that Stack has no favorites list for is made visible, not left silent (DESIGN §12.5, §9,
-§10's ``sidecar/tu/no_favorites`` row; issue 22 item 2).
+§10's ``sidecar/tu/no_favorites`` row).
 
 Source: seed 003 question 5 — «Якщо фаворитів рахуємо у себе — бутстрап першого запуску TU все
 одно звідкись треба брати» (if we compute the favorites ourselves, the first-run bootstrap still

@@ -1,5 +1,5 @@
 """Golden's backed-up messages: an RU message that reached no socket is not lost (DESIGN §12.7,
-§6; issue 22 item 1).
+§6).
 
 Source: seed 003, "Unanswered message", Golden column, row «При перегляді активних фаворитів
 онлайн»: «генерація Follow-up підстрахує» (when the online active favorites are looked through,

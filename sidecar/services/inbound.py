@@ -28,8 +28,8 @@ Rules / theory of operation
   refreshes for favorites and non-favorites alike (:meth:`InboundService.blocked`).
 * An **untouched** Chathouse empty dialog (no id, no messages) — and likewise a mutual like that
   no message followed — raises Open Limits once: it has no message instant, so any earlier Open
-  Limits of the pair covers it (not every check chat anew; issue 22 found the mutual like raised
-  again every 30 min and at each socket reconnect).
+  Limits of the pair covers it (not every check chat anew: a standing mutual like would be
+  raised again every 30 min and at each socket reconnect).
 * Refusals that never reach the Task Factory go to the decision log (DESIGN §13).
 * Open Limits (captcha): every chat request.
 * A limit the sidecar does not know counts as absent (DESIGN §6): a Chathouse Open Limits signal
