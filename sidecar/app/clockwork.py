@@ -31,7 +31,8 @@ from typing import Callable
 from bridge.errors import InternalError, InvalidParams
 from sidecar.app.aio import wait_event
 from sidecar.app.deliveries import Deliveries, StepLocked
-from sidecar.core.clock import Clock, VirtualClock
+from sidecar.config import Settings
+from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.scheduler import Scheduler
 from sidecar.runtime.engine import OUTBOX_TIMER, Engine
 from sidecar.runtime.executor import StepExecutor
@@ -176,3 +177,13 @@ class Clockwork:
             sched.cancel(OUTBOX_TIMER)
             self.deliveries.due()
         self.alarm.wake_if_sooner()
+
+
+def make_clock(settings: Settings) -> Clock:
+    """The process's one clock (DESIGN §5 "Time"): ``--clock virtual`` → :class:`VirtualClock`
+    (advanced by ``clock.advance_to``); else the wall clock, ``--time-scale K`` times faster."""
+    if settings.clock == "virtual":
+        return VirtualClock()
+    if settings.time_scale:
+        return ScaledClock(settings.time_scale)
+    return WallClock()

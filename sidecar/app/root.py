@@ -70,9 +70,9 @@ from sidecar.app.aio import bounded, cancel_all
 from sidecar.app.batches import EventBatches
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.inputs import Inputs
-from sidecar.app.clockwork import Alarm, Clockwork
+from sidecar.app.clockwork import Alarm, Clockwork, make_clock
 from sidecar.config import Settings
-from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
+from sidecar.core.clock import Clock, VirtualClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.domain.errors import SidecarError
 from sidecar.protocol.methods import Methods
@@ -95,8 +95,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sidecar.app.root")
 
 EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores from SQLite and Stack
-# raised before any change; a manage error by the pure manage functions, before the registry
-# is replaced (sidecar.app.senders)
+# raised before any change (a manage error by the pure manage functions: sidecar.app.senders)
 REFUSALS = (*DOMAIN_REFUSALS, ManageError, RpcError)
 
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
@@ -111,14 +110,6 @@ GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one 
 def _event_answer(n: Any) -> dict:
     """``platform.event``'s answer: how many domain events the raw event became."""
     return {"ok": True, "events": n}
-
-
-def make_clock(settings: Settings) -> Clock:
-    if settings.clock == "virtual":
-        return VirtualClock()
-    if settings.time_scale:
-        return ScaledClock(settings.time_scale)
-    return WallClock()
 
 
 class SidecarApp:
