@@ -33,7 +33,9 @@ Rules / theory of operation
   delivery to that target (a row created ``pending``, whatever rule made it).  A delivery with
   ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
   not move the window; at exactly ``last + throttle`` it passes.  ``critical`` always passes and
-  the row's ``note`` says it bypassed the throttle.
+  the row's ``note`` says it bypassed the throttle.  The ``journal`` — seed 002's target-less
+  ``internal_log`` — is never throttled (seed 002 ``_throttled`` returns early when
+  ``target_id is None``): a throttled rule still writes the audit row a shift lead looks for.
 * A template that fails, or a target that is not configured, makes a ``failed`` row at once
   (terminal: DESIGN §10 "a broken template must not park a healthy sender").
 * Pending rows are due at once (``next_attempt_at = now``); ``expires_at = now + ttl_s``.
@@ -200,6 +202,8 @@ def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
     return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, None, out, _STACK_ONLY)
 
 
+# seed 002 ``_throttled`` returns early for a target-less ``internal_log`` (our journal): never cut
+_JOURNAL = "journal"
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the
 _SKIPPED, _DUPLICATE = Status.SKIPPED.value, Status.DUPLICATE.value  # enum's value descriptor
 
@@ -225,7 +229,7 @@ def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | No
             note = f"duplicate: dedup_key {event.dedup_key!r} accepted at {duplicate_of:.3f}"
         else:
             key = (channel, target)
-            if rule is not None and rule.throttle_seconds:
+            if rule is not None and rule.throttle_seconds and channel != _JOURNAL:
                 last = last_real.get(key, real.get(key))
                 if last is not None and now < last + rule.throttle_seconds:
                     if event.priority != "critical":
