@@ -238,7 +238,9 @@ class RouterComponent:
         data = {k: v for k, v in msgspec.structs.asdict(a).items() if v is not None}
         event = parse_event(data)  # a RouterInputError is -32602 naming its field
         await self._step(lambda s: s.emit(event))
-        return {"ok": True, "event_id": self.port.last_event_id}
+        if self.port.last_duplicate:  # seed 002: the first event's id, ``deduplicated: true``
+            return {"ok": True, "event_id": self.port.last_first_id, "deduplicated": True}
+        return {"ok": True, "event_id": self.port.last_event_id, "deduplicated": False}
 
 
 
@@ -257,6 +259,8 @@ class _Port:
     def __init__(self, owner: RouterComponent) -> None:
         self.owner = owner
         self.last_event_id: str | None = None
+        self.last_duplicate = False  # the last routed event was a duplicate …
+        self.last_first_id: str | None = None  # … of the event with this id
 
     def decide(self, events: list, now: float, after: Sequence[Routing] = ()) -> Routing:
         return self.owner.router.decide(events, now, after)
@@ -268,6 +272,8 @@ class _Port:
         self.owner.router.apply(routing)
         if routing.event_ids:
             self.last_event_id = routing.event_ids[-1]
+            self.last_duplicate = bool(routing.duplicates) and routing.duplicates[-1]
+            self.last_first_id = routing.first_ids[-1] if routing.first_ids else None
         if len(routing.pending) == len(routing.deliveries):
             return  # every row pending (most steps: the Stack writes alone): no note to send
         pending = Status.PENDING.value  # read once: Enum.value is a slow descriptor on 3.11

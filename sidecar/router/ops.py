@@ -50,6 +50,7 @@ class PutDedup(Op, frozen=True):
     source: str
     dedup_key: str
     accepted_at: float
+    event_id: str | None = None  # the accepted event's (a duplicate answers it; seed 002)
 
 
 class PutThrottle(Op, frozen=True):
@@ -106,9 +107,10 @@ register(SettleDelivery,
          lambda o: (o.status, o.attempts, o.next_attempt_at, o.last_error, o.delivered_at, o.at,
                     o.delivery_id))
 register(PutDedup,
-         "INSERT INTO router_dedup (source, dedup_key, accepted_at) VALUES (?,?,?)"
-         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at",
-         lambda o: (o.source, o.dedup_key, o.accepted_at))
+         "INSERT INTO router_dedup (source, dedup_key, accepted_at, event_id) VALUES (?,?,?,?)"
+         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at,"
+         " event_id=excluded.event_id",
+         lambda o: (o.source, o.dedup_key, o.accepted_at, o.event_id))
 register(PutThrottle,
          "INSERT INTO router_throttle (channel, target, last_at) VALUES (?,?,?)"
          " ON CONFLICT (channel, target) DO UPDATE SET last_at=max(last_at, excluded.last_at)",

@@ -99,20 +99,27 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
     ids: list[str] = []
     seq = state.seq
     seen: Mapping[tuple[str, str], float] = state.dedup
+    dedup_ids: dict[tuple[str, str], str] = {}
+    seen_ids: Mapping[tuple[str, str], str] = state.dedup_ids
+    first_ids: list[str | None] = []
+    dups: list[bool] = []
     real: Mapping[tuple[str, str], float] = state.last_real
     if isinstance(ahead, Ahead) and not ahead._routings:
         pass  # an empty group (its first step): nothing ahead, and no __len__ call to ask
     elif ahead:  # the open group's small dicts over the state's (never copied)
         if isinstance(ahead, Ahead):  # merged as the group grew: read, never written here
             group_dedup, group_real = ahead.dedup, ahead.last_real
+            group_ids = ahead.dedup_ids
             seq = max(seq, ahead.next_seq)
         else:
-            group_dedup, group_real = {}, {}
+            group_dedup, group_real, group_ids = {}, {}, {}
             for r in ahead:
                 group_dedup.update(r.dedup)
+                group_ids.update(r.dedup_ids)
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
+        seen_ids = ChainMap(group_ids, state.dedup_ids)
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
@@ -135,15 +142,22 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
             rows.append(row)
             pending.append(row)
             last_real[_STACK_KEY] = now
+            first_ids.append(None)
+            dups.append(False)
             continue
         duplicate_of: float | None = None
+        first_id: str | None = None
         if event.dedup_key is not None:
             k = (source, event.dedup_key)
             accepted = dedup.get(k, seen.get(k))
             if accepted is not None and now < accepted + state.dedup_window_s:
                 duplicate_of = accepted
+                first_id = dedup_ids.get(k, seen_ids.get(k))
             else:
                 dedup[k] = now
+                dedup_ids[k] = event_id
+        first_ids.append(first_id)
+        dups.append(duplicate_of is not None)
         fan: list[tuple[Rule | None, str, str | None]] = []
         if stack_route(event):
             fan.append((None, STACK_TARGET, None))
@@ -164,7 +178,7 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
                     only_stack = False
     return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, None, tuple(pending),
                    (_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
-                   if pending else frozenset())
+                   if pending else frozenset(), dedup_ids, tuple(first_ids), tuple(dups))
 
 
 def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,

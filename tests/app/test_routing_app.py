@@ -14,7 +14,11 @@ from sidecar.router.core import UNREACHABLE_AFTER_S, StackWatch
 from sidecar.router.io.storage import RouterStore
 from tests.app.test_app_steps import T0, TU, Run, msg
 
-JOURNAL = json.dumps({"audit": {"channel": "journal"}})
+# "hook" answers nothing (the discard port refuses): its rows stay pending on the retry ladder,
+# which is all a throttle window needs (the journal is never throttled: seed 002 _throttled)
+JOURNAL = json.dumps({"audit": {"channel": "journal"},
+                      "hook": {"channel": "webhook", "url": "http://127.0.0.1:9/",
+                               "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +65,7 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
     async def main():
         run = await started(tmp_path)
         good = {"name": "alerts", "conditions": {"source": "electron"},
-                "actions": [{"target": "audit"}], "throttle_seconds": 300}
+                "actions": [{"target": "audit"}, {"target": "hook"}], "throttle_seconds": 300}
         bad = [({**good, "actions": [{"target": "nowhere"}]}, "actions[0].target"),
                ({**good, "actions": [{"target": "stack"}]}, "actions[0].target"),
                ({**good, "conditions": {"priority_min": "urgent"}}, "conditions.priority_min"),
@@ -111,8 +115,11 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         await run.call("events.emit", emit)
         await run.call("clock.advance_to", {"t": T0 + 311})
         audit = (await run.call("deliveries.list", {"target": "audit"}))["deliveries"]
-        assert [(d["event_at"] - T0, d["status"]) for d in audit] == [
-            (10.0, "delivered"), (100.0, "skipped"), (310.0, "delivered")]
+        assert [(d["event_at"] - T0, d["status"]) for d in audit] == [  # the journal: never cut
+            (10.0, "delivered"), (100.0, "delivered"), (310.0, "delivered")]
+        hook = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert [(d["event_at"] - T0, d["status"]) for d in hook] == [
+            (10.0, "pending"), (100.0, "skipped"), (310.0, "pending")]
         assert audit[0]["id"] == f"{first['event_id']}.0"
         assert (await run.call("deliveries.list", {"status": "skipped"}))["deliveries"][0]["note"].startswith("throttled")
         assert (await run.call("deliveries.list", {"since": T0 + 200, "target": "audit"}))["deliveries"][0]["event_at"] == T0 + 310
@@ -131,8 +138,8 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
             assert ei.value.data == {"field": field}
         assert len((await run.call("deliveries.list", {"target": "audit"}))["deliveries"]) == 3
         notes = [p for m, p in run.sent if m == "delivery"]
-        assert [(n.status, n.at - T0) for n in notes] == [("delivered", 10.0), ("skipped", 100.0),
-                                                          ("delivered", 310.0)]
+        assert [(n.status, n.at - T0) for n in notes if n.status != "pending"] == [
+            ("delivered", 10.0), ("skipped", 100.0), ("delivered", 100.0), ("delivered", 310.0)]
         await run.stop()
 
         # a restart keeps the rules and the window
@@ -141,9 +148,22 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         await again.call("clock.advance_to", {"t": T0 + 320})
         assert [r["name"] for r in (await again.call("rules.list", {}))["rules"]] == ["alerts"]
         await again.call("events.emit", emit)
-        rows = (await again.call("deliveries.list", {"target": "audit"}))["deliveries"]
+        rows = (await again.call("deliveries.list", {"target": "hook"}))["deliveries"]
         assert rows[-1]["status"] == "skipped" and rows[-1]["id"] != rows[0]["id"]
+
+        # seed 002 ingest: a duplicate answers the FIRST event's id and deduplicated: true —
+        # across a restart too (the key remembers its event, schema v7)
+        keyed = {**emit, "dedup_key": "k-1"}
+        one = await again.call("events.emit", keyed)
+        assert one["deduplicated"] is False
+        two = await again.call("events.emit", keyed)
+        assert two == {**two, "event_id": one["event_id"], "deduplicated": True}
         await again.stop()
+        third = await Run(tmp_path).start()
+        await third.app.routing.start(None)
+        await third.call("clock.advance_to", {"t": T0 + 330})
+        assert (await third.call("events.emit", keyed))["event_id"] == one["event_id"]
+        await third.stop()
     asyncio.run(main())
 
 

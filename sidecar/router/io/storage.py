@@ -52,6 +52,7 @@ class Loaded(msgspec.Struct, frozen=True):
     dedup: dict[tuple[str, str], float]
     last_real: dict[tuple[str, str], float]
     next_seq: int
+    dedup_ids: dict[tuple[str, str], str] = {}  # (source, key) -> the accepted event's id
 
 
 def load(conn: sqlite3.Connection, now: float, dedup_window_s: float) -> Loaded:
@@ -59,12 +60,17 @@ def load(conn: sqlite3.Connection, now: float, dedup_window_s: float) -> Loaded:
     rules = {}
     for name, data in conn.execute("SELECT name, data FROM router_rules ORDER BY name"):
         rules[name] = msgspec.convert(decode_json(data), Rule)
-    dedup = {(s, k): at for s, k, at in conn.execute(
-        "SELECT source, dedup_key, accepted_at FROM router_dedup WHERE accepted_at > ?",
-        (now - dedup_window_s,))}
+    dedup: dict[tuple[str, str], float] = {}
+    dedup_ids: dict[tuple[str, str], str] = {}
+    for s, k, at, eid in conn.execute(
+            "SELECT source, dedup_key, accepted_at, event_id FROM router_dedup WHERE accepted_at > ?",
+            (now - dedup_window_s,)):
+        dedup[(s, k)] = at
+        if eid is not None:
+            dedup_ids[(s, k)] = eid
     last = {(c, t): at for c, t, at in conn.execute("SELECT channel, target, last_at FROM router_throttle")}
     row = conn.execute("SELECT value FROM meta WHERE key = 'router.next_seq'").fetchone()
-    return Loaded(rules, dedup, last, int(row[0]) if row else 1)
+    return Loaded(rules, dedup, last, int(row[0]) if row else 1, dedup_ids)
 
 
 def due_other(conn: sqlite3.Connection, now: float, limit: int) -> list[Delivery]:
