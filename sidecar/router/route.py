@@ -178,7 +178,9 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
                     only_stack = False
     return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, None, tuple(pending),
                    (_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
-                   if pending else frozenset(), dedup_ids, tuple(first_ids), tuple(dups))
+                   if pending else frozenset(), dedup_ids,
+                   # only a step with a duplicate carries them (the direct path never has one)
+                   tuple(first_ids) if any(dups) else (), tuple(dups) if any(dups) else ())
 
 
 def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,

@@ -110,7 +110,8 @@ class Routing(msgspec.Struct):
     channels: frozenset[str] = frozenset()  # the channels of the pending rows
     dedup_ids: dict[tuple[str, str], str] = {}  # the accepted events' ids of ``dedup``'s keys
     # per routed event, in order: the id of the FIRST event when it is a duplicate (None when it
-    # was accepted, or its key predates schema v7) — what ``events.emit`` answers (seed 002)
+    # was accepted, or its key predates schema v7) — what ``events.emit`` answers (seed 002);
+    # both empty when no event of the routing was a duplicate
     first_ids: tuple[str | None, ...] = ()
     duplicates: tuple[bool, ...] = ()  # per routed event: was it a duplicate
 
