@@ -17,7 +17,7 @@ has them machine-readable; until now they lived only in these modules' docstring
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -45,10 +45,13 @@ class RuIdsParams(msgspec.Struct, kw_only=True):
 
 
 class DialogsParams(msgspec.Struct, kw_only=True):
-    """Prime ``dialogs``: the criteria (all of them must hold; ``[]`` = every dialog) and the page
-    cursor (``next_cursor`` of the previous page; absent / 0 = the first page)."""
+    """Prime ``dialogs``: the criteria (all of them must hold; ``[]`` = every dialog), the page
+    size ``limit`` (dialogs per page, 1..100; the ``active`` scroll asks for seed 003's 15; absent:
+    the platform's default) and the page cursor (``next_cursor`` of the previous page; absent / 0 =
+    the first page)."""
 
     criteria: list[Literal["active", "online", "unanswered"]]
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     cursor: int | None = None
 
 

@@ -13,8 +13,10 @@ Requests:
 
 * ``dialogs {"criteria": [...], "cursor"?}`` → :class:`~platform_clients.base.RawDialogPage`:
   ``["active","online"]`` every 60 s (RU Online), ``["unanswered"]`` at check chat,
-  ``[]`` (all; the only place likes show, DESIGN §12.5) at check chat, ``["active"]`` one page of 15
-  per 120 s with a stateful cursor back to 7 days (Open Limits, DESIGN §12.3).
+  ``[]`` (all; the only place likes show, DESIGN §12.5) at check chat, ``["active"]`` with
+  ``"limit": 15`` and a stateful ``cursor`` (page index) every 120 s, back to 7 days (Open Limits,
+  DESIGN §12.3; seed 003 «1 сторінка (15 діалогів) за тік ~120 с»: the request names the page
+  size, so a platform whose default page differs still gets the seed's cadence of 15 per tick).
 * ``inbox_unanswered {}`` → ``{"mails": [{"ru","id","at"}]}`` — check mail, at login only.
 * ``chat_restriction {"ru"}`` → ``{"chatLimit","mailLimit"}`` — the live limits
   (``POST /platform/chat/restriction``).
@@ -34,6 +36,7 @@ from sidecar.domain import events as ev
 from sidecar.domain.favorites import Favorite
 
 LIKE_TYPES = frozenset({"likephoto", "wink", "like_newsfeed_post"})
+ACTIVE_PAGE = 15  # dialogs per criteria-active page: seed 003 «1 сторінка (15 діалогів) за тік ~120 с»
 
 __all__ = ["PrimeClient", "MessageSent", "Email", "DialogCreated", "BlockStatus", "ChatRequest",
            "IncomingEmail", "LIKE_TYPES", "UnansweredMail", "Restriction"]
@@ -126,7 +129,7 @@ class PrimeClient(PlatformClient):
         Pass("check_chat", "dialogs", {"criteria": ["unanswered"]}, 1800.0, "check_chat"),
         Pass("likes", "dialogs", {"criteria": []}, 1800.0, "likes"),
         Pass("check_mail", "inbox_unanswered", {}, None, "check_mail", on_reconnect=False),
-        Pass("open_limits", "dialogs", {"criteria": ["active"]}, 120.0, "open_limits",
+        Pass("open_limits", "dialogs", {"criteria": ["active"], "limit": ACTIVE_PAGE}, 120.0, "open_limits",
              on_reconnect=False),
     )
     decoders = {

@@ -20,7 +20,8 @@ Rules / theory of operation
 * Prime: ``dialogs {criteria, cursor?}`` — ``["active","online"]`` online favorites;
   ``["unanswered"]`` last chat message from the RU; ``[]`` every dialog with an item, likes
   visible; ``["active"]`` pages of :data:`PAGE` by last activity, newest first, back to 7 days,
-  ``cursor`` = page index, ``next_cursor`` null at the end.  Prime likes are visible only in
+  ``cursor`` = page index, ``limit`` = rows per page (default :data:`PAGE`), ``next_cursor``
+  null at the end.  Prime likes are visible only in
   ``[]`` (DESIGN §12.5): the other criteria compute ``lastMessage`` without them.
   ``inbox_unanswered``, ``chat_restriction {ru}`` (limits, 0 when none), ``correspondence_get {ru}``
   and ``emails_history {ru}`` (both: the pair's platform letters).
@@ -162,7 +163,7 @@ def prime(world: World, tu: str, method: str, params: dict, now: float) -> Any:
         if key == []:
             return page([dialog_row(world, "prime", tu, p.ru, True) for p in _pairs(world, "prime", tu) if p.items])
         if key == ["active"]:
-            return _active_page(world, tu, params.get("cursor"), now)
+            return _active_page(world, tu, params.get("cursor"), params.get("limit"), now)
         raise rpc_error(-32602, f"prime dialogs: unsupported criteria {crit!r}")
     if method == "inbox_unanswered":
         mails = []
@@ -179,19 +180,23 @@ def prime(world: World, tu: str, method: str, params: dict, now: float) -> Any:
     raise rpc_error(-32601, f"prime: unknown platform method {method!r}")
 
 
-def _active_page(world: World, tu: str, cursor: Any, now: float) -> dict:
+def _active_page(world: World, tu: str, cursor: Any, size: Any, now: float) -> dict:
     if cursor is None:
         cursor = 0
     if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
         raise rpc_error(-32602, "params.cursor must be a page index >= 0 or null")
+    if size is None:
+        size = PAGE
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 100:
+        raise rpc_error(-32602, "params.limit must be rows per page, 1..100, or null")
     recent = []
     for p in _pairs(world, "prime", tu):
         at = p.last_activity(include_likes=False)
         if at is not None and at >= now - ACTIVE_BACK_S:
             recent.append((-at, p.ru))
     recent.sort()
-    chunk = recent[cursor * PAGE:(cursor + 1) * PAGE]
-    nxt = cursor + 1 if (cursor + 1) * PAGE < len(recent) else None
+    chunk = recent[cursor * size:(cursor + 1) * size]
+    nxt = cursor + 1 if (cursor + 1) * size < len(recent) else None
     return page([dialog_row(world, "prime", tu, ru, False) for _, ru in chunk], nxt)
 
 

@@ -7,7 +7,8 @@ Rules / theory of operation
   - ``GET /v1/tus/{tu}/startup`` → ``{"tu", "favorites": [{"ru","project","active","is_white",
     "spend_30d_usd","spend_total_usd","paid_actions","paid_with_bonuses_only","chat_limit",
     "mail_limit","blocked_by_tu","blocked_by_ru","markers": {...}}], "history": [{"task_id","type",
-    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``.
+    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``; for a
+    TU in :attr:`StackServer.no_favorites` the ``favorites`` key is left out (no list, §12.5).
   - ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}`` body ``{"value": marker | null}`` (null
     clears) → ``{"ok": true, "tu", "ru", "name", "value"}``.
   - ``POST /v1/tus/{tu}/tasks`` body ``{"event": "created"|"closed", "task": {... "task_id"}}`` —
@@ -101,6 +102,9 @@ class StackServer:
         self.batch = batch  # advertise and serve POST /v1/batch
         self.lock = threading.Lock()
         self.favorites: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> ru -> favorite
+        # TUs Stack has no favorites list for: their startup data has no ``favorites`` key
+        # (DESIGN §9, §12.5 — unlike ``[]``, an empty list)
+        self.no_favorites: set[str] = set()
         self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
         self.candidates: dict[str, list[Any]] = {}
         self.idem: dict[str, tuple[int, bytes]] = {}  # key -> first answer
@@ -217,6 +221,8 @@ class StackServer:
             favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
             hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
             out = {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            if tu in self.no_favorites:
+                del out["favorites"]  # no list at all, not an empty one
             if self.batch:
                 out["capabilities"] = ["batch"]
             return out

@@ -71,8 +71,9 @@ class Inputs:
         self._flush_observed = flush_observed
 
     async def login(self, a: p.SessionLogin) -> dict:
-        """``session.login``: answer ``{"ok", "favorites", "restored_from_stack", "open_tasks"}``
-        (counts; whether Stack's startup data was used)."""
+        """``session.login``: answer ``{"ok", "favorites", "restored_from_stack",
+        "no_favorites_list", "open_tasks"}`` (counts; whether Stack's startup data was used;
+        whether Stack answered with no favorites list for the TU — DESIGN §12.5)."""
         try:
             client_for(a.project)  # before any I/O
         except KeyError as exc:
@@ -116,6 +117,7 @@ class Inputs:
         await self._step(login)
         rt = self.engine.tus[a.tu]
         return {"ok": True, "favorites": len(rt.favorites), "restored_from_stack": startup is not None,
+                "no_favorites_list": startup is not None and startup["favorites"] is None,
                 "open_tasks": len(self.engine.factory.open_of_tu(a.tu))}
 
     async def logout(self, a: p.SessionLogout) -> dict:

@@ -143,7 +143,7 @@ class Task(msgspec.Struct, gc=False):
     project: str
     tu: str
     ru: str
-    source: str  # trigger name: socket, check_chat, chain, over_60m, notification, ...
+    source: str  # trigger name: socket, check_chat, chain, over_60m, follow_up_pass, notification, ...
     created_at: float
     deadline: float
     vip: str | None = None

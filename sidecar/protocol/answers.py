@@ -44,6 +44,10 @@ class AuthAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class LoginAnswer(Ok, kw_only=True):
     favorites: int  # favorites known for the TU after the restore
     restored_from_stack: bool  # False: Stack was unavailable, restored from local state
+    # True: Stack answered with no favorites list for the TU (startup ``favorites`` missing or
+    # null, not ``[]``): no follow-ups until it has one; the shift lead is alerted (DESIGN §12.5).
+    # False also when Stack was unavailable: then nobody knows, and the local cache stands in.
+    no_favorites_list: bool
     open_tasks: int
 
 
@@ -141,7 +145,7 @@ class DecisionRow(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: int  # the log's order; the page cursor
     at: float
     type: str  # task type of the candidate (follow_up_message for chain removals)
-    source: str  # the trigger: socket, chain, over_60m, notification, scroll_new …
+    source: str  # the trigger: socket, chain, over_60m, follow_up_pass, notification, scroll_new …
     outcome: str  # created | refused:<reason> | miss | removed:<reason>
     task_id: str | None
     detail: dict[str, Any]  # e.g. {"step": 1, "chance": 0.75}

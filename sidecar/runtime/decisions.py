@@ -4,7 +4,8 @@
 Rules / theory of operation
 ---------------------------
 * A **decision** is a fact about one pair at one instant (unix seconds): a task type, the trigger
-  (``source``: ``socket``, ``chain``, ``over_60m``, ``notification``, ``scroll_new`` …) and an
+  (``source``: ``socket``, ``chain``, ``over_60m``, ``follow_up_pass``, ``notification``,
+  ``scroll_new`` …) and an
   ``outcome``:
 
   - ``created`` — the Task Factory made the task (``task_id`` set);
@@ -12,6 +13,9 @@ Rules / theory of operation
     ``stronger_task_open``, ``offline``, ``no_chat_limit``, ``limit_unknown``, ``not_favorite``,
     ``blocked``, ``white``, ``inactive``, ``freeloader``, ``logged_out``;
   - ``miss`` — a Follow-up chain attempt whose keyed roll failed (seed 003: "шанс не випав");
+  - ``found`` — Golden's backup read (DESIGN §12.7, :mod:`sidecar.services.golden_backup`) saw
+    an RU message no Unanswered message covers (``detail.message_at``); the candidate's own
+    ``created`` / ``refused`` row follows;
   - ``removed:<reason>`` — a Follow-up chain left the runtime pool (seed 004 "Видалення"):
     ``new_unanswered``, ``blocked``, ``inactive``, ``white``, ``attempts_done``, ``past_60m``.
 
@@ -24,6 +28,10 @@ Rules / theory of operation
   change**: the same outcome for the same (TU, RU, type, source) is not repeated until a different
   outcome was logged in between.  One fact reported twice in one step (the Task Factory and the
   chain both report a factory refusal) is logged once.
+* A fact about the **whole TU** is a row with ``ru`` = :data:`TU_WIDE` (``""``): Stack had no
+  favorites list at login (type ``favorites``, source ``login``, outcome ``no_list``;
+  :mod:`sidecar.runtime.no_favorites`).  ``why`` lists such rows with every pair of the TU — they
+  answer "why no reminder for this customer" too.
 * Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
   tasks (Stack keeps the task history), run at every login and once a day.
 * Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
@@ -33,6 +41,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RETENTION_S = 7 * 86400.0  # DESIGN §13: the decision log is kept 7 days
 HOUSEKEEPING_PERIOD_S = 86400.0  # prune once a day while a TU stays logged in
 CANDIDATE_OUTCOMES = ("created", "refused", "miss")  # outcomes Stack hears of (DESIGN §9)
+TU_WIDE = ""  # the ``ru`` of a decision about the whole TU (no RU id is empty)
 
 
 class Decision(msgspec.Struct, frozen=True, gc=False):
@@ -57,8 +67,8 @@ class Decision(msgspec.Struct, frozen=True, gc=False):
     tu: str
     ru: str
     at: float
-    type: str  # task type of the candidate (follow_up_message for chain removals)
-    source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m`` …)
+    type: str  # task type of the candidate (follow_up_message for chain removals; favorites: TU-wide)
+    source: str  # trigger name, as on the task (``chain``, ``socket``, ``over_60m``, ``follow_up_pass`` …)
     outcome: str  # created | refused:<reason> | miss | removed:<reason>
     task_id: str | None = None  # the created (or blocking) task, when there is one
     detail: dict = {}  # e.g. {"step": 1, "chance": 0.75} or {"open_type": "like"}
@@ -142,10 +152,10 @@ def record(step: Step, rt: Recorder, d: Decision) -> bool:
 
 def record_outcome(step: Step, rt: Recorder, ru: str, type_: Any, source: str, outcome: str,
                    *, task_id: str | None = None, detail: dict | None = None) -> bool:
-    """Convenience for services: ``outcome`` is ``created``, ``miss``, ``removed:<why>`` or a
+    """Convenience for services: ``outcome`` is ``created``, ``miss``, ``found``, ``removed:<why>`` or a
     refusal (``refused:<reason>`` or a bare reason, normalised by :func:`refused`)."""
     type_ = getattr(type_, "_value_", type_)  # a TaskType's value (Enum.value is a slow descriptor)
-    if outcome not in ("created", "miss") and not outcome.startswith("removed:"):
+    if outcome not in ("created", "miss", "found") and not outcome.startswith("removed:"):
         outcome, extra = refused(outcome)
         # a refusal re-checked on every pass is refused by the log: say so before its detail
         # (a blocking-task look-up) and its row are built for nothing
@@ -221,9 +231,22 @@ def explain(row: dict) -> str:
     """One sentence for a shift lead, e.g. ``follow_up_message (chain) refused: the customer was
     offline``."""
     outcome = row["outcome"]
+    if outcome == "no_list":
+        dropped = (row.get("detail") or {}).get("local_favorites_dropped")
+        gone = f"; {dropped} cached favorites were dropped" if dropped else ""
+        return ("Stack had no favorites list for this profile at login: no Follow-up message or "
+                f"mail for any customer until Stack has one (the shift lead was alerted){gone}")
     head = f"{row['type']} ({row['source']})"
     kind, _, reason = outcome.partition(":")
     detail = row.get("detail") or {}
+    if kind == "found":
+        at = detail.get("message_at")
+        when = ""
+        if isinstance(at, (int, float)):
+            when = " of " + datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S") + " UTC"
+        return (f"{head}: the chat history read for the follow-up check shows the customer's last "
+                f"message{when} unanswered and no task for it (it reached no socket: logged out, a "
+                "gap or a restart) — an Unanswered message is raised")
     if kind == "created":
         return f"{head} created as task {row.get('task_id')}"
     if kind == "miss":

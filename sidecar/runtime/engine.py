@@ -10,7 +10,8 @@ Rules / theory of operation
   a service name.
 * Favorites at login are exactly what Stack's startup data lists (a favorite Stack stops listing is
   dropped, its cached row deleted); only when Stack is unreachable does the local cache stand in
-  (DESIGN §6, §9).  Unacknowledged local marker writes are applied to those favorites only.  The scheduler orders them; ``fire`` handles exactly one, so every timer is its
+  (DESIGN §6, §9).  Startup data with **no list** (``favorites`` None) means no favorites, made
+  visible by :mod:`sidecar.runtime.no_favorites`.  Unacknowledged local marker writes are applied to those favorites only.  The scheduler orders them; ``fire`` handles exactly one, so every timer is its
   own step (its own transaction) in due order.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sidecar.core.scheduler import Scheduler
 from sidecar.domain.errors import InputError
 from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, HistoryRow, Task, TaskType
-from sidecar.runtime import decisions
+from sidecar.runtime import decisions, no_favorites
 from sidecar.runtime.dispatch import dispatch
 from sidecar.runtime.factory import TaskFactory
 from sidecar.runtime.step import Request, ServiceHooks, Step
@@ -66,9 +67,10 @@ class Engine:
               pending_markers: dict[tuple[str, str], Any],
               local_state: dict[str, dict] | None = None, resumed: bool = False) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
-        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [Favorite],
-        "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
-        — the local cache is used and the login still succeeds.  ``resumed``: this machine's
+        local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [Favorite]
+        | None, "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`; favorites None: Stack has
+        no list for the TU, :mod:`sidecar.runtime.no_favorites`); None: Stack unreachable — the
+        local cache is used and the login still succeeds.  ``resumed``: this machine's
         session row for the TU outlived its process (a crash, not a logout)."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
@@ -86,8 +88,10 @@ class Engine:
         self.tus[tu] = rt
         history: dict[str, dict[str, HistoryRow]] = {}
         dropped: list[str] = []
+        listed = True
         if startup is not None:
-            favorites: dict[str, Favorite] = {fav.ru: fav for fav in startup.get("favorites", ())}
+            listed = startup.get("favorites") is not None
+            favorites: dict[str, Favorite] = {fav.ru: fav for fav in startup.get("favorites") or ()}
             dropped = sorted(set(local_favorites) - set(favorites))
             for row in startup.get("history", ()):
                 history.setdefault(row.ru, {})[row.task_id] = row
@@ -117,6 +121,8 @@ class Engine:
             step.ops.append(ops.DeleteFavorite(tu=tu, ru=ru))
         step.ops.append(ops.PutSession(tu=tu, project=project, operator=operator, at=step.now))
         self._housekeeping(step)
+        if not listed:
+            no_favorites.announce(step, rt, len(dropped))
         rt.services.login(step)
         return rt
 

@@ -33,6 +33,9 @@ Rules / theory of operation
   a favorite, active, not white, online, no block, no stronger (or the same) chat task open for
   the pair, Chathouse/Prime chat limit — an unknown limit counts as absent (``limit_unknown``)
   and is re-checked when a dialog row carries it.
+* Golden's backup (DESIGN §12.7, :mod:`sidecar.services.golden_backup`): the same
+  ``chat_history`` answer raises an Unanswered message for an uncovered last RU message — no
+  extra read; it wipes the chain like any new Unanswered.
 * Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in the
   step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
 """
@@ -48,7 +51,7 @@ from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import CloseReason, Task, TaskType
 from sidecar.runtime.factory import Candidate, Refused
 from sidecar.domain.notes import ChainAttempt
-from sidecar.services import chain as ch
+from sidecar.services import chain as ch, golden_backup
 from sidecar.services.base import Request, Service, Step
 from sidecar.services.follow_up_plain import PlainChecks
 from sidecar.services.follow_up_checks import STRONGER, Contact, chain_allowed, final_check, no_chain_reason, parse_history
@@ -230,6 +233,8 @@ class FollowUpMessageService(PlainChecks, Service):
             return
         for ru, contact in parse_history(result, set(asked)).items():
             self._set_contact(step, ru, contact)
+        for ru, at in golden_backup.last_ru_messages(self.tu, result, set(asked)).items():
+            golden_backup.back_up(step, self.tu, ru, at)  # the same read (DESIGN §12.7)
         for ru in asked:
             if ru in self.tu.online:
                 if ru in self.pool:

@@ -3,6 +3,10 @@
 Rules / theory of operation
 ---------------------------
 * ``GET /v1/tus/{tu}/startup`` → ``{"favorites": [...], "history": [...]}``; times in unix seconds.
+* ``favorites`` missing or ``null``: Stack has **no list** for the TU (DESIGN §9, §12.5; seed 003
+  question 5 «бутстрап першого запуску TU все одно звідкись треба брати») — :attr:`Startup.favorites`
+  is None, which the login makes visible (:mod:`sidecar.runtime.no_favorites`); ``[]`` is an
+  empty list.  Any other non-list value is unusable, as before.
 * Each favorite and each history row is checked on its own against the Structs below; a row that
   does not match is skipped and counted (a bad row must not make a TU impossible to log in, and
   must not poison later events of that RU with wrongly typed attributes).  An answer that is not
@@ -55,7 +59,7 @@ class StartupTask(msgspec.Struct, kw_only=True):
 
 
 class Startup(msgspec.Struct, frozen=True):
-    favorites: list[Favorite]  # validated favorites, the runtime's frozen values
+    favorites: list[Favorite] | None  # validated favorites; None: Stack has no list for the TU
     history: list[HistoryRow]  # validated task history rows
     skipped: int  # rows that did not match and were left out
 
@@ -77,13 +81,15 @@ def parse_startup(tu: str, data: Any) -> Startup | None:
     """Validate ``data``; None when it is unusable as a whole (see module rules)."""
     if not isinstance(data, dict):
         return None
-    favs, hist = data.get("favorites", []), data.get("history", [])
-    if not isinstance(favs, list) or not isinstance(hist, list):
+    favs: Any = data.get("favorites")
+    hist = data.get("history", [])
+    listed = favs is not None
+    if (listed and not isinstance(favs, list)) or not isinstance(hist, list):
         log.warning("Stack startup for %s: favorites/history are not lists; using local state", tu)
         return None
     skipped = 0
     favorites: list[Favorite] = []
-    for row in favs:
+    for row in favs or ():
         try:
             fav = favorite_of(row)
         except msgspec.ValidationError as exc:
@@ -104,7 +110,7 @@ def parse_startup(tu: str, data: Any) -> Startup | None:
         except msgspec.ValidationError as exc:
             skipped += 1
             log.warning("Stack startup for %s: skipping history row %r: %s", tu, _ident(row, "task_id"), exc)
-    return Startup(favorites, history, skipped)
+    return Startup(favorites if listed else None, history, skipped)
 
 
 def _ident(row: Any, key: str) -> Any:

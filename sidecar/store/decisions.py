@@ -13,6 +13,8 @@ Rules / theory of operation
   ordered by (``at``, ``id``): the order the decisions were taken.  A page of ``why`` starts
   after the row ``after_id`` in that order (its id is the cursor; a row pruned meanwhile starts
   the page at the beginning of what is kept).  Times are unix seconds (UTC).
+* A pair's rows include the TU-wide ones (``ru`` ``""``, :data:`sidecar.runtime.decisions.TU_WIDE`:
+  e.g. Stack had no favorites list at login), in the same order.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from .rows import decode_json
 
 DB_NAME = "sidecar.db"
 _SELECT = ("SELECT id, at, type, source, outcome, task_id, detail FROM decisions"
-           " WHERE tu = ? AND ru = ? AND at >= ?"
+           " WHERE tu = ? AND ru IN (?, '') AND at >= ?"
            " AND (at, id) > (COALESCE((SELECT at FROM decisions WHERE id = ?), -1e308), ?)"
            " ORDER BY at, id LIMIT ?")
 
@@ -37,7 +39,7 @@ class DecisionLogUnavailable(IOFailure):
 
 def read_decisions(conn: sqlite3.Connection, tu: str, ru: str, since: float | None = None, *,
                    after_id: int | None = None, limit: int = -1) -> list[dict]:
-    """The pair's decisions at or after ``since`` (unix seconds; None = all kept) with an id
+    """The pair's decisions (and the TU-wide ones) at or after ``since`` (unix seconds; None = all kept) with an id
     after ``after_id``, at most ``limit`` (-1: all)."""
     lo = float("-inf") if since is None else since
     return [{"id": r[0], "at": r[1], "type": r[2], "source": r[3], "outcome": r[4],

@@ -123,6 +123,10 @@ def test_prime_active_pages_and_depth():
         seen += [r["userId"] for r in page["dialogs"]]
         cursor, pages = page["next_cursor"], pages + 1
     assert pages == 3 and seen == [f"r{i:02d}" for i in reversed(range(40))]  # newest first, 'old' is past 7 days
+    # the page size the sidecar names is the one served (issue 22 item 3)
+    small = ask(w, "prime", "p", "dialogs", {"criteria": ["active"], "cursor": 1, "limit": 7})
+    assert [r["userId"] for r in small["dialogs"]] == [f"r{i:02d}" for i in reversed(range(26, 33))]
+    assert small["next_cursor"] == 2
 
 
 def test_prime_mail_methods():
@@ -140,7 +144,8 @@ def test_prime_mail_methods():
 @pytest.mark.parametrize("project, method, params, code", [
     ("golden", "scroll_new", {}, -32601), ("chathouse", "dialogs", {}, -32601), ("prime", "get_mail", {}, -32601),
     ("mars", "online_ru", {}, -32601), ("golden", "get_mail", {}, -32602), ("prime", "dialogs", {"criteria": ["x"]}, -32602),
-    ("prime", "dialogs", {"criteria": ["active"], "cursor": -1}, -32602)])
+    ("prime", "dialogs", {"criteria": ["active"], "cursor": -1}, -32602),
+    ("prime", "dialogs", {"criteria": ["active"], "limit": 0}, -32602)])
 def test_errors_are_json_rpc_errors(project, method, params, code):
     w = build()
     with pytest.raises(Exception) as ei:

@@ -116,7 +116,8 @@ class Driver:
               local_tasks=(), pending_markers=None, local_favorites=None, local_state=None,
               resumed: bool = False):
         if startup is not None:  # tests write rows as Stack sends them: convert at the edge like the app
-            startup = {"favorites": [favorite_of(f) for f in startup.get("favorites", ())],
+            favs = startup.get("favorites")  # missing or None: Stack has no list (DESIGN §12.5)
+            startup = {"favorites": None if favs is None else [favorite_of(f) for f in favs],
                        "history": [msgspec.convert(r, HistoryRow) for r in startup.get("history", ())]}
         return self.run(partial(
             self.engine.login, tu=tu, project=project, operator=operator, startup=startup,

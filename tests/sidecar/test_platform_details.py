@@ -146,3 +146,14 @@ def test_vip_tier_labels_tasks_of_non_favorites_from_the_dialog_snapshot():
     w.login([])
     [task] = created(w, "unanswered_message")
     assert task.vip == "yellow"
+
+
+# seed 003 "Open Limits": «1 сторінка (15 діалогів) за тік ~120 с» — the request names the page
+# size instead of leaving it to the platform (issue 22 item 3)
+def test_prime_active_scroll_asks_for_one_page_of_15_each_tick():
+    w = ColumnWorld("prime")
+    w.login([])
+    w.at(600)
+    asks = [p for _, m, p in w.d.requests if m == "dialogs" and p.get("criteria") == ["active"]]
+    assert len(asks) >= 5  # the login's and one per ~120 s tick
+    assert all(p.get("limit") == 15 and p.get("cursor") == 0 for p in asks), asks

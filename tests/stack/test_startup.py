@@ -25,7 +25,9 @@ def test_bad_rows_are_skipped_good_ones_kept():
 def test_unusable_answers_mean_local_state():
     for data in (None, [], "x", {"favorites": {"ru": "r"}}, {"history": "no"}):
         assert parse_startup("tu", data) is None
-    assert parse_startup("tu", {}).favorites == []
+    # no ``favorites`` key is Stack having no list for the TU (DESIGN §9/§12.5 revised, issue 22
+    # item 2), not an empty one: None, which the login makes visible
+    assert parse_startup("tu", {}).favorites is None
 
 
 def test_a_startup_row_becomes_one_frozen_favorite_with_stacks_defaults():

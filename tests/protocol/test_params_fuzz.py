@@ -32,8 +32,8 @@ from bridge.auth import authenticate
 from bridge.errors import INTERNAL_ERROR, RpcError, Unauthorized
 from bridge.session import Session
 from bridge.stream import OutboundStream
-from sidecar import protocol as p
-from sidecar.methods import BRIDGE_METHODS
+from sidecar.protocol import inbound as p
+from sidecar.protocol.methods import BRIDGE_METHODS
 
 T0 = 1796025600.0
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", 60))
@@ -222,7 +222,7 @@ def app_runner(tmp_path, monkeypatch):
     """An asyncio runner and a virtual-clock app in it: clock set, TU ``t`` logged in, a rule
     ``r0`` to the journal target ``audit``, a sender group ``g``; one advance runs at most 50 timers (a fuzzed far
     ``t`` stays cheap — the cut-off answer is a -32602 like any other)."""
-    from sidecar import app as app_mod
+    from sidecar.app import root as app_mod
     from sidecar.config import Settings
     from sidecar.store.db import Store
 

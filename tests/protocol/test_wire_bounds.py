@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from bridge.errors import InvalidParams
-from sidecar.app import SidecarApp
+from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.store.db import Store
 
