@@ -50,7 +50,8 @@ from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, RoutingEvent, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
-from sidecar.router.ops import prune_ops
+from sidecar.router.ops import DropThrottle, PutThrottle, prune_ops
+from sidecar.store.ops import Op
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.app.router")
@@ -140,6 +141,7 @@ class RouterComponent:
         out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),
                          stack_pending=pending)
         failed = 0
+        freed: list[Delivery] = []
         for row, nxt in res.settled:
             if row.channel == "stack":
                 if nxt.status == Status.DELIVERED.value:
@@ -148,6 +150,10 @@ class RouterComponent:
                     failed += 1
                 continue
             out.notes.append(delivery_note(row, nxt.status, nxt.attempts, now, _error(nxt)))
+            if nxt.status == Status.FAILED.value:
+                freed.append(row)
+        if freed:
+            await self._free_windows(freed)
         out.stack_failed = failed
         self.stack_acked += out.stack_acked
         ev = self.watch.observe(now, acked=out.stack_acked, failed=failed)
@@ -157,6 +163,27 @@ class RouterComponent:
         for note in out.notes:
             self.notify("delivery", note)
         return out
+
+    async def _free_windows(self, failed: list[Delivery]) -> None:
+        """A failed delivery frees the throttle window it started (seed 002 ``_throttled``
+        counts only ``pending``/``delivered`` rows; DESIGN §10): the window of its (channel,
+        target) then runs from the latest live row to it, or not at all.  A window a later row
+        moved on is left alone."""
+        state = self.router.state
+        for row in failed:
+            key = (row.channel, row.target)
+            if state.last_real.get(key) != row.event_at:
+                continue
+            prev = await self.store.last_live(row.channel, row.target)
+            ops: list[Op] = [DropThrottle(row.channel, row.target, row.event_at)]
+            if prev is not None:
+                ops.append(PutThrottle(row.channel, row.target, prev))
+            await self.store.commit(ops)
+            if state.last_real.get(key) == row.event_at:  # (no routing moved it meanwhile)
+                if prev is None:
+                    del state.last_real[key]
+                else:
+                    state.last_real[key] = prev
 
     def queued(self, at: float, channels: frozenset[str] | None = None) -> float | None:
         """A step queued pending deliveries at ``at`` (unix seconds) to ``channels`` (None:

@@ -59,6 +59,15 @@ class PutThrottle(Op, frozen=True):
     last_at: float
 
 
+class DropThrottle(Op, frozen=True):
+    """Forget the window of (channel, target) if it still runs from ``last_at`` (the instant of a
+    delivery that has just failed: seed 002 ``_throttled`` counts only pending/delivered rows)."""
+
+    channel: str
+    target: str
+    last_at: float
+
+
 class PutRule(Op, frozen=True):
     rule: Rule
     at: float
@@ -114,6 +123,8 @@ register(PutDedup,
 register(PutThrottle,
          "INSERT INTO router_throttle (channel, target, last_at) VALUES (?,?,?)"
          " ON CONFLICT (channel, target) DO UPDATE SET last_at=max(last_at, excluded.last_at)",
+         lambda o: (o.channel, o.target, o.last_at))
+register(DropThrottle, "DELETE FROM router_throttle WHERE channel=? AND target=? AND last_at=?",
          lambda o: (o.channel, o.target, o.last_at))
 register(PutRule,
          "INSERT INTO router_rules (name, data, created_at, updated_at) VALUES (?,?,?,?)"

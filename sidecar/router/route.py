@@ -30,7 +30,9 @@ Rules / theory of operation
   Stack write; no rule, mode or throttle touches it), then every matching rule (mode
   ``all``/``first``, above) and each of its actions in order.
 * **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last *real*
-  delivery to that target (a row created ``pending``, whatever rule made it).  A delivery with
+  delivery to that target (a row created ``pending``, whatever rule made it; once that row has
+  FAILED the window runs from the latest ``pending``/``delivered`` row instead, or not at all —
+  seed 002 ``_throttled``; the app frees it when the row fails, ``RouterComponent``).  A delivery with
   ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
   not move the window; at exactly ``last + throttle`` it passes.  ``critical`` always passes and
   the row's ``note`` says it bypassed the throttle.  The ``journal`` — seed 002's target-less

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
 import pytest
 
@@ -209,3 +210,40 @@ def test_operator_overdue_is_routed_once_per_tu_per_hour():
     assert real[0].event_at == task.deadline + 600
     # the other two tasks' 10-minute marks fall within the hour: no second alert
     assert len(alerts) == 1
+
+
+def test_a_failed_delivery_frees_the_throttle_window(tmp_path):
+    # seed 002 _throttled counts only pending/delivered rows: once the one delivery inside the
+    # window has failed (5 attempts to a receiver that refuses), the next event is sent, not cut
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.app.routing.start(None)
+        await run.call("clock.advance_to", {"t": T0})
+        await run.call("rules.create", {"name": "hooked", "conditions": {"source": "electron"},
+                                        "actions": [{"target": "hook"}],
+                                        "throttle_seconds": 30 * 86400})
+        emit = {"source": "electron", "subject": "alert", "action": "fired", "payload": {}}
+        await run.call("events.emit", emit)
+        hour = 3600.0
+        for i in range(1, 14 * 24):  # the retry ladder and the sender's cooldowns, an hour a step
+            await run.call("clock.advance_to", {"t": T0 + i * hour})
+            rows = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+            if rows[0]["status"] == "failed":
+                break
+        assert rows[0]["status"] == "failed"
+        await run.call("events.emit", emit)
+        rows = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert [r["status"] for r in rows][1:] == ["pending"]
+        second_at = rows[1]["event_at"]
+        await run.stop()
+        with sqlite3.connect(tmp_path / "sidecar.db") as c:  # the freed window is stored
+            assert c.execute("SELECT last_at FROM router_throttle WHERE target = 'hook'"
+                             ).fetchall() == [(second_at,)]
+        again = await Run(tmp_path).start()  # the window now runs from the second event, stored
+        await again.app.routing.start(None)
+        await again.call("clock.advance_to", {"t": T0 + 15 * 86400})
+        await again.call("events.emit", emit)
+        rows = (await again.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert rows[-1]["status"] == "skipped"
+        await again.stop()
+    asyncio.run(main())

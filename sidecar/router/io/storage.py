@@ -169,6 +169,15 @@ def due(conn: sqlite3.Connection, now: float, other_limit: int, stack_limit: int
     return Due(other, runs, None if other or runs else pass_end(conn, stack))
 
 
+def last_live(conn: sqlite3.Connection, channel: str, target: str) -> float | None:
+    """The event instant (unix seconds) of the latest ``pending`` or ``delivered`` row to
+    (channel, target) — where a throttle window runs from once a later row failed (seed 002
+    ``_throttled``).  Read only when a delivery fails (at most once per row)."""
+    row = conn.execute("SELECT max(event_at) FROM deliveries WHERE channel = ? AND target = ?"
+                       " AND status IN ('pending', 'delivered')", (channel, target)).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, after_seq: int | None = None, limit: int = 1000,
                     newest: bool = False) -> list[Delivery]:
@@ -227,6 +236,9 @@ class RouterStore:
 
     async def journal(self, target: str) -> list[dict]:
         return await self.store.read(journal_rows, target)
+
+    async def last_live(self, channel: str, target: str) -> float | None:
+        return await self.store.read(last_live, channel, target)
 
     async def commit(self, ops: list[Op]) -> None:
         await self.store.commit(ops)
