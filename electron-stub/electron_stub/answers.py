@@ -16,7 +16,9 @@ Rules / theory of operation
 * Golden: ``online_ru`` (online favorites of the TU), ``chat_history {ru_ids}``, ``get_mail {ru}``.
 * Chathouse: ``scroll_all_online`` (online favorites' dialogs), ``scroll_new`` (tab new: last chat
   item from the RU — message or like — unanswered, or an unanswered RU letter, or the last item is
-  an icebreaker), ``inmails_chain {ru}``.
+  an icebreaker, or a not-yet-created dialog — ``dialogId`` and ``lastMessage`` null — or a
+  standing mutual like, ``mutualLike: true``: README revision 2 ``empty_dialog`` /
+  ``mutual_like``), ``inmails_chain {ru}``.
 * Prime: ``dialogs {criteria, cursor?}`` — ``["active","online"]`` online favorites;
   ``["unanswered"]`` last chat message from the RU; ``[]`` every dialog with an item, likes
   visible; ``["active"]`` pages of :data:`PAGE` by last activity, newest first, back to 7 days,
@@ -77,7 +79,7 @@ def dialog_row(world: World, project: str, tu: str, ru: str, include_likes: bool
         mailLimit=None if project == "golden" else fav.get("mail_limit"),
         blockedByMe=bool(fav.get("blocked_by_tu")),
         blockedByUser=bool(fav.get("blocked_by_ru")),
-        mutualLike=False,
+        mutualLike=pair.mutual_like_standing() if pair else False,
         unansweredMailAt=pair.unanswered_mail_at() if pair else None,
         spend30dUsd=fav.get("spend_30d_usd"),
     )
@@ -137,7 +139,8 @@ def chathouse(world: World, tu: str, method: str, params: dict, now: float) -> A
             last = p.last_item(True)
             unanswered_chat = last is not None and last.side == "ru" and last.type in ("message", "like")
             ice = last is not None and last.type == "icebreaker"
-            if unanswered_chat or ice or p.unanswered_mail_at() is not None:
+            open_limits = p.empty_in_new() or p.mutual_like_standing()
+            if unanswered_chat or ice or open_limits or p.unanswered_mail_at() is not None:
                 rows.append(dialog_row(world, "chathouse", tu, p.ru, True))
         return page(rows)
     if method == "inmails_chain":

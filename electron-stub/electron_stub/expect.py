@@ -15,6 +15,9 @@ Rules / theory of operation
     the sidecar announced it (``task.updated {overdue: true}``, DESIGN §6);
   - ``marker`` — Stack holds marker ``name`` of (``tu``, ``ru``) and ``value`` is a subset of it
     (dicts recursively; other values by equality); ``value: null`` means absent;
+  - ``requests`` — the platform requests of ``method`` the sidecar made for ``tu`` (naming
+    ``ru``, when given: its ``params.ru`` or one of its ``ru_ids``) with ``t1 - 1 <= at <= t2 + 1``
+    number within [``min``, ``max``] (README revision 2; the trace's ``platform.request`` lines);
   - ``decision`` — the pair's decision log, as the sidecars' ``why`` answers it, holds an entry
     with that ``outcome`` [and ``type``] at ``t1 - 1 <= at <= t2 + 1`` (:func:`evaluate_decision`;
     ``outcome`` ``refused`` / ``removed`` alone matches any reason).
@@ -149,6 +152,11 @@ def evaluate(e: sc.Expect, rec: Recorder, marker_of: Callable[[str, str, str], A
         raise ValueError(f"a {w} expectation is evaluated by electron_stub.senders_lines")
     if w == "delivery":  # needs the sidecars' delivery rows (electron_stub.routing_world)
         raise ValueError("a delivery expectation is evaluated by routing_world.evaluate_delivery")
+    if w == "requests":
+        lo, hi = (start + e.between[0] - TOLERANCE_S, start + e.between[1] + TOLERANCE_S)
+        n = rec.requests_of(e.tu, e.method, e.ru, lo, hi)
+        return Result(lineno=e.lineno, what=w, ok=e.min <= n <= e.max,
+                      detail=f"{_desc(e)} method={e.method}: wanted {e.min}..{e.max}, found {n}")
     if w == "marker":
         actual = marker_of(e.tu, e.ru, e.name)
         if e.value is None:
@@ -262,13 +270,15 @@ def check_overdue(tasks: Iterable[Task], end: float, start: float = 0.0) -> list
 
 
 def listed_favorites(scenario: Any) -> dict[tuple[str, str], float]:
-    """(tu, ru) -> the instant (t, seconds from start; -inf = initial) Stack first lists it."""
+    """(tu, ru) -> the instant (t, seconds from start; -inf = initial) Stack first lists it.  A
+    TU with ``stack_favorites: false`` has no list at all: its favorites are the world's only."""
     out: dict[tuple[str, str], float] = {}
+    unlisted = {x.tu for x in scenario.world if isinstance(x, sc.Tu) and not x.stack_favorites}
     for line in scenario.world:
-        if isinstance(line, sc.Favorite):
+        if isinstance(line, sc.Favorite) and line.tu not in unlisted:
             out.setdefault((line.tu, line.ru), float("-inf"))
     for line in scenario.timeline:
-        if isinstance(line, sc.Favorite):
+        if isinstance(line, sc.Favorite) and line.tu not in unlisted:
             out.setdefault((line.tu, line.ru), line.t)
     return out
 

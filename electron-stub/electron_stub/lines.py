@@ -109,9 +109,14 @@ class Header(Base, tag="header", kw_only=True):
 
 
 class Tu(Base, tag="tu", kw_only=True):
+    """A profile.  ``stack_favorites`` False (README revision 2): the reference Stack's startup
+    data for this TU has **no** ``favorites`` key (Stack has no list, DESIGN §9/§12.5); its
+    ``favorite`` lines then exist in the platform's world only."""
+
     project: Project
     tu: str
     operator: str = ""
+    stack_favorites: bool = True
 
 
 class Favorite(Base, tag="favorite", kw_only=True):

@@ -34,6 +34,10 @@ __all__ = [
     "ChatRequestLine",
     "Block",
     "Unblock",
+    "SocketDown",
+    "Reconnect",
+    "EmptyDialog",
+    "MutualLike",
     "Crash",
     "StackFault",
     "Emit",
@@ -171,6 +175,46 @@ class Unblock(Base, tag="unblock", kw_only=True):
     by: Side
 
 
+class SocketDown(Base, tag="socket_down", kw_only=True):
+    """The TU's platform socket drops (README revision 2): world events meant for it are not
+    delivered as socket events from here on; the world still changes and passes still see it."""
+
+    project: Project
+    tu: str
+
+
+class Reconnect(Base, tag="reconnect", kw_only=True):
+    """The TU's platform socket is back: Electron sends ``platform.reconnected {project, tu}``
+    and socket events resume (seed 003: check chat «при реконекті сокета»)."""
+
+    project: Project
+    tu: str
+
+
+class EmptyDialog(Base, tag="empty_dialog", kw_only=True):
+    """A not-yet-created dialog (id null, no messages) with ``ru`` appears in Chathouse tab new
+    (seed 003, Open Limits: «вкладка new — ще не створений діалог (id=null, без повідомлень)»)."""
+
+    project: Project
+    tu: str
+    ru: str
+
+    def check(self) -> str | None:
+        return None if self.project == "chathouse" else "empty_dialog exists on chathouse only (tab new)"
+
+
+class MutualLike(Base, tag="mutual_like", kw_only=True):
+    """A mutual like with ``ru`` appears in Chathouse tab new (seed 003, Open Limits:
+    «… або взаємний лайк»)."""
+
+    project: Project
+    tu: str
+    ru: str
+
+    def check(self) -> str | None:
+        return None if self.project == "chathouse" else "mutual_like exists on chathouse only (tab new)"
+
+
 class Crash(Base, tag="crash", kw_only=True):
     pass
 
@@ -216,7 +260,7 @@ class Manage(Base, tag="manage", kw_only=True):
 
 
 ExpectWhat = Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker",
-                     "task_overdue", "delivery", "sender", "history", "decision"]
+                     "task_overdue", "delivery", "sender", "history", "decision", "requests"]
 
 _EXPECT_NEEDS: dict[str, tuple[str, ...]] = {
     "task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
@@ -225,6 +269,7 @@ _EXPECT_NEEDS: dict[str, tuple[str, ...]] = {
     "task_overdue": ("type", "tu", "ru"), "delivery": ("target", "between", "min", "max"),
     "sender": ("sender", "state"), "history": ("sender", "code", "between", "min", "max"),
     "decision": ("tu", "ru", "outcome", "between"),
+    "requests": ("tu", "method", "between", "min", "max"),
 }
 
 
@@ -250,6 +295,7 @@ class Expect(Base, tag="expect", kw_only=True):
     cooldown_times: int | None = None
     code: int | None = None
     outcome: str | None = None
+    method: str | None = None  # ``requests``: the platform method (README revision 2)
 
     def check(self) -> str | None:
         w = self.what

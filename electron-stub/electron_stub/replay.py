@@ -7,8 +7,9 @@ Rules / theory of operation
 * The loop jumps from instant to instant (:mod:`electron_stub.replay_sidecars`: virtual time,
   ``next_due``, machines, Stack flushes), plays a batched frame where one fits
   (:mod:`electron_stub.replay_frames`), else pops the queue's head: a timeline line or an
-  operator answer (:mod:`electron_stub.replay_lines`: sessions, world lines, expectations,
-  routing world, sender health, operator model).
+  operator item (:mod:`electron_stub.replay_lines`: sessions, world lines, expectations,
+  routing world, sender health; :mod:`electron_stub.operator_model`: first looks and the
+  backlog worked in the sidecar's order).
 * An RU going on/offline that no sidecar acts on before its instant changes the world without a
   round trip; the sidecars' clocks stay where they were.
 * The driver is the machines' callee: notifications go to the trace recorder (a new
@@ -32,6 +33,7 @@ from electron_stub import answers
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
+from electron_stub.operator_model import OperatorModel
 from electron_stub.progress import ReplayProgress
 from electron_stub.replay_frames import FramePlayer
 from electron_stub.replay_lines import NOT_WORLD, ROUTING_LINES, SENDER_METHODS, LinePlayer
@@ -87,8 +89,10 @@ class Replay:
                                  on_notification=self.on_notification, on_request=self.on_request)
         self.lines = LinePlayer(scenario, self.clock, world=self.world, stack=self.stack, rec=self.rec,
                                 routing=self.routing, senders=self.senders, sidecars=self.sidecars,
-                                results=self.results, samples=self.samples, stats=self.stats,
-                                op_sent=self.op_sent, push=self._push)
+                                results=self.results, samples=self.samples, stats=self.stats)
+        self.operator = OperatorModel(scenario, self.clock, rec=self.rec, world=self.world,
+                                      sidecars=self.sidecars, lines=self.lines, stats=self.stats,
+                                      op_sent=self.op_sent, push=self._push)
         self.frame_player = FramePlayer(self.clock, self.queue, enabled=batch, answer_lo=self.answer_lo,
                                         sidecars=self.sidecars, lines=self.lines, world=self.world,
                                         rec=self.rec, stats=self.stats, op_sent=self.op_sent,
@@ -135,7 +139,7 @@ class Replay:
         if method == "task.created":
             task = self.rec.task_created(params)
             if task is not None:
-                self.lines.plan_answer(task)
+                self.operator.plan(task)
         elif method == "task.closed":
             self.rec.task_closed(params)
         elif method == "task.updated":
@@ -182,6 +186,8 @@ class Replay:
         name = f"{params.get('project')}.{params.get('method')}"
         crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
         self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
+        self.rec.platform_request(now, str(params.get("project", "")), str(params.get("tu", "")),
+                                  str(params.get("method", "")), params.get("params"))
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
                                   params.get("method", ""), params.get("params") or {}, now)
@@ -239,7 +245,7 @@ class Replay:
                     await self.lines.apply(item)
                     played += 1
                 else:
-                    await self.lines.answer(item[1], item[2], t)
+                    await self.operator.act(item, t)
             await sd.flush_stack()  # the end: Stack's record is read for the trace
             self.rec.add_marker_acks(self.stack.acked_markers())
             self.rec.add_webhooks(self.routing.trace_lines())
@@ -271,6 +277,7 @@ class Replay:
         s.frames_sent, s.requests_answered = dict(self.frames), dict(self.requests)
         s.request_frames = dict(self.request_frames)
         s.operator_sent, s.stack = dict(self.op_sent), dict(self.stack.counters)
+        s.operator_backlog = dict(sorted(self.operator.counts.items()))
         s.mail_candidates = mail_candidates(self.stack.candidates)
         s.stack_requests, s.stack_writes = self.stack.requests_by_kind()
         s.machines = len(self.machines)

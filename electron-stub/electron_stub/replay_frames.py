@@ -99,12 +99,14 @@ class FramePlayer:
         start, tu_machine = self.clock.start, self.sidecars.tu_machine
         now = start + t
         if phase == ACTION:
+            if it[0] != "answer":
+                return None  # a pass-over or a backlog look reads the list at its instant (operator_model)
             _, task_id, channel = it
             task = self.rec.tasks.get(task_id)
             if task is None or not task.is_open:
                 return Item(entry, None)  # closed already: the answer is no answer (one by one)
-            if channel == "email" or tu_machine.get(task.tu) is not m:
-                return None
+            if channel == "email" or tu_machine.get(task.tu) is not m or task.tu in self.lines.socket_down:
+                return None  # one by one (a withheld echo: LinePlayer.answer)
             item_id = f"op-{task_id}"
             method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
             if method != "platform.event":
@@ -118,8 +120,8 @@ class FramePlayer:
                 task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
         if type(it) in NOT_WORLD or type(it) in ROUTING_LINES:
             return None
-        frames = encode.frames_for(it, now, self.world)
         tu = getattr(it, "tu", None)
+        frames = self.lines.delivered(tu, encode.frames_for(it, now, self.world), it)
         to = tu_machine.get(tu) if tu else None
         apply = lambda: self.lines.apply_world(it, now)  # noqa: E731
         if to is None or not to.running or not frames:

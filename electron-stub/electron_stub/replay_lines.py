@@ -11,14 +11,15 @@ Rules / theory of operation
   one line each).  ``logout`` goes to the machine the TU is logged in on.
 * World lines: encode the line into frames (:mod:`encode`), apply it to the world and the
   reference Stack, deliver the frames to the machine where that TU is logged in (none: Electron
-  holds no session for it, the frames are not sent).  After an RU chat message's
+  holds no session for it, the frames are not sent).  While a TU's socket is down
+  (``socket_down`` … ``reconnect``, README revision 2) its platform socket events — the
+  operator's own-send echoes included — are not sent (the world and Stack still change, the
+  sidecar's passes still see it); ``reconnect`` sends ``platform.reconnected {project, tu}``
+  to the machine the TU is logged in on.  After an RU chat message's
   ``platform.event`` is answered, the driver samples whether an ``unanswered_message`` is open
   (pairs blocked either way are not sampled).
-* Operator model: on each new ``task.created``, keyed draws over ``(seed, task_id, purpose)``
-  decide whether and after what delay the task is answered (chat or mail channel; a Like with
-  ``meta.answer_by == "mail"`` is mail; e-mail tasks use the mail parameters).  When due and the
-  task is still open, the TU sends through the world + the platform's own-send echo (e-mail:
-  ``task.close {task_id, reason: "answered"}``) and the trace gets ``operator.sent``.
+* The operator model (first looks, the backlog worked in the sidecar's order) is
+  :mod:`electron_stub.operator_model`; its own-send echoes go through :meth:`LinePlayer.delivered`.
 * Routing-world lines (``target``, ``rule``, ``emit``, ``target_fault``, ``manage`` of
   ``rules.*``) are played by :mod:`electron_stub.routing_world` (loopback receivers, the
   sidecars' router config, rules on every new data dir); the trace gets ``delivery`` lines (the
@@ -31,13 +32,12 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
-from electron_stub import encode, keyed
+from electron_stub import encode
 from electron_stub import expect as ex
 from electron_stub import scenario as sc
-from electron_stub.replay_sidecars import ACTION, Sidecars, VirtualTime
+from electron_stub.replay_sidecars import Sidecars, VirtualTime
 from electron_stub.report import RunStats
 from electron_stub.routing_world import RoutingWorld, evaluate_delivery
 from electron_stub.senders_lines import SenderLines
@@ -46,7 +46,8 @@ from electron_stub.trace import Recorder
 from electron_stub.world import World
 
 # timeline lines that are no world event (the routing world's are played by their own modules)
-NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage)
+NOT_WORLD = (sc.Login, sc.Logout, sc.Crash, sc.StackFault, sc.Expect, sc.Emit, sc.TargetFault, sc.Manage,
+             sc.SocketDown, sc.Reconnect)
 # Routing-world lines (README "Routing world") the harness cannot play yet: each yields a failed
 # result naming the issue that brings it, so such a scenario never passes vacuously.  Every
 # routing-world line is played today (routing_world, senders_lines).
@@ -55,18 +56,16 @@ SENDER_METHODS = ("groups.", "senders.")  # manage lines sender health plays (se
 
 
 class LinePlayer:
-    """Applies timeline lines and operator answers; ``push(t, phase, item)`` queues a harness
-    action (an operator answer) for the driver."""
+    """Applies timeline lines (the operator's answers are :mod:`electron_stub.operator_model`)."""
 
     def __init__(self, scenario: sc.Scenario, clock: VirtualTime, *, world: World, stack: StackServer,
                  rec: Recorder, routing: RoutingWorld, senders: SenderLines, sidecars: Sidecars,
-                 results: list[ex.Result], samples: list[ex.MessageSample], stats: RunStats,
-                 op_sent: Counter, push: Callable[[float, int, Any], None]) -> None:
+                 results: list[ex.Result], samples: list[ex.MessageSample], stats: RunStats) -> None:
         self.sc, self.clock = scenario, clock
         self.world, self.stack, self.rec = world, stack, rec
         self.routing, self.senders, self.sidecars = routing, senders, sidecars
-        self.results, self.samples, self.stats, self.op_sent = results, samples, stats, op_sent
-        self.push = push
+        self.results, self.samples, self.stats = results, samples, stats
+        self.socket_down: set[str] = set()  # TUs whose platform socket is down (socket_down … reconnect)
 
     # ---- one timeline line -----------------------------------------------------------------
 
@@ -99,6 +98,15 @@ class LinePlayer:
         elif k is sc.Crash:
             self.rec.context(now, "crash", machines=[m.name for m in sd.machines if m.running])
             await sd.crash()
+        elif k is sc.SocketDown:
+            self.socket_down.add(line.tu)
+            self.rec.context(now, "socket_down", project=line.project, tu=line.tu)
+        elif k is sc.Reconnect:
+            self.socket_down.discard(line.tu)
+            m = sd.tu_machine.get(line.tu)
+            self.rec.context(now, "reconnect", machine=m.name if m else None, project=line.project, tu=line.tu)
+            if m is not None and m.running:
+                await sd.send(m, "platform.reconnected", {"project": line.project, "tu": line.tu})
         elif k is sc.StackFault:
             self.stack.set_fault(line.mode, line.value)
             self.rec.context(now, "stack", mode=line.mode, value=line.value)
@@ -159,6 +167,18 @@ class LinePlayer:
                                                      tu=line.tu, ru=line.ru, msg_id=line.id, lineno=line.lineno,
                                                      open_task=t.task_id if t else None))
 
+    def delivered(self, tu: str | None, frames: list[encode.Frame], line: Any = None) -> list[encode.Frame]:
+        """The frames of ``line`` that reach the sidecar: none of the platform's socket events
+        while the TU's socket is down (README revision 2 ``socket_down``; ``favorite.update``
+        frames are Stack's and the operator's UI, not the socket, and still go); and no
+        ``favorite`` line's update for a TU Stack has no list for (``stack_favorites: false``:
+        that favorite is the platform world's only)."""
+        if type(line) is sc.Favorite and tu in self.stack.no_favorites:
+            return []
+        if tu not in self.socket_down:
+            return frames
+        return [f for f in frames if f[0] != "platform.event"]
+
     async def world_line(self, line: Any) -> None:
         frames = encode.frames_for(line, self.clock.now, self.world)
         self.apply_world(line)
@@ -166,38 +186,8 @@ class LinePlayer:
         m = self.sidecars.tu_machine.get(tu) if tu else None
         if m is None or not m.running:
             return
-        for method, params in frames:
+        withheld = tu in self.socket_down
+        for method, params in self.delivered(tu, frames, line):
             await self.sidecars.send(m, method, params)
-        self.sample(line)
-
-    # ---- operator model --------------------------------------------------------------------
-
-    def plan_answer(self, task: Any) -> None:
-        op, seed = self.sc.header.operator, self.sc.header.seed
-        channel = keyed.channel_of(task.type, task.meta)
-        p, (lo, hi) = ((op.chat_answer_p, op.chat_delay_s) if channel == "chat"
-                       else (op.mail_answer_p, op.mail_delay_s))
-        if not keyed.chance(seed, p, task.task_id, "answer"):
-            return
-        due = task.created_at - self.clock.start + keyed.uniform(seed, lo, hi, task.task_id, "delay")
-        self.push(due, ACTION, ("answer", task.task_id, channel))
-
-    async def answer(self, task_id: str, channel: str, t: float) -> None:
-        task = self.rec.tasks.get(task_id)
-        if task is None or not task.is_open:
-            return
-        m = self.sidecars.tu_machine.get(task.tu)
-        if m is None or not m.running:
-            return
-        now = self.clock.now
-        if t < now - self.clock.start - 1e-6:
-            self.stats.operator_late += 1
-        if channel == "email":
-            await self.sidecars.send(m, "task.close", {"task_id": task_id, "reason": "answered"})
-        else:
-            item_id = f"op-{task_id}"
-            self.world.record_send(task.project, task.tu, task.ru, channel, item_id, now, body="…")
-            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
-            await self.sidecars.send(m, method, params)
-        self.op_sent[channel] += 1
-        self.rec.operator_sent(self.clock.now, channel, task.project, task.tu, task.ru, task_id)
+        if not withheld:  # a withheld message is no socket event: nothing to sample
+            self.sample(line)

@@ -5,8 +5,10 @@ Rules / theory of operation
 * :func:`summarize` builds the report as plain data (JSON-able, ``--json FILE`` writes it), in
   reading order: the verdict in words; **what happened and when** (logins, shift changes,
   logouts with machine and operator, crashes and restarts, Stack faults as episodes in words — each
-  at its virtual time); per-type task totals (created, answered, overdue, still open, other
-  closes), then tasks by type × source × close reason; follow-up mails by source (seed 001's five,
+  at its virtual time); per-type task totals (created = answered + other closes + still open,
+  and how many of them went overdue), then the operator's queue per TU
+  (:mod:`electron_stub.report_queue`: open-queue size over time, overdue age, VIP tiers, totals
+  that add up), then tasks by type × source × close reason; follow-up mails by source (seed 001's five,
   zeros shown) with the burst source's 50 % rolls; answer delay p50/p95 per type (``task.created`` → ``task.closed`` with
   reason ``answered``); overdue tasks (``task.updated {task_id, overdue: true}`` trace lines,
   DESIGN §6: answer-awaiting tasks go overdue instead of expiring) and the answer-awaiting tasks
@@ -34,6 +36,7 @@ from typing import Any
 import msgspec
 
 from electron_stub.expect import Result, Violation
+from electron_stub.report_queue import queue
 from electron_stub.report_timeline import clock_of, timeline, whole_s
 from electron_stub.trace import Recorder
 
@@ -66,6 +69,7 @@ class RunStats(msgspec.Struct, kw_only=True):
     request_errors: int = 0
     operator_sent: dict[str, int] = {}  # channel -> count
     operator_late: int = 0  # operator actions that could not run at their planned instant
+    operator_backlog: dict[str, int] = {}  # the backlog's counters (operator_model): passed_over, looks, answered
     stack: dict[str, int] = {}
     stack_requests: dict[str, int] = {}  # HTTP requests to Stack by kind (startup, marker, batch …)
     stack_writes: dict[str, int] = {}  # writes by kind (marker, task, candidate), batched or not
@@ -255,11 +259,13 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "exit_code": exit_code(results, violations, stats),
         "timeline": timeline(lines, rec.start),
         "tasks": {**_tasks(lines), "reannounced_ignored": rec.redelivered},
+        "queue": queue(lines, stats.virtual_s),
         "follow_up_mail": follow_up_mail(lines, stats.mail_candidates),
         "markers_acked": {"total": len(markers), "by_name": dict(Counter(x.get("name") for x in markers))},
         "deliveries": _deliveries(lines),
         "deliveries_left": {m: dict(sorted(t.items())) for m, t in sorted(stats.left_queued.items()) if t},
-        "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late},
+        "operator": {"sent": dict(stats.operator_sent), "late": stats.operator_late,
+                     "backlog": dict(stats.operator_backlog)},
         "stack": dict(stats.stack),
         "stack_requests": stack_requests(stats.stack),
         "expectations": {"total": len(results), "passed": sum(1 for r in results if r.ok),

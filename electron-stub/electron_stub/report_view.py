@@ -44,7 +44,8 @@ def _table(title: str, *columns: str) -> Table:
     t = Table(title=title, title_justify="left", title_style="bold", show_edge=False, pad_edge=False)
     for i, c in enumerate(columns):
         numeric = ("count", "answered", "p50", "p95", "tasks", "created", "overdue", "still open", "other closes",
-                   "expired")
+                   "expired", "of them went overdue", "open at end", "queue max", "at", "age p50", "age max",
+                   "oldest open", "green", "yellow", "red", "none")
         t.add_column(c, justify="right" if i and c in numeric else "left")
     return t
 
@@ -77,11 +78,15 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
     tk = s["tasks"]
     head = (f"Tasks: {tk['created']} created, {tk['closed']} closed, {tk['open_at_end']} open at the end"
             + (f", {tk['reannounced_ignored']} re-announcements ignored" if tk["reannounced_ignored"] else ""))
-    tot = _table(head, "type", "created", "answered", "overdue", "still open", "other closes")
+    tot = _table(head + " — created = answered + other closes + still open", "type", "created", "answered",
+                 "other closes", "still open", "of them went overdue")
+    cols = ("created", "answered", "other_closes", "still_open", "overdue")
     for row in tk["totals"]:
-        tot.add_row(row["type"], *(str(row[k]) for k in ("created", "answered", "overdue", "still_open",
-                                                          "other_closes")))
+        tot.add_row(row["type"], *(str(row[k]) for k in cols))
+    if tk["totals"]:
+        tot.add_row("total", *(str(sum(r[k] for r in tk["totals"])) for k in cols), style="bold")
     parts.append(tot)
+    parts += _queue_tables(s.get("queue"))
     tt = _table("Tasks by source and close reason", "type", "source", "close reason", "count")
     for row in tk["table"]:
         tt.add_row(row["type"], row["source"], str(row["reason"]), str(row["count"]))
@@ -135,8 +140,11 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
                           + "; ".join(f"{m}: " + ", ".join(f"{t} {n}" for t, n in ts.items())
                                       for m, ts in left.items()), style="yellow"))
     op, st = s["operator"], s["stack"]
+    bl = op.get("backlog") or {}
     parts.append(Text("Operator sent: " + (", ".join(f"{k} {v}" for k, v in op["sent"].items()) or "nothing")
-                      + (f" ({op['late']} late)" if op["late"] else "")))
+                      + (f" ({op['late']} late)" if op["late"] else "")
+                      + (f"; backlog (worked in the sidecar's order): {bl.get('passed_over', 0)} passed over at "
+                         f"first look, {bl.get('looks', 0)} looks, {bl.get('answered', 0)} answered" if bl else "")))
     parts.append(Text(f"Stack: {st.get('acked', 0)} writes acked, {st.get('faulted', 0)} faulted (500), "
                       f"{st.get('refused', 0)} refused (down), {st.get('duplicates', 0)} duplicates, "
                       f"{st.get('bad_requests', 0)} bad requests, {st.get('reads', 0)} startup reads"))
@@ -168,6 +176,28 @@ def build(s: dict[str, Any], *, quiet: bool = False) -> Group:
         + (f", {sp['request_errors']} with an error" if sp["request_errors"] else ""), style="dim"))
     parts.append(Text(_result_line(s), style="bold"))
     return Group(*parts)
+
+
+def _queue_tables(q: dict[str, Any] | None) -> list[Any]:
+    """The operator's queue per TU (:mod:`electron_stub.report_queue`), two tables, total rows."""
+    if not q or not q["by_tu"]:
+        return []
+    marks = " / ".join(f"+{_fmt_s(t)}" for t in q["sample_at"])
+    qt = _table(f"Operator queue per TU — open tasks at {marks}", "TU", "created", "answered",
+                "other closes", "open at end", "queue max", "at", "queue over time")
+    ot = _table("Overdue and VIP per TU (overdue = answered + other closes + still open; VIP tiers add up to created)",
+                "TU", "overdue", "answered", "other closes", "still open", "age p50", "age max",
+                "oldest open", "green", "yellow", "red", "none")
+    rows = list(q["by_tu"].items()) + [("total", q["total"])]
+    for tu, r in rows:
+        style = "bold" if tu == "total" else ""
+        qt.add_row(tu, *(str(r[k]) for k in ("created", "answered", "other_closes", "open_at_end", "max")),
+                   f"+{_fmt_s(r['max_at'])}" if r["max_at"] is not None else "–",
+                   " ".join(str(n) for n in r["samples"]), style=style)
+        ot.add_row(tu, *(str(r[k]) for k in ("overdue", "overdue_answered", "overdue_other", "overdue_open")),
+                   _fmt_s(r["overdue_age_p50_s"]), _fmt_s(r["overdue_age_max_s"]), _fmt_s(r["oldest_open_overdue_s"]),
+                   *(str(r[f"vip_{k}"]) for k in ("green", "yellow", "red", "none")), style=style)
+    return [qt, ot]
 
 
 def _result_line(s: dict[str, Any]) -> str:

@@ -33,16 +33,16 @@ from electron_stub.lines import *  # noqa: F401,F403 - the line kinds are part o
 from electron_stub.lines import ChatLog, Favorite, Group, Header, History, MailLog, Rule, Target, Tu
 from electron_stub.lines_timeline import *  # noqa: F401,F403 - the same
 from electron_stub.lines_timeline import (
-    Block, ChatRequestLine, Crash, DialogCreatedLine, EmailLine, Emit, Expect, Icebreaker, Like,
-    Limits, Login, Logout, Mail, MailReadLine, Manage, Message, NotificationLine, Online,
-    StackFault, SystemLine, TargetFault, Unblock,
+    Block, ChatRequestLine, Crash, DialogCreatedLine, EmailLine, Emit, EmptyDialog, Expect,
+    Icebreaker, Like, Limits, Login, Logout, Mail, MailReadLine, Manage, Message, MutualLike,
+    NotificationLine, Online, Reconnect, SocketDown, StackFault, SystemLine, TargetFault, Unblock,
 )
 
 # the tagged union every line decodes with (``kind``; electron_stub.lines' rules)
 Line = Union[Header, Tu, Favorite, History, ChatLog, MailLog, Login, Logout, Online, Message, Like,
              Mail, MailReadLine, EmailLine, NotificationLine, Limits, SystemLine, DialogCreatedLine,
-             Icebreaker, ChatRequestLine, Block, Unblock, Crash, StackFault, Target, Rule, Group, Emit,
-             TargetFault, Manage, Expect]
+             Icebreaker, ChatRequestLine, Block, Unblock, SocketDown, Reconnect, EmptyDialog, MutualLike,
+             Crash, StackFault, Target, Rule, Group, Emit, TargetFault, Manage, Expect]
 INITIAL = (Tu, History, ChatLog, MailLog, Target, Rule, Group)  # never timeline; Favorite is either
 KINDS = sorted(c.__struct_config__.tag for c in Line.__args__)  # type: ignore[attr-defined]
 

@@ -7,8 +7,10 @@ Rules / theory of operation
   - ``GET /v1/tus/{tu}/startup`` → ``{"tu", "favorites": [{"ru","project","active","is_white",
     "spend_30d_usd","spend_total_usd","paid_actions","paid_with_bonuses_only","chat_limit",
     "mail_limit","blocked_by_tu","blocked_by_ru","markers": {...}}], "history": [{"task_id","type",
-    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``; for a
-    TU in :attr:`StackServer.no_favorites` the ``favorites`` key is left out (no list, §12.5).
+    "project","tu","ru","source","created_at","deadline","closed_at","reason","vip"}]}``.  For a
+    TU with ``stack_favorites: false`` (README revision 2; :attr:`StackServer.no_favorites`) the ``favorites`` key is **absent**
+    (Stack has no list, DESIGN §9/§12.5): its ``favorite`` lines, initial and timeline, are the
+    platform world's only.
   - ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}`` body ``{"value": marker | null}`` (null
     clears) → ``{"ok": true, "tu", "ru", "name", "value"}``.
   - ``POST /v1/tus/{tu}/tasks`` body ``{"event": "created"|"closed", "task": {... "task_id"}}`` —
@@ -162,8 +164,9 @@ class StackServer:
     def seed_from_scenario(self, scenario: sc.Scenario) -> None:
         """Load the initial favorites (with markers) and prior task history."""
         with self.lock:
+            self.no_favorites = {x.tu for x in scenario.world if isinstance(x, sc.Tu) and not x.stack_favorites}
             for line in scenario.world:
-                if isinstance(line, sc.Favorite):
+                if isinstance(line, sc.Favorite) and line.tu not in self.no_favorites:
                     fav = self._fav(line.project, line.tu, line.ru)
                     fav.update(line.changes())
                     fav["markers"] = dict(line.markers or {})
@@ -193,7 +196,7 @@ class StackServer:
         """A favorite's attributes changed (``favorite`` / ``limits`` / ``block`` lines);
         ``listed_only``: change only a favorite Stack already lists (blocks, limits)."""
         with self.lock:
-            if listed_only and ru not in self.favorites.get(tu, {}):
+            if tu in self.no_favorites or (listed_only and ru not in self.favorites.get(tu, {})):
                 return
             self._fav(project, tu, ru).update({k: v for k, v in changes.items() if k in FAV_KEYS})
 

@@ -25,6 +25,13 @@ Rules / theory of operation
   ``redelivered``).
 * ``marker.acked`` lines come from the reference Stack's record of acknowledged marker writes
   (:meth:`Recorder.add_marker_acks`), at the virtual instant the harness was driving.
+* ``platform.request`` (README revision 2): one line per request the sidecar made, with
+  ``project``, ``tu``, ``method``, ``ru`` where the request names one RU (``params.ru``, or a
+  one-element ``ru_ids``), ``ru_ids`` where it names several (Golden's ``chat_history``) and
+  ``criteria`` for Prime's ``dialogs``; at the asking step's instant.  Within an instant they
+  follow the stream's lines, ordered by TU and, within a TU, by arrival (one TU's step asks in
+  order), so the trace stays byte-identical however the TUs' requests interleave.
+  :meth:`Recorder.requests_of` counts them for the ``requests`` expectation.
 * Keys of each line (README): ``task.created`` task_id, type, project, tu, ru, source,
   deadline (seconds from start), vip, created_at (seconds from start) [, meta];
   ``task.closed`` task_id, type, tu, ru, reason; ``operator.sent`` channel, project, tu, ru,
@@ -77,6 +84,8 @@ class Recorder:
         # open, and a scan of every task ever recorded made that O(n²) over a shift
         self._open: dict[tuple[str, str, str], list[Task]] = {}
         self.lines: list[dict[str, Any]] = []
+        # platform requests by (tu, method): [(at unix s, RUs named)] for the requests expectation
+        self._requests: dict[tuple[str, str], list[tuple[float, tuple[str, ...]]]] = {}
         self.redelivered = 0
         self.unknown_closes: list[str] = []
         self._sender_state: dict[str, str] = {}
@@ -169,6 +178,29 @@ class Recorder:
                   action=params.get("action"), priority=params.get("priority"),
                   **({"error": params["error"]} if params.get("error") else {}))
 
+    def platform_request(self, at: float, project: str, tu: str, method: str, params: Any) -> None:
+        """One ``platform.request`` the sidecar made (``params`` as it sent them), at ``at``
+        (unix seconds, the asking step's instant)."""
+        p = params if isinstance(params, dict) else {}
+        ru, ids = p.get("ru"), p.get("ru_ids")
+        rus: tuple[str, ...] = ((ru,) if isinstance(ru, str) else
+                                tuple(x for x in ids if isinstance(x, str)) if isinstance(ids, list) else ())
+        self._requests.setdefault((tu, method), []).append((at, rus))
+        keys: dict[str, Any] = {"project": project, "tu": tu, "method": method}
+        if len(rus) == 1:
+            keys["ru"] = rus[0]
+        elif rus:
+            keys["ru_ids"] = list(rus)
+        if isinstance(p.get("criteria"), list):
+            keys["criteria"] = p["criteria"]
+        self.counts["platform.request"] = self.counts.get("platform.request", 0) + 1
+        self._add(at, "platform.request", **keys)
+
+    def requests_of(self, tu: str, method: str, ru: str | None, lo: float, hi: float) -> int:
+        """Platform requests of ``method`` for ``tu`` [naming ``ru``] at ``lo <= at <= hi`` (unix s)."""
+        return sum(1 for at, rus in self._requests.get((tu, method), ())
+                   if lo <= at <= hi and (ru is None or ru in rus))
+
     # ---- harness actions ------------------------------------------------------------------
 
     def operator_sent(self, now: float, channel: str, project: str, tu: str, ru: str, task_id: str) -> None:
@@ -221,11 +253,14 @@ class Recorder:
 
 def line_order(item: tuple[int, dict[str, Any]]) -> tuple:
     """Sort key of ``(arrival index, line)``: ``at`` (None as 0), then the stream's lines in
-    arrival order, then ``marker.acked`` lines by (tu, ru, arrival) — see the module rules."""
+    arrival order, then ``marker.acked`` lines by (tu, ru, arrival), then ``platform.request``
+    lines by (tu, arrival) — see the module rules."""
     i, x = item
     at = x["at"] if x["at"] is not None else 0.0
     if x["event"] == "marker.acked":
         return (at, 1, str(x.get("tu")), str(x.get("ru")), i)
+    if x["event"] == "platform.request":
+        return (at, 2, str(x.get("tu")), "", i)
     return (at, 0, "", "", i)
 
 

@@ -5,7 +5,8 @@ Rules / theory of operation
 * State, keyed by ``(project, tu, ru)`` (a *pair*): the favorite's attributes (as Stack knows
   them: ``active``, ``is_white``, spend, paid actions, limits, blocks either way), the chat log
   (messages, likes, system messages, icebreakers — the items a dialog list shows as its last
-  message), chat requests, the dialog-created instant, the mail log (platform letters either
+  message), chat requests, the dialog-created instant, Chathouse tab new's not-yet-created
+  dialog and mutual like (README revision 2: shown until the TU writes), the mail log (platform letters either
   way), mail reads and incoming e-mails.  Per project: the set of online RU ids.
 * All instants are unix seconds (UTC floats).  The initial world's ``t`` values (negative =
   before start) are converted with the scenario's start.
@@ -71,6 +72,8 @@ class Pair(msgspec.Struct, kw_only=True):
     emails: list[dict] = []  # {"id","received_at","at"}
     chat_requests: list[float] = []
     dialog_created_at: float | None = None
+    empty_dialog_at: float | None = None  # a not-yet-created dialog appeared in tab new (Chathouse)
+    mutual_like_at: float | None = None  # a mutual like appeared in tab new (Chathouse)
 
     # ---- queries ------------------------------------------------------------------------
 
@@ -110,7 +113,22 @@ class Pair(msgspec.Struct, kw_only=True):
         return max(ts) if ts else None
 
     def has_dialog(self) -> bool:
-        return bool(self.items) or self.dialog_created_at is not None
+        """The dialog exists (its id is known): an item, a Prime ``dialog_created`` or a mutual
+        like (a match opens the dialog; unlike the not-yet-created one, README revision 2)."""
+        return bool(self.items) or self.dialog_created_at is not None or self.mutual_like_at is not None
+
+    def empty_in_new(self) -> bool:
+        """A not-yet-created dialog shown in tab new: it appeared and nobody has written yet (the
+        first chat item creates the dialog; README revision 2 ``empty_dialog``)."""
+        return self.empty_dialog_at is not None and not self.has_dialog()
+
+    def mutual_like_standing(self) -> bool:
+        """A mutual like the TU has not answered: no TU chat message since it appeared (README
+        revision 2 ``mutual_like``; the TU writing first is what Open Limits asks for)."""
+        if self.mutual_like_at is None:
+            return False
+        tu_at = self.last_tu_message_at()
+        return tu_at is None or tu_at < self.mutual_like_at
 
 
 class World:
@@ -222,6 +240,10 @@ class World:
             self.pair(line.project, line.tu, line.ru).dialog_created_at = now
         elif k is sc.ChatRequestLine:
             self.pair(line.project, line.tu, line.ru).chat_requests.append(now)
+        elif k is sc.EmptyDialog:
+            self.pair(line.project, line.tu, line.ru).empty_dialog_at = now
+        elif k is sc.MutualLike:
+            self.pair(line.project, line.tu, line.ru).mutual_like_at = now
         elif k in (sc.Block, sc.Unblock):
             field = "blocked_by_tu" if line.by == "tu" else "blocked_by_ru"
             self.set_favorite(line.project, line.tu, line.ru, {field: k is sc.Block})

@@ -26,8 +26,10 @@ Rules / theory of operation
 * **A blocked RU gets no Open Limits**, favorite or not: blocks come from the dialog row when
   the signal has one, else from the pair's attributes, which every block event and dialog row
   refreshes for favorites and non-favorites alike (:meth:`InboundService.blocked`).
-* An **untouched** Chathouse empty dialog (no id, no messages) raises Open Limits once: it has no
-  message instant, so any earlier Open Limits of the pair covers it (not every check chat anew).
+* An **untouched** Chathouse empty dialog (no id, no messages) — and likewise a mutual like that
+  no message followed — raises Open Limits once: it has no message instant, so any earlier Open
+  Limits of the pair covers it (not every check chat anew; issue 22 found the mutual like raised
+  again every 30 min and at each socket reconnect).
 * Refusals that never reach the Task Factory go to the decision log (DESIGN §13).
 * Open Limits (captcha): every chat request.
 * A limit the sidecar does not know counts as absent (DESIGN §6): a Chathouse Open Limits signal
@@ -51,6 +53,7 @@ from sidecar.services.base import Request, Service, Step
 log = logging.getLogger("sidecar.inbound")
 
 EPS = 1e-6
+UNDATED = ("empty_dialog", "mutual_like")  # tab-new Open Limits rows that carry no message instant
 
 
 class InboundService(Service):
@@ -106,8 +109,12 @@ class InboundService(Service):
         rt = self.tu
         if not rt.client.has_limits:
             return  # Golden: no limits concept, the type does not apply (seed 003)
-        # an untouched empty dialog has no message instant: any earlier Open Limits covers it
-        since = float("-inf") if sig.reason == "empty_dialog" else sig.at
+        since = sig.at
+        if sig.reason in UNDATED and (sig.row is None or sig.row.last_at is None):
+            # an untouched empty dialog or a mutual like nobody wrote after has no message
+            # instant (seed 003 Open Limits, Chathouse tab new): any earlier Open Limits covers
+            # it, or every check chat (30 min, each socket reconnect) raised it again
+            since = float("-inf")
         if sig.source != "socket" and self._covered(sig.ru, TaskType.OPEN_LIMITS, since):
             return  # VIP dedup: this system message / dialog state was raised already
         if rt.factory.open_for(rt.tu, sig.ru, TaskType.OPEN_LIMITS) is not None:

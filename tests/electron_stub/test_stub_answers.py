@@ -89,6 +89,25 @@ def test_chathouse_scrolls():
     assert ask(w, "chathouse", "c", "inmails_chain", {"ru": "m"})["mails"][0]["id"] == "ml"
 
 
+def test_chathouse_tab_new_shows_an_empty_dialog_and_a_mutual_like_until_the_tu_writes():
+    """README revision 2 ``empty_dialog`` / ``mutual_like`` (seed 003 Open Limits, Chathouse: «вкладка
+    new — ще не створений діалог (id=null, без повідомлень) або взаємний лайк»)."""
+    w = build({"t": 1, "kind": "empty_dialog", "project": "chathouse", "tu": "c", "ru": "e"},
+              {"t": 1, "kind": "mutual_like", "project": "chathouse", "tu": "c", "ru": "m"},
+              {"t": 2, "kind": "limits", "project": "chathouse", "tu": "c", "ru": "e", "chat": 3})
+    new = rows(ask(w, "chathouse", "c", "scroll_new"))
+    assert set(new) == {"e", "m"}
+    assert (new["e"].dialogId, new["e"].lastMessage, new["e"].mutualLike, new["e"].chatLimit) == (None, None, False, 3)
+    assert new["m"].dialogId and new["m"].mutualLike and new["m"].lastMessage is None  # a match opens the dialog
+    snaps = {s.ru: s for s in ChathouseClient.decode_dialogs(ask(w, "chathouse", "c", "scroll_new"))[0]}
+    assert (snaps["e"].dialog_id, snaps["e"].last_from, snaps["m"].mutual_like) == (None, None, True)
+    for ru in ("e", "m"):  # the TU writes first (what Open Limits asks for): both leave tab new
+        w.apply(sc.parse_lines([HEADER, json.dumps(msg(5, "chathouse", "c", ru, "tu", f"w-{ru}"))], "x").timeline[0],
+                T0 + 5)
+    assert rows(ask(w, "chathouse", "c", "scroll_new")) == {}
+    assert not rows(ask(w, "chathouse", "c", "scroll_all_online"))  # neither is an online favorite
+
+
 def test_prime_criteria():
     w = build(fav("prime", "p", "u"), fav("prime", "p", "l"), fav("prime", "p", "s", chat_limit=4, mail_limit=0),
               {"t": 1, "kind": "online", "project": "prime", "ru": "u", "online": True},

@@ -209,3 +209,20 @@ def test_sidecar_expectations_are_the_replays_not_the_trace_evaluators():
                             ("delivery", dict(target="t", between=[0, 1], min=0, max=9), "routing_world")):
         with pytest.raises(ValueError, match=where):
             ex.evaluate(E(what=what, **kw), rec, no_marker)
+
+
+def test_requests_expectation_counts_per_tu_method_and_ru_in_the_window():
+    """README revision 2 ``requests``: seed 001 «mail history читається один раз» as a scenario check."""
+    rec = Recorder(T0)
+    for at, ru in ((10, "r"), (10, "r2"), (30, "r")):
+        rec.platform_request(T0 + at, "golden", "g", "get_mail", {"ru": ru})
+    one = ex.evaluate(E(what="requests", tu="g", method="get_mail", ru="r", between=(0, 20), min=1, max=1), rec,
+                      no_marker)
+    assert one.ok and "found 1" in one.detail
+    every = ex.evaluate(E(what="requests", tu="g", method="get_mail", between=(0, 28), min=0, max=2), rec, no_marker)
+    assert every.ok  # 30 is outside [0, 28] + the 1 s tolerance
+    too_many = ex.evaluate(E(what="requests", tu="g", method="get_mail", ru="r", between=(0, 40), min=1, max=1), rec,
+                           no_marker)
+    assert not too_many.ok and "wanted 1..1, found 2" in too_many.detail
+    assert ex.evaluate(E(what="requests", tu="other", method="get_mail", between=(0, 40), min=0, max=0), rec,
+                       no_marker).ok

@@ -39,6 +39,10 @@ EVERY_KIND = [
     {"t": 11, "kind": "block", "project": "golden", "tu": "g1", "ru": "r1", "by": "ru"},
     {"t": 12, "kind": "unblock", "project": "golden", "tu": "g1", "ru": "r1", "by": "ru"},
     {"t": 13, "kind": "favorite", "project": "golden", "tu": "g1", "ru": "r1", "active": False},
+    {"t": 13, "kind": "socket_down", "project": "chathouse", "tu": "c1"},
+    {"t": 13, "kind": "empty_dialog", "project": "chathouse", "tu": "c1", "ru": "r4"},
+    {"t": 13, "kind": "mutual_like", "project": "chathouse", "tu": "c1", "ru": "r5"},
+    {"t": 13, "kind": "reconnect", "project": "chathouse", "tu": "c1"},
     {"t": 14, "kind": "crash"},
     {"t": 15, "kind": "stack", "mode": "error_rate", "value": 0.5},
     {"t": 15, "kind": "stack", "mode": "down"},
@@ -56,6 +60,8 @@ EVERY_KIND = [
     {"t": 17, "kind": "expect", "what": "decision", "tu": "g1", "ru": "r1", "outcome": "miss", "between": [0, 17]},
     {"t": 17, "kind": "expect", "what": "marker", "tu": "g1", "ru": "r1", "name": "followUpChat", "value": None},
     {"t": 17, "kind": "expect", "what": "count", "type": "like", "between": [0, 17], "min": 0, "max": 2},
+    {"t": 17, "kind": "expect", "what": "requests", "tu": "g1", "method": "get_mail", "ru": "r1", "between": [0, 17],
+     "min": 1, "max": 1},
 ]
 
 
@@ -71,7 +77,9 @@ def test_every_kind_parses_with_line_numbers():
     assert len(s.timeline) == len(EVERY_KIND) - 8
     assert s.timeline[0].lineno == 10 and s.timeline[-1].lineno == len(EVERY_KIND) + 1
     assert s.world[1].markers == {"followUpChat": {"step": 1}}
-    assert s.timeline[-2].value is None and s.abs(10) == s.start + 10
+    assert s.timeline[-3].value is None and s.abs(10) == s.start + 10
+    assert s.world[0].stack_favorites is True  # README revision 2: the default
+    assert (s.timeline[-1].method, s.timeline[-1].ru) == ("get_mail", "r1")
     kinds = {o["kind"] for o in EVERY_KIND} | {"header"}
     assert kinds == set(sc.KINDS)
 
@@ -84,6 +92,14 @@ def test_every_kind_parses_with_line_numbers():
     ({"kind": "online", "project": "golden", "ru": "r", "online": True}, 2, "without t"),
     ({"t": 1, "kind": "like", "project": "golden", "tu": "a", "ru": "r", "like": "wink"}, 2, "not a golden like"),
     ({"t": 1, "kind": "notification", "project": "golden", "tu": "a", "ru": "r", "type": "ONLINE_NOW"}, 2, "chathouse"),
+    ({"t": 1, "kind": "empty_dialog", "project": "prime", "tu": "a", "ru": "r"}, 2, "chathouse only"),
+    ({"t": 1, "kind": "mutual_like", "project": "golden", "tu": "a", "ru": "r"}, 2, "chathouse only"),
+    ({"t": 1, "kind": "socket_down", "project": "golden"}, 2, "tu"),
+    ({"t": 1, "kind": "expect", "what": "requests", "tu": "a", "between": [0, 1], "min": 0, "max": 1}, 2,
+     "needs method"),
+    ({"t": 1, "kind": "expect", "what": "requests", "tu": "a", "method": "m", "between": [0, 1], "min": 2,
+      "max": 1}, 2, "min <= max"),
+    ({"kind": "tu", "project": "golden", "tu": "a", "stack_favorites": "no"}, 2, "$.stack_favorites"),
     ({"t": 1, "kind": "stack", "mode": "error_rate"}, 2, "error_rate"),
     ({"t": 1, "kind": "expect", "what": "delivery", "target": "x", "min": 0, "max": 1}, 2, "needs between"),
     ({"t": 1, "kind": "expect", "what": "sender", "sender": "x", "state": "resting"}, 2, "$.state"),

@@ -184,3 +184,19 @@ def test_requests_and_writes_are_counted_by_kind(stack):
     assert requests == {"batch": 1, "health": 1, "marker": 1, "startup": 1, "unknown": 1}
     assert writes == {"candidate": 1, "marker": 2}
     assert sum(requests.values()) == stack.counters["requests"]
+
+
+def test_a_tu_without_stack_favorites_gets_startup_data_without_the_key():
+    """README revision 2 ``stack_favorites: false``: Stack has no list for that TU (the key is
+    absent, DESIGN §9/§12.5, unlike ``[]``); its favorite lines are the platform world's only."""
+    lines = [{"kind": "tu", "project": "golden", "tu": "n", "stack_favorites": False},
+             {**WORLD[0], "tu": "n"}, *WORLD,
+             {"t": 1, "kind": "favorite", "project": "golden", "tu": "n", "ru": "r2", "active": True}]
+    s = sc.parse_lines([HEADER] + [json.dumps(x) for x in lines], "x.jsonl")
+    st = StackServer(seed=3)
+    st.seed_from_scenario(s)
+    st.update_favorite("golden", "n", "r2", s.timeline[0].changes())
+    st.update_favorite("golden", "n", "r1", {"blocked_by_ru": True}, listed_only=True)
+    out = st.startup("n")
+    assert "favorites" not in out and out["tu"] == "n" and out["history"] == []
+    assert [f["ru"] for f in st.startup("g")["favorites"]] == ["r1"]  # the other TU keeps its list

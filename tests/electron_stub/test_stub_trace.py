@@ -88,3 +88,24 @@ def test_open_task_cost_is_flat_as_the_run_grows():
     rec.task_closed({"task_id": "early", "reason": "answered", "closed_at": T0 + 5001})
     assert rec.open_task("g", "r7", "unanswered_message").task_id == "late"
     assert rec.open_task("g", "r7", "like").task_id == "like"
+
+
+def test_platform_request_lines_name_the_pair_and_sort_by_tu_within_an_instant():
+    """README revision 2: a ``platform.request`` line per request (``project``, ``tu``, ``method``,
+    ``ru`` where it names one); in trace order by TU within an instant, whatever the arrival."""
+    rec = Recorder(T0)
+    rec.platform_request(T0 + 5, "golden", "g2", "online_ru", {})
+    rec.platform_request(T0 + 5, "golden", "g1", "get_mail", {"ru": "r1"})
+    rec.platform_request(T0 + 5, "golden", "g1", "chat_history", {"ru_ids": ["r1", "r2"]})
+    rec.platform_request(T0 + 5, "golden", "g1", "chat_history", {"ru_ids": ["r3"]})
+    rec.platform_request(T0 + 6, "prime", "p1", "dialogs", {"criteria": ["active"], "cursor": 2})
+    lines = rec.sorted_lines()
+    assert [(x["tu"], x["method"], x.get("ru"), x.get("ru_ids")) for x in lines] == [
+        ("g1", "get_mail", "r1", None), ("g1", "chat_history", None, ["r1", "r2"]),
+        ("g1", "chat_history", "r3", None), ("g2", "online_ru", None, None), ("p1", "dialogs", None, None)]
+    assert lines[0] == {"at": 5.0, "event": "platform.request", "project": "golden", "tu": "g1",
+                        "method": "get_mail", "ru": "r1"}
+    assert lines[-1]["criteria"] == ["active"]
+    assert rec.requests_of("g1", "chat_history", None, T0, T0 + 10) == 2
+    assert rec.requests_of("g1", "chat_history", "r2", T0, T0 + 10) == 1  # one of several RUs named
+    assert rec.requests_of("g1", "get_mail", "r1", T0 + 5.5, T0 + 10) == 0  # outside the window

@@ -138,6 +138,23 @@ def test_an_untouched_chathouse_empty_dialog_raises_open_limits_once():
     assert len(created(w, "open_limits")) == 1
 
 
+def test_a_standing_chathouse_mutual_like_raises_open_limits_once():
+    """Seed 003 Open Limits «… або взаємний лайк»: a mutual like nobody has written after has no
+    message instant either, so like the empty dialog one Open Limits covers it — it was raised
+    again by every check chat (each 30 min, each socket reconnect) while it stood."""
+    w = ColumnWorld("chathouse")
+    w.columns[("scroll_new", ())] = [row(STRANGER, mutualLike=True)]
+    w.login([])
+    [task] = created(w, "open_limits")
+    assert task.meta == {"reason": "mutual_like"}
+    w.at(4 * 3600)
+    assert len(created(w, "open_limits")) == 1
+    w.columns[("scroll_new", ())] = [row(STRANGER, mutualLike=True, lastMessage={  # the RU writes
+        "from": "ru", "at": T0 + 4 * 3600 + 5, "type": "message", "body": "hi"})]
+    w.at(5 * 3600)  # a dated state after the task: Unanswered supersedes, Open Limits is weaker
+    assert len(created(w, "unanswered_message")) == 1
+
+
 # seed 003: "Приставка VIP — по всіх клієнтах"
 def test_vip_tier_labels_tasks_of_non_favorites_from_the_dialog_snapshot():
     w = ColumnWorld("chathouse")
