@@ -50,7 +50,8 @@ from sidecar.router.core import Router, StackWatch
 from sidecar.router.model import Delivery, RoutingEvent, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
-from sidecar.router.ops import prune_ops
+from sidecar.router.ops import DropThrottle, PutThrottle, prune_ops
+from sidecar.store.ops import Op
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.app.router")
@@ -140,6 +141,7 @@ class RouterComponent:
         out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),
                          stack_pending=pending)
         failed = 0
+        freed: list[Delivery] = []
         for row, nxt in res.settled:
             if row.channel == "stack":
                 if nxt.status == Status.DELIVERED.value:
@@ -148,6 +150,10 @@ class RouterComponent:
                     failed += 1
                 continue
             out.notes.append(delivery_note(row, nxt.status, nxt.attempts, now, _error(nxt)))
+            if nxt.status == Status.FAILED.value:
+                freed.append(row)
+        if freed:
+            await self._free_windows(freed)
         out.stack_failed = failed
         self.stack_acked += out.stack_acked
         ev = self.watch.observe(now, acked=out.stack_acked, failed=failed)
@@ -157,6 +163,27 @@ class RouterComponent:
         for note in out.notes:
             self.notify("delivery", note)
         return out
+
+    async def _free_windows(self, failed: list[Delivery]) -> None:
+        """A failed delivery frees the throttle window it started (seed 002 ``_throttled``
+        counts only ``pending``/``delivered`` rows; DESIGN §10): the window of its (channel,
+        target) then runs from the latest live row to it, or not at all.  A window a later row
+        moved on is left alone."""
+        state = self.router.state
+        for row in failed:
+            key = (row.channel, row.target)
+            if state.last_real.get(key) != row.event_at:
+                continue
+            prev = await self.store.last_live(row.channel, row.target)
+            ops: list[Op] = [DropThrottle(row.channel, row.target, row.event_at)]
+            if prev is not None:
+                ops.append(PutThrottle(row.channel, row.target, prev))
+            await self.store.commit(ops)
+            if state.last_real.get(key) == row.event_at:  # (no routing moved it meanwhile)
+                if prev is None:
+                    del state.last_real[key]
+                else:
+                    state.last_real[key] = prev
 
     def queued(self, at: float, channels: frozenset[str] | None = None) -> float | None:
         """A step queued pending deliveries at ``at`` (unix seconds) to ``channels`` (None:
@@ -238,7 +265,9 @@ class RouterComponent:
         data = {k: v for k, v in msgspec.structs.asdict(a).items() if v is not None}
         event = parse_event(data)  # a RouterInputError is -32602 naming its field
         await self._step(lambda s: s.emit(event))
-        return {"ok": True, "event_id": self.port.last_event_id}
+        if self.port.last_duplicate:  # seed 002: the first event's id, ``deduplicated: true``
+            return {"ok": True, "event_id": self.port.last_first_id, "deduplicated": True}
+        return {"ok": True, "event_id": self.port.last_event_id, "deduplicated": False}
 
 
 
@@ -257,6 +286,8 @@ class _Port:
     def __init__(self, owner: RouterComponent) -> None:
         self.owner = owner
         self.last_event_id: str | None = None
+        self.last_duplicate = False  # the last routed event was a duplicate …
+        self.last_first_id: str | None = None  # … of the event with this id
 
     def decide(self, events: list, now: float, after: Sequence[Routing] = ()) -> Routing:
         return self.owner.router.decide(events, now, after)
@@ -268,6 +299,8 @@ class _Port:
         self.owner.router.apply(routing)
         if routing.event_ids:
             self.last_event_id = routing.event_ids[-1]
+            self.last_duplicate = bool(routing.duplicates) and routing.duplicates[-1]
+            self.last_first_id = routing.first_ids[-1] if routing.first_ids else None
         if len(routing.pending) == len(routing.deliveries):
             return  # every row pending (most steps: the Stack writes alone): no note to send
         pending = Status.PENDING.value  # read once: Enum.value is a slow descriptor on 3.11

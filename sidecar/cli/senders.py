@@ -45,8 +45,8 @@ _FIELD_HELP = {
     "failed_in_row": "failures in a row that start a cooldown",
     "cooldown_delay_from": "a cooldown's shortest length, minutes",
     "cooldown_delay_to": "a cooldown's longest length, minutes",
-    "send_from_message_interval": "shortest pause between two sends, seconds",
-    "send_to_message_interval": "longest pause between two sends, seconds",
+    "send_from_message_interval": "shortest pause between two sends, minutes (fractions allowed)",
+    "send_to_message_interval": "longest pause between two sends, minutes (fractions allowed)",
     "from_time": "the group's window starts, HH:MM[:SS] UTC",
     "to_time": "the group's window ends, HH:MM[:SS] UTC",
 }

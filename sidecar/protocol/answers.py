@@ -279,7 +279,9 @@ class DeliveriesAnswer(Answer, kw_only=True):
 
 
 class EmitAnswer(Ok, kw_only=True):
-    event_id: str | None  # the event's id (its deliveries are "<event_id>.<n>")
+    event_id: str | None  # the event's id (its deliveries are "<event_id>.<n>"); of a duplicate:
+    # the FIRST event's (None when its key was accepted before schema v7), seed 002 ingest
+    deduplicated: bool = False  # the event was a duplicate inside the dedup window (seed 002)
 
 
 ANSWERS: dict[str, Any] = {

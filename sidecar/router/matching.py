@@ -6,9 +6,11 @@ Rules / theory of operation
 * A rule matches when it is enabled and every condition it sets holds:
   ``source`` equal (None = any); ``subjects`` / ``actions`` contain the event's (empty = any);
   the event's priority ranks at least ``priority_min`` (low < normal < high < critical);
-  ``payload``: for every key of the condition the event's payload HAS that key (a missing key
-  does not match, even against a ``null`` condition) and its value equals the condition's — or,
-  when the condition's value is a list, equals one of its items (any-of, "host melody or pilar").
+  ``payload``: for every key of the condition the event's value (a missing key reads as
+  ``null``: seed 002 ``_payload_matches`` tests ``actual.get(key) not in allowed``, so a missing
+  key matches a condition ``null`` or a list holding ``null``, and nothing else) equals the
+  condition's — or, when the condition's value is a list, equals one of its items (any-of,
+  "host melody or pilar").
   Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
 * Order: by ``weight`` (smaller first), then by name, so the order never depends on when a rule
   was created or loaded.
@@ -37,12 +39,12 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def payload_matches(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    """Top-level exact match; a list in ``wanted`` means any-of; a missing key never matches."""
+    """Top-level exact match; a list in ``wanted`` means any-of; a missing key reads as ``None``
+    (seed 002 ``actual.get(key)``)."""
     for key, expected in wanted.items():
-        if key not in payload:
-            return False
+        actual = payload.get(key)
         allowed = expected if isinstance(expected, list) else [expected]
-        if not any(_same(payload[key], v) for v in allowed):
+        if not any(_same(actual, v) for v in allowed):
             return False
     return True
 

@@ -10,7 +10,8 @@ Rules / theory of operation
   ``events.emit`` can never set it (:func:`parse_event` refuses it).
 * A :class:`Rule` (seed 002 ``app/models/rules.py``): conditions ``source`` (None = any),
   ``subjects`` / ``actions`` (empty = any), ``priority_min``, ``payload`` (top-level exact match;
-  a list value = any-of; a missing key does not match); ``weight`` (smaller first); ``enabled``;
+  a list value = any-of; a missing key reads as ``null``, seed 002 ``actual.get(key)``);
+  ``weight`` (smaller first); ``enabled``;
   ``throttle_seconds``; actions ``[{target, template?}]``.  Rules are named; the name is the key.
 * A :class:`Delivery` is one row of the audit (``deliveries``): status ``pending``,
   ``delivered``, ``failed``, ``skipped`` or ``duplicate``; ``attempts``, ``next_attempt_at``,

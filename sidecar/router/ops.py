@@ -50,9 +50,19 @@ class PutDedup(Op, frozen=True):
     source: str
     dedup_key: str
     accepted_at: float
+    event_id: str | None = None  # the accepted event's (a duplicate answers it; seed 002)
 
 
 class PutThrottle(Op, frozen=True):
+    channel: str
+    target: str
+    last_at: float
+
+
+class DropThrottle(Op, frozen=True):
+    """Forget the window of (channel, target) if it still runs from ``last_at`` (the instant of a
+    delivery that has just failed: seed 002 ``_throttled`` counts only pending/delivered rows)."""
+
     channel: str
     target: str
     last_at: float
@@ -106,12 +116,15 @@ register(SettleDelivery,
          lambda o: (o.status, o.attempts, o.next_attempt_at, o.last_error, o.delivered_at, o.at,
                     o.delivery_id))
 register(PutDedup,
-         "INSERT INTO router_dedup (source, dedup_key, accepted_at) VALUES (?,?,?)"
-         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at",
-         lambda o: (o.source, o.dedup_key, o.accepted_at))
+         "INSERT INTO router_dedup (source, dedup_key, accepted_at, event_id) VALUES (?,?,?,?)"
+         " ON CONFLICT (source, dedup_key) DO UPDATE SET accepted_at=excluded.accepted_at,"
+         " event_id=excluded.event_id",
+         lambda o: (o.source, o.dedup_key, o.accepted_at, o.event_id))
 register(PutThrottle,
          "INSERT INTO router_throttle (channel, target, last_at) VALUES (?,?,?)"
          " ON CONFLICT (channel, target) DO UPDATE SET last_at=max(last_at, excluded.last_at)",
+         lambda o: (o.channel, o.target, o.last_at))
+register(DropThrottle, "DELETE FROM router_throttle WHERE channel=? AND target=? AND last_at=?",
          lambda o: (o.channel, o.target, o.last_at))
 register(PutRule,
          "INSERT INTO router_rules (name, data, created_at, updated_at) VALUES (?,?,?,?)"

@@ -30,10 +30,14 @@ Rules / theory of operation
   Stack write; no rule, mode or throttle touches it), then every matching rule (mode
   ``all``/``first``, above) and each of its actions in order.
 * **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last *real*
-  delivery to that target (a row created ``pending``, whatever rule made it).  A delivery with
+  delivery to that target (a row created ``pending``, whatever rule made it; once that row has
+  FAILED the window runs from the latest ``pending``/``delivered`` row instead, or not at all —
+  seed 002 ``_throttled``; the app frees it when the row fails, ``RouterComponent``).  A delivery with
   ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
   not move the window; at exactly ``last + throttle`` it passes.  ``critical`` always passes and
-  the row's ``note`` says it bypassed the throttle.
+  the row's ``note`` says it bypassed the throttle.  The ``journal`` — seed 002's target-less
+  ``internal_log`` — is never throttled (seed 002 ``_throttled`` returns early when
+  ``target_id is None``): a throttled rule still writes the audit row a shift lead looks for.
 * A template that fails, or a target that is not configured, makes a ``failed`` row at once
   (terminal: DESIGN §10 "a broken template must not park a healthy sender").
 * Pending rows are due at once (``next_attempt_at = now``); ``expires_at = now + ttl_s``.
@@ -97,20 +101,27 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
     ids: list[str] = []
     seq = state.seq
     seen: Mapping[tuple[str, str], float] = state.dedup
+    dedup_ids: dict[tuple[str, str], str] = {}
+    seen_ids: Mapping[tuple[str, str], str] = state.dedup_ids
+    first_ids: list[str | None] = []
+    dups: list[bool] = []
     real: Mapping[tuple[str, str], float] = state.last_real
     if isinstance(ahead, Ahead) and not ahead._routings:
         pass  # an empty group (its first step): nothing ahead, and no __len__ call to ask
     elif ahead:  # the open group's small dicts over the state's (never copied)
         if isinstance(ahead, Ahead):  # merged as the group grew: read, never written here
             group_dedup, group_real = ahead.dedup, ahead.last_real
+            group_ids = ahead.dedup_ids
             seq = max(seq, ahead.next_seq)
         else:
-            group_dedup, group_real = {}, {}
+            group_dedup, group_real, group_ids = {}, {}, {}
             for r in ahead:
                 group_dedup.update(r.dedup)
+                group_ids.update(r.dedup_ids)
                 group_real.update(r.last_real)
                 seq = max(seq, r.next_seq)
         seen, real = ChainMap(group_dedup, state.dedup), ChainMap(group_real, state.last_real)
+        seen_ids = ChainMap(group_ids, state.dedup_ids)
     if events and state.match_mode not in MATCH_MODES:  # as matching() raises per event
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     first = state.match_mode == "first"
@@ -133,15 +144,22 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
             rows.append(row)
             pending.append(row)
             last_real[_STACK_KEY] = now
+            first_ids.append(None)
+            dups.append(False)
             continue
         duplicate_of: float | None = None
+        first_id: str | None = None
         if event.dedup_key is not None:
             k = (source, event.dedup_key)
             accepted = dedup.get(k, seen.get(k))
             if accepted is not None and now < accepted + state.dedup_window_s:
                 duplicate_of = accepted
+                first_id = dedup_ids.get(k, seen_ids.get(k))
             else:
                 dedup[k] = now
+                dedup_ids[k] = event_id
+        first_ids.append(first_id)
+        dups.append(duplicate_of is not None)
         fan: list[tuple[Rule | None, str, str | None]] = []
         if stack_route(event):
             fan.append((None, STACK_TARGET, None))
@@ -162,7 +180,9 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
                     only_stack = False
     return Routing(now, tuple(rows), tuple(ids), dedup, last_real, seq, None, tuple(pending),
                    (_STACK_ONLY if only_stack else frozenset(d.channel for d in pending))
-                   if pending else frozenset())
+                   if pending else frozenset(), dedup_ids,
+                   # only a step with a duplicate carries them (the direct path never has one)
+                   tuple(first_ids) if any(dups) else (), tuple(dups) if any(dups) else ())
 
 
 def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
@@ -200,6 +220,8 @@ def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
     return Routing(now, out, tuple(ids), {}, {_STACK_KEY: now}, seq, None, out, _STACK_ONLY)
 
 
+# seed 002 ``_throttled`` returns early for a target-less ``internal_log`` (our journal): never cut
+_JOURNAL = "journal"
 _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: plain str, not the
 _SKIPPED, _DUPLICATE = Status.SKIPPED.value, Status.DUPLICATE.value  # enum's value descriptor
 
@@ -225,7 +247,7 @@ def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | No
             note = f"duplicate: dedup_key {event.dedup_key!r} accepted at {duplicate_of:.3f}"
         else:
             key = (channel, target)
-            if rule is not None and rule.throttle_seconds:
+            if rule is not None and rule.throttle_seconds and channel != _JOURNAL:
                 last = last_real.get(key, real.get(key))
                 if last is not None and now < last + rule.throttle_seconds:
                     if event.priority != "critical":

@@ -39,6 +39,8 @@ class RouterState:
     dedup: dict[tuple[str, str], float] = field(default_factory=dict)  # (source, key) -> accepted at
     last_real: dict[tuple[str, str], float] = field(default_factory=dict)  # (channel, target) -> at
     seq: int = 1  # next event number
+    # (source, key) -> the id of the event accepted with it (a duplicate answers it; seed 002)
+    dedup_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     match_mode: str = "all"
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
     # (rules key, ordered rules, reachable sources) of :meth:`plan`; never compared or copied
@@ -50,12 +52,13 @@ class RouterState:
         """The state after a start: ``loaded`` is :func:`sidecar.router.io.storage.load`'s answer."""
         return cls(prefix=prefix, rules=dict(loaded.rules), dedup=dict(loaded.dedup),
                    last_real=dict(loaded.last_real), seq=loaded.next_seq, match_mode=match_mode,
-                   dedup_window_s=dedup_window_s)
+                   dedup_window_s=dedup_window_s, dedup_ids=dict(loaded.dedup_ids))
 
     def apply(self, routing: "Routing") -> None:
         """Evolve after the routing's ops were committed."""
         if routing.dedup:
             self.dedup.update(routing.dedup)
+            self.dedup_ids.update(routing.dedup_ids)
         if routing.last_real:
             self.last_real.update(routing.last_real)
         if routing.next_seq > self.seq:
@@ -83,6 +86,7 @@ class RouterState:
         """Forget dedup keys whose window has passed (the store prunes its rows likewise)."""
         for k in [k for k, at in self.dedup.items() if now >= at + self.dedup_window_s]:
             del self.dedup[k]
+            self.dedup_ids.pop(k, None)
 
 
 class Routing(msgspec.Struct):
@@ -104,6 +108,12 @@ class Routing(msgspec.Struct):
     prefix: str | None = None  # set when this routing drew the data dir's event-id prefix
     pending: tuple[Delivery, ...] = ()  # the rows created pending, in order
     channels: frozenset[str] = frozenset()  # the channels of the pending rows
+    dedup_ids: dict[tuple[str, str], str] = {}  # the accepted events' ids of ``dedup``'s keys
+    # per routed event, in order: the id of the FIRST event when it is a duplicate (None when it
+    # was accepted, or its key predates schema v7) — what ``events.emit`` answers (seed 002);
+    # both empty when no event of the routing was a duplicate
+    first_ids: tuple[str | None, ...] = ()
+    duplicates: tuple[bool, ...] = ()  # per routed event: was it a duplicate
 
     def ops(self) -> list[Op]:
         """The store ops of this routing, for the step's transaction: the rows, the prefix
@@ -116,7 +126,7 @@ class Routing(msgspec.Struct):
             out.append(PutMeta(PREFIX_KEY, self.prefix))
         if self.dedup:
             for (src, key), at in self.dedup.items():
-                out.append(PutDedup(src, key, at))
+                out.append(PutDedup(src, key, at, self.dedup_ids.get((src, key))))
         for (ch, tgt), at in self.last_real.items():
             out.append(PutThrottle(ch, tgt, at))
         out.append(PutMeta(SEQ_KEY, str(self.next_seq)))
@@ -128,17 +138,19 @@ class Ahead(Sequence[Routing]):
     "Ahead of the state"), with their dedup keys, throttle instants and next event number
     merged as each is appended.  The runtime appends every routing of the group to it."""
 
-    __slots__ = ("_routings", "dedup", "last_real", "next_seq")
+    __slots__ = ("_routings", "dedup", "dedup_ids", "last_real", "next_seq")
 
     def __init__(self) -> None:
         self._routings: list[Routing] = []
         self.dedup: dict[tuple[str, str], float] = {}  # every routing's, later ones winning
+        self.dedup_ids: dict[tuple[str, str], str] = {}
         self.last_real: dict[tuple[str, str], float] = {}
         self.next_seq = 0  # the highest next_seq of them (0: none)
 
     def append(self, routing: Routing) -> None:
         self._routings.append(routing)
         self.dedup.update(routing.dedup)
+        self.dedup_ids.update(routing.dedup_ids)
         self.last_real.update(routing.last_real)
         self.next_seq = max(self.next_seq, routing.next_seq)
 

@@ -4,7 +4,8 @@ Rules / theory of operation
 ---------------------------
 * A group is a set of parameters with a UTC time window: ``failed_in_row`` (threshold; 0 = the
   default 2, 1 = every failure), ``cooldown_delay_from/to`` (minutes; both > 0 replace the whole
-  ladder, else the ladder applies), ``send_from/to_message_interval`` (seconds here, pacing),
+  ladder, else the ladder applies), ``send_from/to_message_interval`` (MINUTES, seed 000 §6
+  «хвилини»; a number, fractions allowed; pacing),
   ``from_time``/``to_time`` (``HH:MM[:SS]`` UTC, may cross midnight, start inclusive, end
   exclusive; ``None`` = always; equal ends are refused — empty or a whole day is a guess: leave
   the window out for "always") and ``priority`` (unique; larger wins).
@@ -122,7 +123,7 @@ MAX_PRIORITY = 10**12  # well inside SQLite's 64-bit INTEGER
 MAXIMA: dict[str, float] = {  # seed 000 §6 gives no bounds; these keep every duration sane
     "failed_in_row": 1000,
     "cooldown_delay_from": 7 * 24 * 60, "cooldown_delay_to": 7 * 24 * 60,  # minutes: a week
-    "send_from_message_interval": 86_400, "send_to_message_interval": 86_400,  # seconds: a day
+    "send_from_message_interval": 24 * 60, "send_to_message_interval": 24 * 60,  # minutes: a day
 }
 
 

@@ -192,11 +192,15 @@ class HealthMachine:
         return start is not None and started_at < start
 
     def _pace(self, s: SenderState, ev: Sent) -> SenderState:
+        """The pause after a send: U(send_from, send_to) MINUTES of the active group (seed 000 §6
+        «(next_send_date), хвилини»; fractions allowed), drawn keyed; every admitted delivery is
+        paced, ``critical`` ones too (the pause is the sender's); warm-up probes are not sends."""
         g = ev.group
         gap = 0.0
         if g is not None and g.send_to_message_interval > 0:
             lo = g.send_from_message_interval
-            gap = self.rng.uniform(lo, max(lo, g.send_to_message_interval), "sender", s.sender, "pace", s.sent)
+            gap = 60.0 * self.rng.uniform(lo, max(lo, g.send_to_message_interval), "sender", s.sender,
+                                          "pace", s.sent)
         return replace(s, sent=s.sent + 1, next_send_at=max(s.next_send_at, ev.at + gap))
 
     def _delivered(self, s: SenderState, ev: Delivered) -> _Outcome:

@@ -289,8 +289,23 @@ INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priorit
 DELETE FROM outbox;
 """
 
+# ``events.emit`` of a duplicate answers the FIRST event's id (issue 21 item 4 d; seed 002 ingest
+# "вернёт id первого события (deduplicated: true)"): a dedup key remembers the event that was
+# accepted.  Keys accepted before this version have none (NULL) and answer without an id.
+V7 = """
+ALTER TABLE router_dedup ADD COLUMN event_id TEXT;
+"""
+
+# Group send intervals are minutes (issue 21 item 4 e; seed 000 §6 «хвилини»): values stored by an
+# older sidecar were seconds, so they convert ÷ 60 and pace as they did.
+V8 = """
+UPDATE sender_groups SET data = json_set(data,
+    '$.send_from_message_interval', coalesce(json_extract(data, '$.send_from_message_interval'), 0) / 60.0,
+    '$.send_to_message_interval', coalesce(json_extract(data, '$.send_to_message_interval'), 0) / 60.0);
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
 import pytest
 
@@ -14,7 +15,11 @@ from sidecar.router.core import UNREACHABLE_AFTER_S, StackWatch
 from sidecar.router.io.storage import RouterStore
 from tests.app.test_app_steps import T0, TU, Run, msg
 
-JOURNAL = json.dumps({"audit": {"channel": "journal"}})
+# "hook" answers nothing (the discard port refuses): its rows stay pending on the retry ladder,
+# which is all a throttle window needs (the journal is never throttled: seed 002 _throttled)
+JOURNAL = json.dumps({"audit": {"channel": "journal"},
+                      "hook": {"channel": "webhook", "url": "http://127.0.0.1:9/",
+                               "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +66,7 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
     async def main():
         run = await started(tmp_path)
         good = {"name": "alerts", "conditions": {"source": "electron"},
-                "actions": [{"target": "audit"}], "throttle_seconds": 300}
+                "actions": [{"target": "audit"}, {"target": "hook"}], "throttle_seconds": 300}
         bad = [({**good, "actions": [{"target": "nowhere"}]}, "actions[0].target"),
                ({**good, "actions": [{"target": "stack"}]}, "actions[0].target"),
                ({**good, "conditions": {"priority_min": "urgent"}}, "conditions.priority_min"),
@@ -111,8 +116,11 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         await run.call("events.emit", emit)
         await run.call("clock.advance_to", {"t": T0 + 311})
         audit = (await run.call("deliveries.list", {"target": "audit"}))["deliveries"]
-        assert [(d["event_at"] - T0, d["status"]) for d in audit] == [
-            (10.0, "delivered"), (100.0, "skipped"), (310.0, "delivered")]
+        assert [(d["event_at"] - T0, d["status"]) for d in audit] == [  # the journal: never cut
+            (10.0, "delivered"), (100.0, "delivered"), (310.0, "delivered")]
+        hook = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert [(d["event_at"] - T0, d["status"]) for d in hook] == [
+            (10.0, "pending"), (100.0, "skipped"), (310.0, "pending")]
         assert audit[0]["id"] == f"{first['event_id']}.0"
         assert (await run.call("deliveries.list", {"status": "skipped"}))["deliveries"][0]["note"].startswith("throttled")
         assert (await run.call("deliveries.list", {"since": T0 + 200, "target": "audit"}))["deliveries"][0]["event_at"] == T0 + 310
@@ -131,8 +139,8 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
             assert ei.value.data == {"field": field}
         assert len((await run.call("deliveries.list", {"target": "audit"}))["deliveries"]) == 3
         notes = [p for m, p in run.sent if m == "delivery"]
-        assert [(n.status, n.at - T0) for n in notes] == [("delivered", 10.0), ("skipped", 100.0),
-                                                          ("delivered", 310.0)]
+        assert [(n.status, n.at - T0) for n in notes if n.status != "pending"] == [
+            ("delivered", 10.0), ("skipped", 100.0), ("delivered", 100.0), ("delivered", 310.0)]
         await run.stop()
 
         # a restart keeps the rules and the window
@@ -141,9 +149,22 @@ def test_rules_management_refuses_bad_input_naming_the_field_and_changes_nothing
         await again.call("clock.advance_to", {"t": T0 + 320})
         assert [r["name"] for r in (await again.call("rules.list", {}))["rules"]] == ["alerts"]
         await again.call("events.emit", emit)
-        rows = (await again.call("deliveries.list", {"target": "audit"}))["deliveries"]
+        rows = (await again.call("deliveries.list", {"target": "hook"}))["deliveries"]
         assert rows[-1]["status"] == "skipped" and rows[-1]["id"] != rows[0]["id"]
+
+        # seed 002 ingest: a duplicate answers the FIRST event's id and deduplicated: true —
+        # across a restart too (the key remembers its event, schema v7)
+        keyed = {**emit, "dedup_key": "k-1"}
+        one = await again.call("events.emit", keyed)
+        assert one["deduplicated"] is False
+        two = await again.call("events.emit", keyed)
+        assert two == {**two, "event_id": one["event_id"], "deduplicated": True}
         await again.stop()
+        third = await Run(tmp_path).start()
+        await third.app.routing.start(None)
+        await third.call("clock.advance_to", {"t": T0 + 330})
+        assert (await third.call("events.emit", keyed))["event_id"] == one["event_id"]
+        await third.stop()
     asyncio.run(main())
 
 
@@ -189,3 +210,40 @@ def test_operator_overdue_is_routed_once_per_tu_per_hour():
     assert real[0].event_at == task.deadline + 600
     # the other two tasks' 10-minute marks fall within the hour: no second alert
     assert len(alerts) == 1
+
+
+def test_a_failed_delivery_frees_the_throttle_window(tmp_path):
+    # seed 002 _throttled counts only pending/delivered rows: once the one delivery inside the
+    # window has failed (5 attempts to a receiver that refuses), the next event is sent, not cut
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.app.routing.start(None)
+        await run.call("clock.advance_to", {"t": T0})
+        await run.call("rules.create", {"name": "hooked", "conditions": {"source": "electron"},
+                                        "actions": [{"target": "hook"}],
+                                        "throttle_seconds": 30 * 86400})
+        emit = {"source": "electron", "subject": "alert", "action": "fired", "payload": {}}
+        await run.call("events.emit", emit)
+        hour = 3600.0
+        for i in range(1, 14 * 24):  # the retry ladder and the sender's cooldowns, an hour a step
+            await run.call("clock.advance_to", {"t": T0 + i * hour})
+            rows = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+            if rows[0]["status"] == "failed":
+                break
+        assert rows[0]["status"] == "failed"
+        await run.call("events.emit", emit)
+        rows = (await run.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert [r["status"] for r in rows][1:] == ["pending"]
+        second_at = rows[1]["event_at"]
+        await run.stop()
+        with sqlite3.connect(tmp_path / "sidecar.db") as c:  # the freed window is stored
+            assert c.execute("SELECT last_at FROM router_throttle WHERE target = 'hook'"
+                             ).fetchall() == [(second_at,)]
+        again = await Run(tmp_path).start()  # the window now runs from the second event, stored
+        await again.app.routing.start(None)
+        await again.call("clock.advance_to", {"t": T0 + 15 * 86400})
+        await again.call("events.emit", emit)
+        rows = (await again.call("deliveries.list", {"target": "hook"}))["deliveries"]
+        assert rows[-1]["status"] == "skipped"
+        await again.stop()
+    asyncio.run(main())

@@ -13,7 +13,6 @@ SCENARIOS = sorted(SEED_DIR.glob("*.jsonl")) if SEED_DIR.is_dir() else []
 # Scenarios of open issues: strict expected failures that name their issue, so each flips to
 # XPASS (and fails, strict) the moment its issue lands and must then leave this table.
 NOT_YET: dict[str, str] = {
-    "k10_send_interval_in_minutes": "issue 21 item 4: group send intervals are minutes (seed 000 §6)",
 }
 
 

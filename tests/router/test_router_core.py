@@ -48,8 +48,10 @@ def test_payload_any_of_and_missing_keys():
     assert payload_matches({"host": "melody"}, wanted)
     assert payload_matches({"host": "pilar", "extra": 1}, wanted)
     assert not payload_matches({"host": "other"}, wanted)
-    assert not payload_matches({}, wanted)  # a missing key does not match
-    assert not payload_matches({}, {"host": None})  # … not even a null condition
+    assert not payload_matches({}, wanted)  # a missing key does not match a value …
+    assert payload_matches({}, {"host": None})  # … but reads as null (seed 002 actual.get(key))
+    assert payload_matches({}, {"host": ["melody", None]})  # … also in a list holding null
+    assert not payload_matches({"host": "melody"}, {"host": None})
     assert payload_matches({"host": None}, {"host": None})
     assert payload_matches({"n": 1.0}, {"n": 1}) and not payload_matches({"n": True}, {"n": 1})
     assert payload_matches({"tags": ["a"]}, {"tags": [["a"]]})  # a list value is matched by any-of of lists
@@ -158,6 +160,16 @@ def test_throttle_is_per_target_and_counts_any_rules_real_delivery():
     step(st, ev(subject="other"), T0)  # b delivers to telegram (unthrottled rule)
     assert statuses(step(st, ev(), T0 + 50), "ops-telegram") == ["skipped"]
     assert statuses(step(st, ev(subject="other"), T0 + 60)) == ["skipped", "pending", "pending"]
+
+
+def test_the_journal_is_never_throttled():
+    # seed 002 _throttled returns early when target_id is None: its target-less internal_log (our
+    # journal) is never cut, so a throttled rule keeps the audit row a shift lead looks for
+    st = state(rule("t", {}, [{"target": "audit"}, {"target": "ops-telegram"}], throttle_seconds=300))
+    assert statuses(step(st, ev(), T0)) == ["pending", "pending"]
+    r = step(st, ev(), T0 + 10)
+    assert statuses(r, "audit") == ["pending"] and statuses(r, "ops-telegram") == ["skipped"]
+    assert [d.note for d in r.deliveries if d.target == "audit"] == [None]
 
 
 # ---- the built-in Stack route -------------------------------------------------------------------

@@ -201,8 +201,8 @@ async def test_terminal_deliveries_never_count(store):
 
 
 async def test_group_send_interval_paces_the_sender(store):
-    g = Group(id="g", name="slow", priority=1, send_from_message_interval=60, send_to_message_interval=60)
-    rig = Rig(store, Registry(groups={"g": g}, assignments={"crm-hook": ("g",)}))
+    g = Group(id="g", name="slow", priority=1, send_from_message_interval=1, send_to_message_interval=1)
+    rig = Rig(store, Registry(groups={"g": g}, assignments={"crm-hook": ("g",)}))  # 1 minute
     rig.hook.mode = "up"
     await rig.emit(3)
     await rig.advance(T0 + 300)

@@ -66,7 +66,7 @@ def test_highest_priority_covering_group_wins():
     ({"name": "x", "priority": 2, "cooldown_delay_from": 1e308, "cooldown_delay_to": float("inf")}, "cooldown_delay_from"),
     ({"name": "x", "priority": 2, "cooldown_delay_from": 1, "cooldown_delay_to": float("inf")}, "cooldown_delay_to"),
     ({"name": "x", "priority": 2, "cooldown_delay_from": 1e300, "cooldown_delay_to": 1e301}, "cooldown_delay_from"),
-    ({"name": "x", "priority": 2, "send_to_message_interval": 86_401}, "send_to_message_interval"),
+    ({"name": "x", "priority": 2, "send_to_message_interval": 24 * 60 + 1}, "send_to_message_interval"),
     ({"name": "x", "priority": 2, "failed_in_row": float("nan")}, "failed_in_row"),
     ({"name": "a\u0000b\n\u001b[31m", "priority": 2}, "name"),
     ({"name": "n" * 201, "priority": 2}, "name"),
@@ -209,6 +209,6 @@ def test_the_largest_allowed_values_make_valid_instants():
     """At the bounds every derived instant (cooldown end, pacing) is still a time a shift lead can
     read: nothing overflows ``datetime`` or SQLite."""
     g = validate_group({"name": "x", "priority": 10**12, "cooldown_delay_from": 7 * 24 * 60,
-                        "cooldown_delay_to": 7 * 24 * 60, "send_from_message_interval": 86_400,
-                        "send_to_message_interval": 86_400, "failed_in_row": 1000}, id="g", others=[])
+                        "cooldown_delay_to": 7 * 24 * 60, "send_from_message_interval": 24 * 60,
+                        "send_to_message_interval": 24 * 60, "failed_in_row": 1000}, id="g", others=[])
     assert h.utc_text(2_000_000_000 + g.cooldown_delay_to * 60).endswith(" UTC")

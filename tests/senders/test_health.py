@@ -240,12 +240,17 @@ def test_confirmation_window_three_hours():
     assert ok.state.probe_confirmed
 
 
-def test_pacing_by_group_interval():
+def test_pacing_by_group_interval_in_minutes():
+    # seed 000 §6: send_from/to_message_interval «(next_send_date), хвилини» — minutes
     g = Group(id="g", name="g", priority=1, send_from_message_interval=30, send_to_message_interval=60)
     s, _ = run(h.SenderState(sender="w"), h.Sent(T0, g))
-    ok, nxt = h.may_send(s, T0 + 1)
-    assert not ok and T0 + 30 <= nxt <= T0 + 60
+    ok, nxt = h.may_send(s, T0 + 61)
+    assert not ok and T0 + 30 * 60 <= nxt <= T0 + 60 * 60
     assert h.may_send(s, nxt) == (True, None)
+    half = Group(id="h", name="h", priority=2, send_from_message_interval=0.5,
+                 send_to_message_interval=0.5)  # fractions allowed: half a minute
+    s, _ = run(h.SenderState(sender="w"), h.Sent(T0, half))
+    assert s.next_send_at == T0 + 30
 
 
 def test_draws_are_keyed_not_order_dependent():

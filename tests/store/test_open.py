@@ -71,13 +71,13 @@ async def test_reopen_keeps_data_and_migrates_nothing(tmp_path):
 async def test_schema_too_new_leaves_file_untouched_and_unlocked(tmp_path):
     path = tmp_path / "s.db"
     with sqlite3.connect(path) as c:
-        c.execute("PRAGMA user_version = 7")
+        c.execute("PRAGMA user_version = 99")  # far past any schema this code knows
     with pytest.raises(SchemaTooNew) as ei:
         await Store.open(path)
-    assert (ei.value.found, ei.value.known) == (7, len(MIGRATIONS))
+    assert (ei.value.found, ei.value.known) == (99, len(MIGRATIONS))
     with sqlite3.connect(path) as c:
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert c.execute("PRAGMA user_version").fetchone()[0] == 99
     with pytest.raises(SchemaTooNew):  # the lock was released: the same error, not DataDirLocked
         await Store.open(path)
 

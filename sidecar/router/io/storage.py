@@ -52,6 +52,7 @@ class Loaded(msgspec.Struct, frozen=True):
     dedup: dict[tuple[str, str], float]
     last_real: dict[tuple[str, str], float]
     next_seq: int
+    dedup_ids: dict[tuple[str, str], str] = {}  # (source, key) -> the accepted event's id
 
 
 def load(conn: sqlite3.Connection, now: float, dedup_window_s: float) -> Loaded:
@@ -59,12 +60,17 @@ def load(conn: sqlite3.Connection, now: float, dedup_window_s: float) -> Loaded:
     rules = {}
     for name, data in conn.execute("SELECT name, data FROM router_rules ORDER BY name"):
         rules[name] = msgspec.convert(decode_json(data), Rule)
-    dedup = {(s, k): at for s, k, at in conn.execute(
-        "SELECT source, dedup_key, accepted_at FROM router_dedup WHERE accepted_at > ?",
-        (now - dedup_window_s,))}
+    dedup: dict[tuple[str, str], float] = {}
+    dedup_ids: dict[tuple[str, str], str] = {}
+    for s, k, at, eid in conn.execute(
+            "SELECT source, dedup_key, accepted_at, event_id FROM router_dedup WHERE accepted_at > ?",
+            (now - dedup_window_s,)):
+        dedup[(s, k)] = at
+        if eid is not None:
+            dedup_ids[(s, k)] = eid
     last = {(c, t): at for c, t, at in conn.execute("SELECT channel, target, last_at FROM router_throttle")}
     row = conn.execute("SELECT value FROM meta WHERE key = 'router.next_seq'").fetchone()
-    return Loaded(rules, dedup, last, int(row[0]) if row else 1)
+    return Loaded(rules, dedup, last, int(row[0]) if row else 1, dedup_ids)
 
 
 def due_other(conn: sqlite3.Connection, now: float, limit: int) -> list[Delivery]:
@@ -163,6 +169,15 @@ def due(conn: sqlite3.Connection, now: float, other_limit: int, stack_limit: int
     return Due(other, runs, None if other or runs else pass_end(conn, stack))
 
 
+def last_live(conn: sqlite3.Connection, channel: str, target: str) -> float | None:
+    """The event instant (unix seconds) of the latest ``pending`` or ``delivered`` row to
+    (channel, target) — where a throttle window runs from once a later row failed (seed 002
+    ``_throttled``).  Read only when a delivery fails (at most once per row)."""
+    row = conn.execute("SELECT max(event_at) FROM deliveries WHERE channel = ? AND target = ?"
+                       " AND status IN ('pending', 'delivered')", (channel, target)).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, after_seq: int | None = None, limit: int = 1000,
                     newest: bool = False) -> list[Delivery]:
@@ -221,6 +236,9 @@ class RouterStore:
 
     async def journal(self, target: str) -> list[dict]:
         return await self.store.read(journal_rows, target)
+
+    async def last_live(self, channel: str, target: str) -> float | None:
+        return await self.store.read(last_live, channel, target)
 
     async def commit(self, ops: list[Op]) -> None:
         await self.store.commit(ops)
