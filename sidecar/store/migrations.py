@@ -289,14 +289,14 @@ INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priorit
 DELETE FROM outbox;
 """
 
-# ``events.emit`` of a duplicate answers the FIRST event's id (issue 21 item 4 d; seed 002 ingest
+# ``events.emit`` of a duplicate answers the FIRST event's id (seed 002 ingest
 # "вернёт id первого события (deduplicated: true)"): a dedup key remembers the event that was
 # accepted.  Keys accepted before this version have none (NULL) and answer without an id.
 V7 = """
 ALTER TABLE router_dedup ADD COLUMN event_id TEXT;
 """
 
-# Group send intervals are minutes (issue 21 item 4 e; seed 000 §6 «хвилини»): values stored by an
+# Group send intervals are minutes (seed 000 §6 «хвилини»): values stored by an
 # older sidecar were seconds, so they convert ÷ 60 and pace as they did.
 V8 = """
 UPDATE sender_groups SET data = json_set(data,
