@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"sidecar repair: {saved} rows saved; " + (
         "could not save: " + "; ".join(lost) if lost else "nothing lost") +
         ". The next start restores markers and task history from Stack.")
-    return 0 if saved else EXIT_NOTHING_SAVED
+    # 8 means nothing could be READ: a table read whole but empty is saved, not lost
+    return 0 if saved or any(not r.lost for r in reports) else EXIT_NOTHING_SAVED
 
 
 def move_aside(db: Path, now: float) -> Path:

@@ -245,3 +245,20 @@ def test_after_a_repair_the_next_start_restores_the_chain_from_stacks_markers(tm
     first = min((t for t in rp.rec.tasks.values() if t.type == "follow_up_message"),
                 key=lambda t: t.created_at)
     assert round(first.created_at - t0, 3) == round(due, 3)
+
+
+def test_repair_of_a_readable_but_empty_database_is_not_nothing_could_be_read(data_dir):
+    """Exit 8 says nothing could be READ; tables read whole but empty are saved (breaker brk18:
+    one damaged page of a fresh data dir answered 8 while 14 of 16 tables were read fine)."""
+    db = data_dir / "sidecar.db"
+    damage(db, [1])
+    assert sidecar("repair", "--data-dir", str(data_dir)).returncode == 8  # now a fresh, empty file
+    c = sqlite3.connect(db)
+    try:
+        root = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sessions'").fetchone()[0]
+    finally:
+        c.close()
+    damage(db, [root])
+    r = sidecar("repair", "--data-dir", str(data_dir))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "sessions" in r.stdout and len(list(data_dir.glob("sidecar.damaged-*.db"))) == 2
