@@ -223,6 +223,10 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
 
     guard.attach(loop, on_stop)
     db = settings.data_dir / "sidecar.db"
+    if db.is_dir():  # SQLite would only say "unable to open database file"
+        print(f"sidecar: {db} is a directory, not a database; move it aside and start again",
+              file=sys.stderr)
+        return 4
     try:
         store = await Store.open(db, durability=settings.durability)
     except DataDirLocked as exc:
@@ -236,8 +240,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
         # marker writes.  The operator's support moves the file aside; Stack restores the rest.
         print(f"sidecar: cannot open the database {db}: {exc}. Move it aside (it may hold unsent "
               f"Stack writes) and start again to restore from Stack.", file=sys.stderr)
-        log.error("cannot open %s: %r", db, exc)
-        return 4
+        return 4  # one line: not logged too (logs go to stderr)
     app = None
     waits: set[asyncio.Future] = set()
     try:

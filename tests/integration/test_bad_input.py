@@ -126,6 +126,16 @@ def test_corrupted_database_is_a_clear_error_not_a_traceback(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
 
 
+def test_a_directory_where_the_database_goes_is_one_clear_line(tmp_path):
+    (tmp_path / "sidecar.db").mkdir()
+    r = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path)],
+                       env={"SIDECAR_TOKEN": "t", "PATH": "/usr/bin:/bin"}, cwd=ROOT,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"sidecar: {tmp_path / 'sidecar.db'} is a directory, not a database; move it aside and start again"]
+
+
 def test_data_dir_that_is_a_file_is_a_configuration_error(tmp_path):
     f = tmp_path / "not-a-dir"
     f.write_text("x")
