@@ -19,7 +19,7 @@ Rules
   refusing a candidate while a stronger (or the same) task is open, for the Follow-up final
   check and as the sort's last tie-break.
 * Sort: earliest deadline first (so overdue tasks lead), then VIP tier (green > yellow > red >
-  none), then strength.
+  none), then strength; ties by creation, then task id (a total order, the same after a restore).
 """
 from __future__ import annotations
 
@@ -178,8 +178,10 @@ class Task(msgspec.Struct, gc=False):
 
     def sort_key(self) -> tuple:
         """Earliest deadline (overdue first), then VIP tier (green first), then strength
-        (DESIGN §6)."""
-        return (self.deadline, -VIP_RANK.get(self.vip, 0), strength_rank(self.type))
+        (DESIGN §6); ties by creation, then task id, so the order is total: a restored sidecar
+        lists tied tasks as the one that never stopped did (task ids are deterministic)."""
+        return (self.deadline, -VIP_RANK.get(self.vip, 0), strength_rank(self.type), self.created_at,
+                self.task_id)
 
 
 def task_id_for(tu: str, ru: str, type_: TaskType, created_at: float, source: str) -> str:
