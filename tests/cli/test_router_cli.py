@@ -26,9 +26,10 @@ def _fill(tmp_path) -> None:
                                "actions": [{"target": "audit"}], "throttle_seconds": 300})
             st = RouterState(prefix="ev-", rules={rule.name: rule})
             ev = RoutingEvent(source="electron", subject="disk", action="full", priority="high")
-            r1 = route(st, [ev], T0, {"stack": "stack", "audit": "journal"})
+            # a webhook: the journal is never throttled (seed 002's target-less log)
+            r1 = route(st, [ev], T0, {"stack": "stack", "audit": "webhook"})
             st.apply(r1)
-            r2 = route(st, [ev], T0 + 10, {"stack": "stack", "audit": "journal"})
+            r2 = route(st, [ev], T0 + 10, {"stack": "stack", "audit": "webhook"})
             await RouterStore(s).commit([PutRule(rule, T0), *r1.ops(), *r2.ops()])
     asyncio.run(go())
 
