@@ -116,9 +116,8 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
     """One delivery row (see module rules).
 
     Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
-    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`) — msgspec
-    matches each keyword against every field, so a 21-keyword row cost ~12 k instructions
-    against ~2 k positionally.  ``gc=False``: a row holds plain values only."""
+    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`), as keywords
+    cost several times more (docs/decisions.md "Engine speed").  ``gc=False``: plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str

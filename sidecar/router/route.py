@@ -135,7 +135,7 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
         source = event.source
         if source in direct_sources and w is not None and event.dedup_key is None:
             # the built-in route alone: _row's pending stack row, built once (module rules)
-            # (positional, in DELIVERY_FIELDS order: keywords cost ~5x more, see model.Delivery)
+            # (positional, in DELIVERY_FIELDS order: see model.Delivery)
             ttl = event.ttl_s
             row = Delivery(f"{event_id}.0", event_id, now, source, event.subject, event.action,
                            event.priority, None, STACK_TARGET, STACK_TARGET, _PENDING, w.body, 0,
@@ -209,7 +209,7 @@ def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
         w = event.write
         assert w is not None  # (checked by the caller)
         ttl = event.ttl_s
-        # positional, in DELIVERY_FIELDS order (keywords cost ~5x more, see model.Delivery)
+        # positional, in DELIVERY_FIELDS order (see model.Delivery)
         rows.append(Delivery(f"{event_id}.0", event_id, now, event.source, event.subject,
                              event.action, event.priority, None, STACK_TARGET, STACK_TARGET,
                              _PENDING, w.body, 0, now, None if ttl is None else now + ttl, None,
