@@ -12,7 +12,7 @@ Rule 2.  Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :cl
          before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
          steps, which the runtime serialises) yield exactly one delivery.  **Ahead of the state**
          (group commit): the steps of one commit group are all decided before the group's ONE
-         commit, so none is applied yet when the next is decided. ``route(..., ahead=routings)``
+         commit, so none is applied yet when the next is decided.  ``route(..., ahead=routings)``
          reads the state as if those routings (decided, not applied, in order) had been applied —
          their dedup keys, throttle windows and event numbers — so a step of a group routes exactly
          as it would alone; the state itself is not touched.  The runtime passes an :class:`Ahead`,
