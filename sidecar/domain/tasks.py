@@ -136,7 +136,7 @@ class Task(msgspec.Struct, gc=False):
     plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
     the garbage collector need not track every open task.  Not ``kw_only``:
     the Task Factory builds one per created task positionally, in this field order (keywords cost
-    more: docs/decisions.md "Engine speed")."""
+    more: docs/decisions.md "Keywords vs positions")."""
 
     task_id: str
     type: TaskType

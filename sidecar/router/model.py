@@ -117,7 +117,7 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
 
     Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
     reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`), as keywords
-    cost several times more (docs/decisions.md "Engine speed").  ``gc=False``: plain values only."""
+    cost several times more (docs/decisions.md "Keywords vs positions").  ``gc=False``: plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str

@@ -93,7 +93,7 @@ class Routing(msgspec.Struct):
     """What :func:`route` decided: new rows and state changes (apply after commit).
 
     A msgspec Struct built positionally, not a frozen dataclass: one is made per step
-    (docs/decisions.md "Engine speed").  Treat it as read-only once
+    (docs/decisions.md "Keywords vs positions").  Treat it as read-only once
     :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
     ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
     made, not on every read."""

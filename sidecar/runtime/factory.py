@@ -55,7 +55,7 @@ class Candidate(msgspec.Struct, frozen=True):
     ``online_only``); True / False overrides it for this task — at creation and for the offline
     expiry of the open task (DESIGN §6: a Follow-up mail is online-only "except post-chat").  The
     factory applies the flag and knows nothing of why a service sets it.  A frozen Struct, built
-    positionally or by name (one per candidate: docs/decisions.md "Engine speed")."""
+    positionally or by name (one per candidate: docs/decisions.md "Keywords vs positions")."""
 
     type: TaskType
     ru: str
