@@ -29,8 +29,8 @@ class TaskCreated:
 
     @classmethod
     def of(cls, t: Task) -> "TaskCreated":
-        """``TaskCreated(task=snapshot(t))``, its slot filled directly (one per created task: the
-        frozen ``__init__`` alone was ~3 k instructions)."""
+        """``TaskCreated(task=snapshot(t))``, its slot filled directly: one per created task
+        (docs/decisions.md "Engine speed")."""
         if cls is not TaskCreated:
             return cls(task=snapshot(t))
         note = _TaskCreatedFill()

@@ -135,8 +135,8 @@ class Task(msgspec.Struct, gc=False):
     """A task on the operator's list.  Times are unix seconds (UTC).  ``gc=False``: a task holds
     plain values (``meta`` is a dict of scalars) and never takes part in a reference cycle, so
     the garbage collector need not track every open task.  Not ``kw_only``:
-    the Task Factory builds one per created task positionally, in this field order (msgspec
-    matches keywords field by field: ~2.5 k instructions more per task)."""
+    the Task Factory builds one per created task positionally, in this field order (keywords cost
+    more: docs/decisions.md "Keywords vs positions")."""
 
     task_id: str
     type: TaskType

@@ -1,21 +1,20 @@
 """The router as the runtime holds it: routing a step's events, rule management, and the
 watch on Stack that raises ``sidecar/stack`` events (DESIGN §10, §13; seed 002).
 
-Rules / theory of operation
----------------------------
-* Sans-I/O, decide / evolve (DESIGN §13): every method that changes something first returns
-  what to commit (store ops, a :class:`~.route.Routing`), and memory changes only in the matching
-  ``apply_*`` call made after that commit.  A failed commit therefore leaves the router as it was.
-* :meth:`Router.decide` is what the step executor calls once per step that emitted events; the
-  rows join the step's ONE transaction (the marker change and its ``stack`` delivery land
-  together).
-* Rules (``rules.create/patch/delete``): :func:`~.model.parse_rule` checks the whole rule
-  against the configured targets and raises :class:`~.model.RouterInputError` naming the field —
-  nothing is changed.  A rule change never touches the throttle windows (kept per target in
-  ``router_throttle``), the dedup keys or a pending row's retry time.
-* :class:`StackWatch` turns the pump's Stack outcomes into ``sidecar`` / ``stack`` /
-  ``unreachable`` (no Stack write acknowledged for :data:`UNREACHABLE_AFTER_S` while writes were
-  due) and ``reachable`` (the first acknowledgement after that), each once per outage.
+Rule 1.  Sans-I/O, decide / evolve (DESIGN §13): every method that changes something first returns
+         what to commit (store ops, a :class:`~.route.Routing`), and memory changes only in the
+         matching ``apply_*`` call made after that commit.  A failed commit therefore leaves the
+         router as it was.
+Rule 2.  :meth:`Router.decide` is what the step executor calls once per step that emitted events;
+         the rows join the step's ONE transaction (the marker change and its ``stack`` delivery land
+         together).
+Rule 3.  Rules (``rules.create/patch/delete``): :func:`~.model.parse_rule` checks the whole rule
+         against the configured targets and raises :class:`~.model.RouterInputError` naming the
+         field — nothing is changed.  A rule change never touches the throttle windows (kept per
+         target in ``router_throttle``), the dedup keys or a pending row's retry time.
+Rule 4.  :class:`StackWatch` turns the pump's Stack outcomes into ``sidecar`` / ``stack`` /
+         ``unreachable`` (no Stack write acknowledged for :data:`UNREACHABLE_AFTER_S` while writes
+         were due) and ``reachable`` (the first acknowledgement after that), each once per outage.
 """
 from __future__ import annotations
 

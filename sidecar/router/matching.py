@@ -1,23 +1,20 @@
 """Matching an event against the rules (DESIGN §10; seed 002 ``_rule_matches``,
 ``_payload_matches``, ``ROUTING_MATCH_MODE``); :mod:`sidecar.router.route` routes with it.
 
-Rules / theory of operation
----------------------------
-* A rule matches when it is enabled and every condition it sets holds:
-  ``source`` equal (None = any); ``subjects`` / ``actions`` contain the event's (empty = any);
-  the event's priority ranks at least ``priority_min`` (low < normal < high < critical);
-  ``payload``: for every key of the condition the event's value (a missing key reads as
-  ``null``: seed 002 ``_payload_matches`` tests ``actual.get(key) not in allowed``, so a missing
-  key matches a condition ``null`` or a list holding ``null``, and nothing else) equals the
-  condition's — or, when the condition's value is a list, equals one of its items (any-of,
-  "host melody or pilar").
-  Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
-* Order: by ``weight`` (smaller first), then by name, so the order never depends on when a rule
-  was created or loaded.
-* Match mode ``all`` (default): every matching rule adds its deliveries; ``first``: only the first
-  matching rule by that order (seed 002 ``routing_match_mode``).
-* The built-in Stack route is not a rule: :func:`stack_route` says whether an event goes to
-  ``stack`` regardless of rules, mode and throttles (Alertmanager's root route).
+Rule 1.  A rule matches when it is enabled and every condition it sets holds: ``source`` equal (None
+         = any); ``subjects`` / ``actions`` contain the event's (empty = any); the event's priority
+         ranks at least ``priority_min`` (low < normal < high < critical); ``payload``: for every
+         key of the condition the event's value (a missing key reads as ``null``: seed 002
+         ``_payload_matches`` tests ``actual.get(key) not in allowed``, so a missing key matches a
+         condition ``null`` or a list holding ``null``, and nothing else) equals the condition's —
+         or, when the condition's value is a list, equals one of its items (any-of, "host melody or
+         pilar").  Equality is JSON equality (``1 == 1.0``, but ``True`` is not ``1``).
+Rule 2.  Order: by ``weight`` (smaller first), then by name, so the order never depends on when a
+         rule was created or loaded.
+Rule 3.  Match mode ``all`` (default): every matching rule adds its deliveries; ``first``: only the
+         first matching rule by that order (seed 002 ``routing_match_mode``).
+Rule 4.  The built-in Stack route is not a rule: :func:`stack_route` says whether an event goes to
+         ``stack`` regardless of rules, mode and throttles (Alertmanager's root route).
 """
 from __future__ import annotations
 

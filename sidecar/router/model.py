@@ -1,24 +1,24 @@
 """Router values: events, rules, deliveries (DESIGN §10; seed 002_a0d232b71a36404f.txt).
 
-Rules / theory of operation
----------------------------
-* Every value here is a frozen msgspec Struct: a step can encode, log or replay it, and nothing
-  routed can be changed behind the router's back.  Times are unix seconds UTC floats.
-* An :class:`RoutingEvent` is ``{source, subject, action, priority, payload, dedup_key?, ttl_s?}``
-  (DESIGN §10).  ``write`` is internal: the Stack write a ``markers``/``tasks``/``candidates``
-  event stands for (the built-in Stack route delivers exactly that write); Electron's
-  ``events.emit`` can never set it (:func:`parse_event` refuses it).
-* A :class:`Rule` (seed 002 ``app/models/rules.py``): conditions ``source`` (None = any),
-  ``subjects`` / ``actions`` (empty = any), ``priority_min``, ``payload`` (top-level exact match;
-  a list value = any-of; a missing key reads as ``null``, seed 002 ``actual.get(key)``);
-  ``weight`` (smaller first); ``enabled``;
-  ``throttle_seconds``; actions ``[{target, template?}]``.  Rules are named; the name is the key.
-* A :class:`Delivery` is one row of the audit (``deliveries``): status ``pending``,
-  ``delivered``, ``failed``, ``skipped`` or ``duplicate``; ``attempts``, ``next_attempt_at``,
-  ``last_error``, the rendered ``message`` (exactly the bytes a channel sends: the text for
-  telegram, the JSON body for webhook/journal, the Stack write's body for stack).
-* :func:`parse_event` and :func:`parse_rule` turn untrusted dicts (bridge, CLI, scenario) into
-  values or raise :class:`RouterInputError` naming the field — nothing is changed on a refusal.
+Rule 1.  Every value here is a frozen msgspec Struct: a step can encode, log or replay it, and
+         nothing routed can be changed behind the router's back.  Times are unix seconds UTC floats.
+Rule 2.  An :class:`RoutingEvent` is ``{source, subject, action, priority, payload, dedup_key?,
+         ttl_s?}`` (DESIGN §10).  ``write`` is internal: the Stack write a
+         ``markers``/``tasks``/``candidates`` event stands for (the built-in Stack route delivers
+         exactly that write); Electron's ``events.emit`` can never set it (:func:`parse_event`
+         refuses it).
+Rule 3.  A :class:`Rule` (seed 002 ``app/models/rules.py``): conditions ``source`` (None = any),
+         ``subjects`` / ``actions`` (empty = any), ``priority_min``, ``payload`` (top-level exact
+         match; a list value = any-of; a missing key reads as ``null``, seed 002
+         ``actual.get(key)``); ``weight`` (smaller first); ``enabled``; ``throttle_seconds``;
+         actions ``[{target, template?}]``.  Rules are named; the name is the key.
+Rule 4.  A :class:`Delivery` is one row of the audit (``deliveries``): status ``pending``,
+         ``delivered``, ``failed``, ``skipped`` or ``duplicate``; ``attempts``, ``next_attempt_at``,
+         ``last_error``, the rendered ``message`` (exactly the bytes a channel sends: the text for
+         telegram, the JSON body for webhook/journal, the Stack write's body for stack).
+Rule 5.  :func:`parse_event` and :func:`parse_rule` turn untrusted dicts (bridge, CLI, scenario)
+         into values or raise :class:`RouterInputError` naming the field — nothing is changed on a
+         refusal.
 """
 from __future__ import annotations
 
@@ -116,9 +116,8 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
     """One delivery row (see module rules).
 
     Not ``kw_only``, unlike the other values: the router's direct Stack path (and the store's
-    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`) — msgspec
-    matches each keyword against every field, so a 21-keyword row cost ~12 k instructions
-    against ~2 k positionally.  ``gc=False``: a row holds plain values only."""
+    reader) build rows positionally, in this field order (:data:`DELIVERY_FIELDS`), as keywords
+    cost several times more (docs/decisions.md "Keywords vs positions").  ``gc=False``: plain values only."""
 
     id: str  # "<event_id>.<n>": stable per (event, target); the webhook-id
     event_id: str

@@ -2,45 +2,44 @@
 ``ingest``, ``_rule_matches``, ``_payload_matches``, ``_throttled``, ``DEDUP_WINDOW_SECONDS``,
 ``ROUTING_MATCH_MODE``).
 
-Rules / theory of operation
----------------------------
-* Which rules match an event, in which order, and the built-in Stack route:
-  :mod:`sidecar.router.matching`.
-* Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :class:`RouterState` and
-  returns a :class:`Routing` (the new rows and the state changes) without changing anything.
-  The step adds ``routing.ops()`` to its transaction; only after that commit does the runtime
-  call ``state.apply(routing)``.  A failed commit therefore leaves memory as it was.
-* Several events of one step are routed by ONE call, in order, each seeing the changes of the
-  ones before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
-  steps, which the runtime serialises) yield exactly one delivery.
-* **Ahead of the state** (group commit): the steps of one commit group are all
-  decided before the group's ONE commit, so none is applied yet when the next is decided.
-  ``route(..., ahead=routings)`` reads the state as if those routings (decided, not applied, in
-  order) had been applied — their dedup keys, throttle windows and event numbers — so a step
-  of a group routes exactly as it would alone; the state itself is not touched.  The runtime
-  passes an :class:`Ahead`, which merges each routing as it is appended, so the k-th step of a
-  group reads one merged view instead of re-merging the k-1 before it (a wall-clock group of a
-  few hundred queued events was quadratic); any other sequence is merged per call.
-* RoutingEvent ids: :mod:`sidecar.router.state`.
-* **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
-  ago (default 24 h; the window runs from the accepted event, duplicates do not extend it; at
-  exactly the window's end the key is accepted again) is a duplicate: each delivery it would
-  have made is recorded as ``duplicate`` and nothing is sent.
-* **Fan-out**: the built-in Stack route first (``markers``/``tasks``/``candidates`` with a
-  Stack write; no rule, mode or throttle touches it), then every matching rule (mode
-  ``all``/``first``, above) and each of its actions in order.
-* **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last *real*
-  delivery to that target (a row created ``pending``, whatever rule made it; once that row has
-  FAILED the window runs from the latest ``pending``/``delivered`` row instead, or not at all —
-  seed 002 ``_throttled``; the app frees it when the row fails, ``RouterComponent``).  A delivery with
-  ``now < last + throttle`` is recorded ``skipped`` with the message it would have sent and does
-  not move the window; at exactly ``last + throttle`` it passes.  ``critical`` always passes and
-  the row's ``note`` says it bypassed the throttle.  The ``journal`` — seed 002's target-less
-  ``internal_log`` — is never throttled (seed 002 ``_throttled`` returns early when
-  ``target_id is None``): a throttled rule still writes the audit row a shift lead looks for.
-* A template that fails, or a target that is not configured, makes a ``failed`` row at once
-  (terminal: DESIGN §10 "a broken template must not park a healthy sender").
-* Pending rows are due at once (``next_attempt_at = now``); ``expires_at = now + ttl_s``.
+Rule 1.  Which rules match an event, in which order, and the built-in Stack route:
+         :mod:`sidecar.router.matching`.
+Rule 2.  Decide / evolve (DESIGN §13): :func:`route` is pure — it reads a :class:`RouterState` and
+         returns a :class:`Routing` (the new rows and the state changes) without changing anything.
+         The step adds ``routing.ops()`` to its transaction; only after that commit does the runtime
+         call ``state.apply(routing)``.  A failed commit therefore leaves memory as it was.  Several
+         events of one step are routed by ONE call, in order, each seeing the changes of the ones
+         before it — so concurrent duplicates (the same ``dedup_key`` twice in a step, or in two
+         steps, which the runtime serialises) yield exactly one delivery.  **Ahead of the state**
+         (group commit): the steps of one commit group are all decided before the group's ONE
+         commit, so none is applied yet when the next is decided.  ``route(..., ahead=routings)``
+         reads the state as if those routings (decided, not applied, in order) had been applied —
+         their dedup keys, throttle windows and event numbers — so a step of a group routes exactly
+         as it would alone; the state itself is not touched.  The runtime passes an :class:`Ahead`,
+         which merges each routing as it is appended, so the k-th step of a group reads one merged
+         view instead of re-merging the k-1 before it (a wall-clock group of a few hundred queued
+         events was quadratic); any other sequence is merged per call.
+Rule 3.  RoutingEvent ids: :mod:`sidecar.router.state`.  **Dedup**: an event whose ``(source,
+         dedup_key)`` was accepted less than ``dedup_window_s`` ago (default 24 h; the window runs
+         from the accepted event, duplicates do not extend it; at exactly the window's end the key
+         is accepted again) is a duplicate: each delivery it would have made is recorded as
+         ``duplicate`` and nothing is sent.
+Rule 4.  **Fan-out**: the built-in Stack route first (``markers``/``tasks``/``candidates`` with a
+         Stack write; no rule, mode or throttle touches it), then every matching rule (mode
+         ``all``/``first``, above) and each of its actions in order.
+Rule 5.  **Throttle** per (channel, target): a rule's ``throttle_seconds`` counts from the last
+         *real* delivery to that target (a row created ``pending``, whatever rule made it; once that
+         row has FAILED the window runs from the latest ``pending``/``delivered`` row instead, or
+         not at all — seed 002 ``_throttled``; the app frees it when the row fails,
+         ``RouterComponent``).  A delivery with ``now < last + throttle`` is recorded ``skipped``
+         with the message it would have sent and does not move the window; at exactly ``last +
+         throttle`` it passes.  ``critical`` always passes and the row's ``note`` says it bypassed
+         the throttle.  The ``journal`` — seed 002's target-less ``internal_log`` — is never
+         throttled (seed 002 ``_throttled`` returns early when ``target_id is None``): a throttled
+         rule still writes the audit row a shift lead looks for.
+Rule 6.  A template that fails, or a target that is not configured, makes a ``failed`` row at once
+         (terminal: DESIGN §10 "a broken template must not park a healthy sender").  Pending rows
+         are due at once (``next_attempt_at = now``); ``expires_at = now + ttl_s``.
 """
 from __future__ import annotations
 
@@ -135,7 +134,7 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
         source = event.source
         if source in direct_sources and w is not None and event.dedup_key is None:
             # the built-in route alone: _row's pending stack row, built once (module rules)
-            # (positional, in DELIVERY_FIELDS order: keywords cost ~5x more, see model.Delivery)
+            # (positional, in DELIVERY_FIELDS order: see model.Delivery)
             ttl = event.ttl_s
             row = Delivery(f"{event_id}.0", event_id, now, source, event.subject, event.action,
                            event.priority, None, STACK_TARGET, STACK_TARGET, _PENDING, w.body, 0,
@@ -209,7 +208,7 @@ def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
         w = event.write
         assert w is not None  # (checked by the caller)
         ttl = event.ttl_s
-        # positional, in DELIVERY_FIELDS order (keywords cost ~5x more, see model.Delivery)
+        # positional, in DELIVERY_FIELDS order (see model.Delivery)
         rows.append(Delivery(f"{event_id}.0", event_id, now, event.source, event.subject,
                              event.action, event.priority, None, STACK_TARGET, STACK_TARGET,
                              _PENDING, w.body, 0, now, None if ttl is None else now + ttl, None,

@@ -92,9 +92,8 @@ class RouterState:
 class Routing(msgspec.Struct):
     """What :func:`route` decided: new rows and state changes (apply after commit).
 
-    A msgspec Struct built positionally, not a frozen dataclass: one is made per step, and a
-    frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) or a Python
-    ``__init__`` cost 3–5 k instructions of it.  Treat it as read-only once
+    A msgspec Struct built positionally, not a frozen dataclass: one is made per step
+    (docs/decisions.md "Keywords vs positions").  Treat it as read-only once
     :func:`route` returned it.  ``pending`` (the rows created ``pending``, in order) and
     ``channels`` (their channels) are worked out once by :func:`route`, when the routing is
     made, not on every read."""

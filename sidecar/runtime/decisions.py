@@ -1,42 +1,38 @@
 """The decision log: every candidate and what became of it, chain misses and removals (DESIGN
 §13 "The decision log ("why")", §9 "Candidates").
 
-Rules / theory of operation
----------------------------
-* A **decision** is a fact about one pair at one instant (unix seconds): a task type, the trigger
-  (``source``: ``socket``, ``chain``, ``over_60m``, ``follow_up_pass``, ``notification``,
-  ``scroll_new`` …) and an
-  ``outcome``:
+Rule 1.  A **decision** is a fact about one pair at one instant (unix seconds): a task type, the trigger
+         (``source``: ``socket``, ``chain``, ``over_60m``, ``follow_up_pass``, ``notification``,
+         ``scroll_new`` …) and an ``outcome``:
 
-  - ``created`` — the Task Factory made the task (``task_id`` set);
-  - ``refused:<reason>`` — a service's final check or the Task Factory said no, e.g.
-    ``stronger_task_open``, ``offline``, ``no_chat_limit``, ``limit_unknown``, ``not_favorite``,
-    ``blocked``, ``white``, ``inactive``, ``freeloader``, ``logged_out``;
-  - ``miss`` — a Follow-up chain attempt whose keyed roll failed (seed 003: "шанс не випав");
-  - ``found`` — Golden's backup read (DESIGN §12.7, :mod:`sidecar.services.golden_backup`) saw
-    an RU message no Unanswered message covers (``detail.message_at``); the candidate's own
-    ``created`` / ``refused`` row follows;
-  - ``removed:<reason>`` — a Follow-up chain left the runtime pool (seed 004 "Видалення"):
-    ``new_unanswered``, ``blocked``, ``inactive``, ``white``, ``attempts_done``, ``past_60m``.
-
-* Services and the Task Factory hand facts up through :func:`record`; it appends the store op
-  (:class:`~sidecar.store.ops.PutDecision`) and, for a candidate (``created`` / ``refused`` /
-  ``miss``), the Stack write ``POST /v1/tus/{tu}/candidates`` to the **caller's step**, so the
-  decision commits in the same transaction as the state change it explains and reaches Stack
-  through the outbox (DESIGN §9).  Nothing is written outside a step.
-* A refusal that a service re-checks on every RU Online pass (DESIGN §7) is logged **once per
-  change**: the same outcome for the same (TU, RU, type, source) is not repeated until a different
-  outcome was logged in between.  One fact reported twice in one step (the Task Factory and the
-  chain both report a factory refusal) is logged once.
-* A fact about the **whole TU** is a row with ``ru`` = :data:`TU_WIDE` (``""``): Stack had no
-  favorites list at login (type ``favorites``, source ``login``, outcome ``no_list``;
-  :mod:`sidecar.runtime.no_favorites`).  ``why`` lists such rows with every pair of the TU — they
-  answer "why no reminder for this customer" too.
-* Kept :data:`RETENTION_S` (7 days); :func:`housekeeping_ops` prunes older decisions and closed
-  tasks (Stack keeps the task history), run at every login and once a day.
-* Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
-  RU`` (:mod:`sidecar.cli.why`) reads the data dir.  Each row carries ``text``, a sentence a shift
-  lead can read without knowing the code (:func:`explain`).
+         - ``created`` — the Task Factory made the task (``task_id`` set);
+         - ``refused:<reason>`` — a service's final check or the Task Factory said no, e.g.
+           ``stronger_task_open``, ``offline``, ``no_chat_limit``, ``limit_unknown``, ``not_favorite``,
+           ``blocked``, ``white``, ``inactive``, ``freeloader``, ``logged_out``;
+         - ``miss`` — a Follow-up chain attempt whose keyed roll failed (seed 003: "шанс не випав");
+         - ``found`` — Golden's backup read (DESIGN §12.7, :mod:`sidecar.services.golden_backup`) saw
+           an RU message no Unanswered message covers (``detail.message_at``); the candidate's own
+           ``created`` / ``refused`` row follows;
+         - ``removed:<reason>`` — a Follow-up chain left the runtime pool (seed 004 "Видалення"):
+           ``new_unanswered``, ``blocked``, ``inactive``, ``white``, ``attempts_done``, ``past_60m``.
+Rule 2.  Services and the Task Factory hand facts up through :func:`record`; it appends the store op
+         (:class:`~sidecar.store.ops.PutDecision`) and, for a candidate (``created`` / ``refused`` /
+         ``miss``), the Stack write ``POST /v1/tus/{tu}/candidates`` to the **caller's step**, so the
+         decision commits in the same transaction as the state change it explains and reaches Stack
+         through the outbox (DESIGN §9).  Nothing is written outside a step.
+Rule 3.  A refusal that a service re-checks on every RU Online pass (DESIGN §7) is logged **once per
+         change**: the same outcome for the same (TU, RU, type, source) is not repeated until a different
+         outcome was logged in between.  One fact reported twice in one step (the Task Factory and the
+         chain both report a factory refusal) is logged once.
+Rule 4.  A fact about the **whole TU** is a row with ``ru`` = :data:`TU_WIDE` (``""``): Stack had no
+         favorites list at login (type ``favorites``, source ``login``, outcome ``no_list``;
+         :mod:`sidecar.runtime.no_favorites`).  ``why`` lists such rows with every pair of the TU — they
+         answer "why no reminder for this customer" too.  Kept :data:`RETENTION_S` (7 days);
+         :func:`housekeeping_ops` prunes older decisions and closed tasks (Stack keeps the task
+         history), run at every login and once a day.
+Rule 5.  Read side: the app serves the bridge method ``why {tu, ru, since?}``; ``sidecar why TU
+         RU`` (:mod:`sidecar.cli.why`) reads the data dir.  Each row carries ``text``, a sentence a shift
+         lead can read without knowing the code (:func:`explain`).
 """
 from __future__ import annotations
 

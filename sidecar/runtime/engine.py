@@ -1,18 +1,18 @@
 """The engine: every TU's runtime, the one scheduler, the Task Factory and keyed randomness.
 
-Rules / theory of operation
----------------------------
-* Sans-I/O: every public method takes a :class:`~sidecar.services.base.Step` and writes effects
-  into it; the application (``sidecar/app/root.py``) commits, notifies and performs requests.
-* Inputs: ``login``/``logout``, ``platform_event`` (raw → domain events by the project's client),
-  ``favorite_update``, ``task_close``, ``fire`` (one due timer), ``request_done``.
-* Timer keys are ``(tu, kind, ...)``: ``deadline`` goes to the Task Factory, any other ``kind`` is
-  a service name.
-* Favorites at login are exactly what Stack's startup data lists (a favorite Stack stops listing is
-  dropped, its cached row deleted); only when Stack is unreachable does the local cache stand in
-  (DESIGN §6, §9).  Startup data with **no list** (``favorites`` None) means no favorites, made
-  visible by :mod:`sidecar.runtime.no_favorites`.  Unacknowledged local marker writes are applied to those favorites only.  The scheduler orders them; ``fire`` handles exactly one, so every timer is its
-  own step (its own transaction) in due order.
+Rule 1.  Sans-I/O: every public method takes a :class:`~sidecar.services.base.Step` and writes
+         effects into it; the application (``sidecar/app/root.py``) commits, notifies and performs
+         requests.
+Rule 2.  Inputs: ``login``/``logout``, ``platform_event`` (raw → domain events by the project's
+         client), ``favorite_update``, ``task_close``, ``fire`` (one due timer), ``request_done``.
+Rule 3.  Timer keys are ``(tu, kind, ...)``: ``deadline`` goes to the Task Factory, any other
+         ``kind`` is a service name.
+Rule 4.  Favorites at login are exactly what Stack's startup data lists (a favorite Stack stops
+         listing is dropped, its cached row deleted); only when Stack is unreachable does the local
+         cache stand in (DESIGN §6, §9).  Startup data with **no list** (``favorites`` None) means
+         no favorites, made visible by :mod:`sidecar.runtime.no_favorites`.  Unacknowledged local
+         marker writes are applied to those favorites only.  The scheduler orders them; ``fire``
+         handles exactly one, so every timer is its own step (its own transaction) in due order.
 """
 from __future__ import annotations
 

@@ -1,62 +1,60 @@
 """The ONE step executor (DESIGN §5, §13): run a step, commit it, then notify, then request.
 
-Rules / theory of operation
----------------------------
-* ``run(fn, now)`` builds a :class:`~sidecar.runtime.step.Step`, lets ``fn`` (an engine input)
-  fill it, then carries out its effects in this order, always:
+Rule 1.  ``run(fn, now)`` builds a :class:`~sidecar.runtime.step.Step`, lets ``fn`` (an engine input)
+         fill it, then carries out its effects in this order, always:
 
-  0. **route** its events (``step.events``, DESIGN §10): the router (``router.decide``) turns
-     them into delivery rows whose ops join the step's ops;
-  1. **commit** its store ops in ONE transaction (``ports.commit``); only then does the router
-     learn what it decided (``router.apply``: dedup keys, throttle windows, event numbers);
-  2. **notify** Electron of its notes (``ports.notify``) — only after the commit, so Electron
-     never sees a task a crash could lose;
-  3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
-  4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
-     clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
-     platform scroll never holds up socket events); each answer is its own step.  Inline, the
-     requests of one step are asked together (``ports.perform_many``, one round trip, when the
-     ports have it) and their answers then run as steps in request order —
-     the same steps as asking one by one, because an answer depends on the world at the
-     asking step's instant (``Request.at``), not on the answer steps before it.
-
-* ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
-  its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
-  use it.
-* **Group commit**: inside ``async with executor.group():`` the steps of one
-  advance or one batch still run one at a time, each deciding on the memory the step before left,
-  but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
-  hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
-  what one commit per step would have left.  Each step's routing is decided before that commit
-  on top of the group's earlier routings (``router.decide(..., after)``: their dedup keys,
-  throttle windows, event numbers, as if applied) and applied after it, step by step.  Until
-  then nothing a step did leaves the process: the router's ``apply`` (and the ``delivery`` notes
-  it sends), the step's notes (``sender.state`` among them), its "delivery due" and (wall
-  clock) its background requests wait for the group's commit, then run per step in the order
-  one commit per step would have run them; only two things happen at once because nothing
-  outside sees them — the delivery timer is armed in the one scheduler
-  (``ports.outbox_queued``), and on the virtual clock a step's platform requests are made
-  inline (a read of the platform; its answer is the next step of the same group).  A failed
-  group commit is a failed step (crash-only, below): nothing of any step of the group reaches
-  SQLite, Electron, Stack or a target, and the router never learns of its routings.  Whoever
-  lets other code observe memory (a yield) or reads SQLite (the delivery pump) flushes first.
-  At shutdown a group behaves as its steps would alone: a step not begun is refused
-  (:class:`Stopping`), the steps that ran are committed, a commit that meets the closing store
-  is abandoned.
-* **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
-  anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
-  cannot be undone in place.  The executor then records :attr:`failed`, calls
-  ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with :class:`StepFailed`; the
-  process exits and a restart restores from SQLite and Stack.
-* **Shutdown refuses, never fails**: :meth:`StepExecutor.stop` marks the
-  executor stopping; from then on every step that has not begun — a request from Electron, a
-  platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
-  before anything changes, no platform request is started, and a step already under way whose
-  commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
-  written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
-* The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
-  (:mod:`sidecar.runtime.ports`: the ports and the exceptions it raises) and imports no I/O library.  The app plugs in SQLite, the bridge and asyncio; the unit tests
-  plug in lists and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
+         0. **route** its events (``step.events``, DESIGN §10): the router (``router.decide``) turns
+            them into delivery rows whose ops join the step's ops;
+         1. **commit** its store ops in ONE transaction (``ports.commit``); only then does the router
+            learn what it decided (``router.apply``: dedup keys, throttle windows, event numbers);
+         2. **notify** Electron of its notes (``ports.notify``) — only after the commit, so Electron
+            never sees a task a crash could lose;
+         3. tell the delivery pump it has rows (``ports.outbox_queued``) when routing made pending ones;
+         4. make its platform **requests**: inline (the answer is the next step, at once — the virtual
+            clock, so a replay is deterministic) or handed to ``ports.spawn`` (the wall clock: a slow
+            platform scroll never holds up socket events); each answer is its own step.  Inline, the
+            requests of one step are asked together (``ports.perform_many``, one round trip, when the
+            ports have it) and their answers then run as steps in request order —
+            the same steps as asking one by one, because an answer depends on the world at the
+            asking step's instant (``Request.at``), not on the answer steps before it.
+Rule 2.  ``fire_due(t)`` runs every timer due up to ``t`` (unix seconds) in due order, one step each at
+         its own instant — the virtual clock's ``clock.advance_to`` and the wall clock's ticker both
+         use it.
+Rule 3.  **Group commit**: inside ``async with executor.group():`` the steps of one
+         advance or one batch still run one at a time, each deciding on the memory the step before left,
+         but their ops are committed together — ONE ``ports.commit`` (one SQLite transaction, one thread
+         hop) when the group ends or :meth:`flush` is called, in step order, so SQLite holds exactly
+         what one commit per step would have left.  Each step's routing is decided before that commit
+         on top of the group's earlier routings (``router.decide(..., after)``: their dedup keys,
+         throttle windows, event numbers, as if applied) and applied after it, step by step.  Until
+         then nothing a step did leaves the process: the router's ``apply`` (and the ``delivery`` notes
+         it sends), the step's notes (``sender.state`` among them), its "delivery due" and (wall
+         clock) its background requests wait for the group's commit, then run per step in the order
+         one commit per step would have run them; only two things happen at once because nothing
+         outside sees them — the delivery timer is armed in the one scheduler
+         (``ports.outbox_queued``), and on the virtual clock a step's platform requests are made
+         inline (a read of the platform; its answer is the next step of the same group).  A failed
+         group commit is a failed step (crash-only, below): nothing of any step of the group reaches
+         SQLite, Electron, Stack or a target, and the router never learns of its routings.  Whoever
+         lets other code observe memory (a yield) or reads SQLite (the delivery pump) flushes first.
+         At shutdown a group behaves as its steps would alone: a step not begun is refused
+         (:class:`Stopping`), the steps that ran are committed, a commit that meets the closing store
+         is abandoned.
+Rule 4.  **Crash-only** (DESIGN §13): the engine mutates memory while it decides, so a step that raises
+         anything but a refusal (``refusals``: raised before anything changed), or whose commit fails,
+         cannot be undone in place.  The executor then records :attr:`failed`, calls
+         ``ports.step_failed`` once, sends nothing of that step, and refuses every later step with
+         :class:`StepFailed`; the process exits and a restart restores from SQLite and Stack.
+Rule 5.  **Shutdown refuses, never fails**: :meth:`StepExecutor.stop` marks the
+         executor stopping; from then on every step that has not begun — a request from Electron, a
+         platform answer, a timer, a pump pass's router events — is refused with :class:`Stopping`
+         before anything changes, no platform request is started, and a step already under way whose
+         commit then fails (the store closing beneath it) is abandoned, not failed: nothing of it was
+         written, and the process is ending anyway.  Only a real failure sets :attr:`failed` (exit 6).
+Rule 6.  The executor is sans-I/O in the python-websockets sense: it awaits only what its ports give it
+         (:mod:`sidecar.runtime.ports`: the ports and the exceptions it raises) and imports no I/O
+         library.  The app plugs in SQLite, the bridge and asyncio; the unit tests plug in lists
+         and a platform stub (``tests/sidecar/driver.py``) — the same code runs in both.
 """
 from __future__ import annotations
 

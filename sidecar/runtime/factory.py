@@ -1,33 +1,32 @@
 """The Task Factory (DESIGN §6, seed 003 "Цільовий набір").
 
-Rules / theory of operation
----------------------------
-* Services hand it **candidates**; it creates a task or refuses with a reason.  It is the only
-  place that creates or closes tasks, so its invariants hold everywhere:
-  - one open task per (TU, RU, type): a second trigger while one is open is refused as
-    ``open`` and the deadline stays at the first trigger + TTL;
-  - deadline = created_at + TTL (``unanswered_email``: the e-mail's receipt + 12 h);
-  - no task for a logged-out TU or a blocked pair; online-only types need the RU online (a
-    candidate may override its type's rule, :attr:`Candidate.online_required`);
-  - one strength order per channel (:data:`~sidecar.domain.tasks.STRENGTH`): a candidate is
-    refused as ``stronger_task_open`` while a stronger task of its channel is open, and a new
-    task closes the weaker ones of the pair as ``superseded`` — after the services heard of the
-    new task, so e.g. a chain Follow-up superseded by a new Unanswered message writes only the
-    chain's removal, never a step and its clear in one step (DESIGN §6, §7).
-* Every open task has a timer at its deadline (``("deadline", task_id)``): an answer-awaiting task
-  becomes **overdue** (``task.updated {overdue: true}``, stays open); a prompt closes ``expired``
-  (DESIGN §6).  The same timer fires again :data:`OVERDUE_ALERT_S` after the deadline: the
-  operator is told through the router (``sidecar`` / ``operator`` / ``overdue``, DESIGN §10) when
-  a TU has ≥ :data:`OVERDUE_ALERT_COUNT` overdue tasks or one overdue ≥ 10 min, at most once per
-  TU per clock hour (the event's ``dedup_key`` names the TU and the hour).  An online-only prompt (Follow-up message; Follow-up mail except post-chat) also
-  expires as soon as RU Online says its RU went offline (:meth:`TaskFactory.expire_offline`).
-* Create and close each produce: the task row (store op), a Stack task-history outbox row, a
-  notification for Electron, and the services' ``on_task_created`` / ``on_task_closed`` hooks —
-  all inside the caller's step, so they commit together.  A close's Stack event is queued after
-  the hooks' marker writes, so Stack never holds a close without the marker it caused (restore
-  reads both, DESIGN §7).
-* Task ids are deterministic (:func:`~sidecar.domain.tasks.task_id_for`), so the same trigger on
-  any machine or after a crash names the same task.
+Rule 1.  Services hand it **candidates**; it creates a task or refuses with a reason.  It is the only
+         place that creates or closes tasks, so its invariants hold everywhere:
+         - one open task per (TU, RU, type): a second trigger while one is open is refused as
+           ``open`` and the deadline stays at the first trigger + TTL;
+         - deadline = created_at + TTL (``unanswered_email``: the e-mail's receipt + 12 h);
+         - no task for a logged-out TU or a blocked pair; online-only types need the RU online (a
+           candidate may override its type's rule, :attr:`Candidate.online_required`);
+         - one strength order per channel (:data:`~sidecar.domain.tasks.STRENGTH`): a candidate is
+           refused as ``stronger_task_open`` while a stronger task of its channel is open, and a new
+           task closes the weaker ones of the pair as ``superseded`` — after the services heard of the
+           new task, so e.g. a chain Follow-up superseded by a new Unanswered message writes only the
+           chain's removal, never a step and its clear in one step (DESIGN §6, §7).
+Rule 2.  Every open task has a timer at its deadline (``("deadline", task_id)``): an answer-awaiting task
+         becomes **overdue** (``task.updated {overdue: true}``, stays open); a prompt closes ``expired``
+         (DESIGN §6).  The same timer fires again :data:`OVERDUE_ALERT_S` after the deadline: the
+         operator is told through the router (``sidecar`` / ``operator`` / ``overdue``, DESIGN §10) when
+         a TU has ≥ :data:`OVERDUE_ALERT_COUNT` overdue tasks or one overdue ≥ 10 min, at most once per
+         TU per clock hour (the event's ``dedup_key`` names the TU and the hour).  An online-only
+         prompt (Follow-up message; Follow-up mail except post-chat) also expires
+         as soon as RU Online says its RU went offline (:meth:`TaskFactory.expire_offline`).
+Rule 3.  Create and close each produce: the task row (store op), a Stack task-history outbox row, a
+         notification for Electron, and the services' ``on_task_created`` / ``on_task_closed`` hooks —
+         all inside the caller's step, so they commit together.  A close's Stack event is queued after
+         the hooks' marker writes, so Stack never holds a close without the marker it caused (restore
+         reads both, DESIGN §7).
+Rule 4.  Task ids are deterministic (:func:`~sidecar.domain.tasks.task_id_for`), so the same trigger on
+         any machine or after a crash names the same task.
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ class Candidate(msgspec.Struct, frozen=True):
     ``online_only``); True / False overrides it for this task — at creation and for the offline
     expiry of the open task (DESIGN §6: a Follow-up mail is online-only "except post-chat").  The
     factory applies the flag and knows nothing of why a service sets it.  A frozen Struct, built
-    positionally or by name (one per candidate: ~5x cheaper than a frozen dataclass)."""
+    positionally or by name (one per candidate: docs/decisions.md "Keywords vs positions")."""
 
     type: TaskType
     ru: str

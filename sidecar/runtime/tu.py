@@ -1,29 +1,27 @@
 """Per-TU runtime: the state every service of one TU shares, and the helpers that turn a
 service's intent into effects on the current :class:`~sidecar.services.base.Step`.
 
-Rules / theory of operation
----------------------------
-* State kept here: the favorites cache (Stack's favorites with markers as frozen
-  :class:`~sidecar.domain.favorites.Favorite` values, updated by ``favorite.update``, block
-  events and the online passes — seed 003 "з апі оновлюємо тільки онлайн і хто кого
-  заблокував"; an update replaces only that RU's value), the RU Online set and the last dialog
-  snapshot per RU.
-* **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів обчислюємо і
-  тримаємо на своїй стороні").  A block event, a limits answer, a dialog row or a
-  ``favorite.update`` for any other RU is kept as that pair's attributes (``pairs``: blocks,
-  limits), which gate tasks like a favorite's do, but never make the RU a favorite.
-* A cleared marker is kept as ``None`` (not dropped): "cleared by a block or a new Unanswered" is
-  a fact restore must see, distinct from "never written" (DESIGN §7).
-* An online pass expires the open online-only prompts of every RU it does not list (DESIGN §6),
-  before the services hear of the pass — also the first after a restart; grid passes only (the
-  login's and a reconnect's do not), so a crash moves no expiry.
-* Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
-  login pass.
-* The services are heard through :class:`~sidecar.runtime.hooks.Services`, the one
-  broadcaster; this module never loops over them.
-* Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at logout.
-* Every marker change is written locally (favorite row) and enqueued for Stack in the same step
-  (DESIGN §9), so it commits in one transaction with the state change that caused it.
+Rule 1.  State kept here: the favorites cache (Stack's favorites with markers as frozen
+         :class:`~sidecar.domain.favorites.Favorite` values, updated by ``favorite.update``, block
+         events and the online passes — seed 003 "з апі оновлюємо тільки онлайн і хто кого
+         заблокував"; an update replaces only that RU's value), the RU Online set and the last
+         dialog snapshot per RU.
+Rule 2.  **Favorites are what Stack's startup data lists** (DESIGN §6; seed 003 "фаворитів
+         обчислюємо і тримаємо на своїй стороні").  A block event, a limits answer, a dialog row or
+         a ``favorite.update`` for any other RU is kept as that pair's attributes (``pairs``:
+         blocks, limits), which gate tasks like a favorite's do, but never make the RU a favorite.
+         A cleared marker is kept as ``None`` (not dropped): "cleared by a block or a new
+         Unanswered" is a fact restore must see, distinct from "never written" (DESIGN §7).
+Rule 3.  An online pass expires the open online-only prompts of every RU it does not list (DESIGN
+         §6), before the services hear of the pass — also the first after a restart; grid passes
+         only (the login's and a reconnect's do not), so a crash moves no expiry.
+Rule 4.  Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
+         login pass.  The services are heard through :class:`~sidecar.runtime.hooks.Services`, the
+         one broadcaster; this module never loops over them.
+Rule 5.  Timer keys are ``(tu, *key)`` in the engine's one scheduler; ``cancel_all`` drops them at
+         logout.  Every marker change is written locally (favorite row) and enqueued for Stack in
+         the same step (DESIGN §9), so it commits in one transaction with the state change that
+         caused it.
 """
 from __future__ import annotations
 

@@ -1,18 +1,17 @@
 """The service base class (DESIGN §5 "sans-I/O"); a step's effects live in
 :mod:`sidecar.runtime.step`.
 
-Rules / theory of operation
----------------------------
-* Every input — a domain event, a due timer, a poll result, a login — is handled in one
-  **step**.  A step owns a :class:`Step` that services write their effects into: store ops,
-  outbox rows, notifications to Electron, platform requests, timers.  Services never await.
-* Timers go straight into the in-memory scheduler (the step is the only writer while it runs),
-  store ops are committed in ONE transaction after the step, and notifications are sent only after
-  that commit, so Electron never sees a task that a crash could lose.
-* Platform requests are collected; the runtime executes them after the step and hands each
-  answer to ``service.on_result`` in a new step (inline on the virtual clock, so replays are
-  deterministic; concurrently on the wall clock, so a slow scroll never blocks socket events).
-* A service is per TU.  It implements only the hooks it needs; the defaults do nothing.
+Rule 1.  Every input — a domain event, a due timer, a poll result, a login — is handled in one
+         **step**.  A step owns a :class:`Step` that services write their effects into: store ops,
+         outbox rows, notifications to Electron, platform requests, timers.  Services never await.
+Rule 2.  Timers go straight into the in-memory scheduler (the step is the only writer while it
+         runs), store ops are committed in ONE transaction after the step, and notifications are
+         sent only after that commit, so Electron never sees a task that a crash could lose.
+Rule 3.  Platform requests are collected; the runtime executes them after the step and hands each
+         answer to ``service.on_result`` in a new step (inline on the virtual clock, so replays are
+         deterministic; concurrently on the wall clock, so a slow scroll never blocks socket
+         events).
+Rule 4.  A service is per TU.  It implements only the hooks it needs; the defaults do nothing.
 """
 from __future__ import annotations
 

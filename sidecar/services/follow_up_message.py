@@ -1,43 +1,43 @@
 """Follow-up Message service (seed 004; seed 003 "Follow-up message"; DESIGN §7).
 
-Rules / theory of operation
----------------------------
-* One per TU.  Its runtime pool holds every unfinished chain of the TU, online RU or not
-  (seed 004 "Runtime-пул"); the chain rules themselves are the pure table in
-  :mod:`sidecar.services.chain`.  This module wires them to events, timers and the Task Factory.
-* Timers: ``check`` at a chain's ``nextCheckAt``; ``end`` at its 60-minute boundary.  An offline
-  RU at ``check`` changes nothing and re-arms nothing; the overdue attempt runs when RU Online
-  next reports the RU (a pass, or the RU's own activity).
-* At a due attempt the final check runs **before** the roll (seed 004 "перевірити умови й шанс";
-  DESIGN §7): a refused attempt stays due, spends nothing, and is re-checked on every RU Online
-  pass and whenever a chat task of the pair closes, until created, removed or past the boundary.
-  The roll is keyed, so the order changes no outcome, only when a miss is spent.
-* The next step is planned at the chain task's actual close, any reason **except** ``logout``: a
-  task left behind by a logout was never acted on (seed 003 "таск можна створити, не закрити і
-  вийти"), so the attempt stays due and the next login, on any machine, re-runs it with the same
-  keyed roll.  An offline expiry is a close like any other.
-* Restore (seed 004 "Ініціалізація") draws the 60-minute boundary from the TU's last message:
-  the durable last contact (manual sends included) on this machine; on Golden the chat history is
-  read before a restored chain with no known contact is checked; on Chathouse/Prime the dialog
-  rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
-  that chain from history.  A crash's restart (``resumed``) checks nothing at its login's passes:
-  the first grid pass does, as for a sidecar that never stopped.
-* Only favorites Stack lists as active get chains or reminders (DESIGN §6).
-* After the boundary: the plain check ("over 60 min") and Chathouse notifications are
-  :mod:`sidecar.services.follow_up_plain`'s.
-* Last contact: Chathouse/Prime from the online pass's dialog rows (no extra request); Golden by
-  ``chat_history`` for online RU ids only when unknown, then kept current by socket events.  It is
-  durable (service state ``contact``): a restarted sidecar judges "over 60 min" exactly as one that
-  never stopped; a fresh machine learns it again from the passes / chat history.
-* Final check before the Task Factory (:func:`~sidecar.services.follow_up_checks.final_check`):
-  a favorite, active, not white, online, no block, no stronger (or the same) chat task open for
-  the pair, Chathouse/Prime chat limit — an unknown limit counts as absent (``limit_unknown``)
-  and is re-checked when a dialog row carries it.
-* Golden's backup (DESIGN §12.7, :mod:`sidecar.services.golden_backup`): the same
-  ``chat_history`` answer raises an Unanswered message for an uncovered last RU message — no
-  extra read; it wipes the chain like any new Unanswered.
-* Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in the
-  step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
+Rule 1.  One per TU.  Its runtime pool holds every unfinished chain of the TU, online RU or not
+         (seed 004 "Runtime-пул"); the chain rules themselves are the pure table in
+         :mod:`sidecar.services.chain`.  This module wires them to events, timers and the Task
+         Factory.  Timers: ``check`` at a chain's ``nextCheckAt``; ``end`` at its 60-minute
+         boundary.  An offline RU at ``check`` changes nothing and re-arms nothing; the overdue
+         attempt runs when RU Online next reports the RU (a pass, or the RU's own activity).
+Rule 2.  At a due attempt the final check runs **before** the roll (seed 004 "перевірити умови й
+         шанс"; DESIGN §7): a refused attempt stays due, spends nothing, and is re-checked on every
+         RU Online pass and whenever a chat task of the pair closes, until created, removed or past
+         the boundary.  The roll is keyed, so the order changes no outcome, only when a miss is
+         spent.  The next step is planned at the chain task's actual close, any reason **except**
+         ``logout``: a task left behind by a logout was never acted on (seed 003 "таск можна
+         створити, не закрити і вийти"), so the attempt stays due and the next login, on any
+         machine, re-runs it with the same keyed roll.  An offline expiry is a close like any other.
+Rule 3.  Restore (seed 004 "Ініціалізація") draws the 60-minute boundary from the TU's last message:
+         the durable last contact (manual sends included) on this machine; on Golden the chat
+         history is read before a restored chain with no known contact is checked; on
+         Chathouse/Prime the dialog rows move it.  A marker cleared by a block or a new Unanswered
+         is a fact: restore never rebuilds that chain from history.  A crash's restart (``resumed``)
+         checks nothing at its login's passes: the first grid pass does, as for a sidecar that never
+         stopped.
+Rule 4.  Only favorites Stack lists as active get chains or reminders (DESIGN §6).  After the
+         boundary: the plain check ("over 60 min") and Chathouse notifications are
+         :mod:`sidecar.services.follow_up_plain`'s.  Last contact: Chathouse/Prime from the online
+         pass's dialog rows (no extra request); Golden by ``chat_history`` for online RU ids only
+         when unknown, then kept current by socket events.  It is durable (service state
+         ``contact``): a restarted sidecar judges "over 60 min" exactly as one that never stopped; a
+         fresh machine learns it again from the passes / chat history.
+Rule 5.  Final check before the Task Factory
+         (:func:`~sidecar.services.follow_up_checks.final_check`): a favorite, active, not white,
+         online, no block, no stronger (or the same) chat task open for the pair, Chathouse/Prime
+         chat limit — an unknown limit counts as absent (``limit_unknown``) and is re-checked when a
+         dialog row carries it.  Golden's backup (DESIGN §12.7,
+         :mod:`sidecar.services.golden_backup`): the same ``chat_history`` answer raises an
+         Unanswered message for an uncovered last RU message — no extra read; it wipes the chain
+         like any new Unanswered.
+Rule 6.  Every marker change goes through ``TuRuntime.write_marker`` (local row + Stack outbox in
+         the step's transaction) with the key ``followUpChat:TU:RU:<src>:<step>:set|clear``.
 """
 from __future__ import annotations
 

@@ -9,28 +9,28 @@ otherwise never become a task.  A decision (DESIGN §12.7), the seed being ellip
 cannot back it up itself (seed 004's over-60-min check needs «останньою писала TU», a chain needs a
 closed Unanswered), so the pass raises an **Unanswered message**.
 
-Rules / theory of operation
----------------------------
-* **No extra reads.**  Only where the follow-up logic reads a favorite's ``chat_history`` anyway
-  — the pair appearing in RU Online, a due chain step or the over-60-min check
-  (:meth:`~sidecar.services.follow_up_message.FollowUpMessageService.on_result`, one read per pair
-  per occasion) — is the same answer looked at here (:func:`uncovered`).
-* The history's **last item** (latest ``at``; items without a numeric ``at`` or a ``from`` of
-  ru/tu skipped, as :func:`~sidecar.services.follow_up_checks.parse_history` does) must be an RU
-  chat **message**: a 🌹 (``kind`` like/rose, or text 🌹 — seed 003 "Golden — текст 🌹") raises
-  nothing here (Likes have their own rules), nor does a TU message (the RU was answered).
-* The message (unix seconds ``at``) is **covered** — nothing raised — by an Unanswered message task
-  of the pair that did not close with ``logout`` and was created at or after it, or was open when it
-  came (an RU writing three messages in a row is one task, DESIGN §6: its dismissal covers all
-  three).  So a dismissal sticks, and a task a logout closed (never acted on, seed 003 «таск можна
-  створити, не закрити і вийти») comes back.  The pair's task history is Stack's startup rows plus
-  the local ones, kept current by the runtime (:attr:`~sidecar.runtime.tu.TuRuntime.history`).
-* Uncovered: a decision-log row ``found`` (type ``unanswered_message``, source ``follow_up_pass``,
-  ``detail.message_at``) says why, then the candidate goes to the Task Factory with source
-  ``follow_up_pass`` and its deadline from now, the discovery (DESIGN §6: «except a message found
-  late by Golden's backup read, whose deadline counts from its discovery»); the factory's own
-  ``created`` / ``refused:<reason>`` row follows.  The new Unanswered message wipes the pair's chain
-  like any other (seed 003 scenario 1).
+Rule 1.  **No extra reads.**  Only where the follow-up logic reads a favorite's ``chat_history``
+         anyway — the pair appearing in RU Online, a due chain step or the over-60-min check
+         (:meth:`~sidecar.services.follow_up_message.FollowUpMessageService.on_result`, one read per
+         pair per occasion) — is the same answer looked at here (:func:`uncovered`).
+Rule 2.  The history's **last item** (latest ``at``; items without a numeric ``at`` or a ``from`` of
+         ru/tu skipped, as :func:`~sidecar.services.follow_up_checks.parse_history` does) must be an
+         RU chat **message**: a 🌹 (``kind`` like/rose, or text 🌹 — seed 003 "Golden — текст 🌹")
+         raises nothing here (Likes have their own rules), nor does a TU message (the RU was
+         answered).
+Rule 3.  The message (unix seconds ``at``) is **covered** — nothing raised — by an Unanswered
+         message task of the pair that did not close with ``logout`` and was created at or after it,
+         or was open when it came (an RU writing three messages in a row is one task, DESIGN §6: its
+         dismissal covers all three).  So a dismissal sticks, and a task a logout closed (never
+         acted on, seed 003 «таск можна створити, не закрити і вийти») comes back.  The pair's task
+         history is Stack's startup rows plus the local ones, kept current by the runtime
+         (:attr:`~sidecar.runtime.tu.TuRuntime.history`).
+Rule 4.  Uncovered: a decision-log row ``found`` (type ``unanswered_message``, source
+         ``follow_up_pass``, ``detail.message_at``) says why, then the candidate goes to the Task
+         Factory with source ``follow_up_pass`` and its deadline from now, the discovery (DESIGN §6:
+         «except a message found late by Golden's backup read, whose deadline counts from its
+         discovery»); the factory's own ``created`` / ``refused:<reason>`` row follows.  The new
+         Unanswered message wipes the pair's chain like any other (seed 003 scenario 1).
 """
 from __future__ import annotations
 

@@ -1,40 +1,39 @@
 """Tasks that answer the RU's own actions: Unanswered message / mail / e-mail, Like, Open Limits
 and Open Limits (captcha) (DESIGN §6, seed 003 "План реалізації").
 
-Rules / theory of operation
----------------------------
-* Unanswered message: every RU chat message (socket) and every row of the unanswered column
-  ("check chat": Chathouse tab ``new``, Prime criteria ``unanswered``).  Three messages in a row
-  are one task — the Task Factory refuses a second open one, so the deadline stays at the first.
-* A column row is *covered* when a task of that type for the pair was created at or after the
-  RU's last message: the column repeats what the socket already delivered, and a message whose
-  task expired unanswered is not raised again by every 30-minute check.
-* Unanswered mail: Golden stats ``EmailSend*``, Chathouse ``Send``/``inmail_message`` and stats
-  ``inmail_send*``, Prime socket ``email`` and "check mail" (``inbox_unanswered``) at login.
-* Unanswered e-mail: deadline 12 h from the e-mail's receipt, not from now.
-* Like: like kinds per project; created whatever the limits; on Chathouse/Prime with no chat limit
-  but a mail limit it says "answer by mail" (``meta.answer_by``, DESIGN §12.4).
-* Open Limits: never on Golden (no limits).  Chathouse: tab ``new`` (empty dialog, mutual like,
-  icebreaker last) and the icebreaker socket event, gated by the cached chat limit.  Prime: the
-  system "limits opened" message / dialog created / criteria ``active`` scroll, gated by a **live**
-  ``chat_restriction`` check (seed 003: the list's limits may be cached) and no block.
-* Prime's socket and scroll meet in **one condition** (seed 003 "Open Limits": "Сокет і скрол
-  ведуть в одну умову: останнє повідомлення system + є ліміти + не заблокований, з VIP-дедупом"):
-  the dialog row's last message is ``system``, the row says no block, the live limits are open,
-  and no Open Limits was raised for that system message yet.  ``dialog_created`` carries no row,
-  so it reads the first page of criteria ``active`` (the newest dialogs) for it first.
-* **A blocked RU gets no Open Limits**, favorite or not: blocks come from the dialog row when
-  the signal has one, else from the pair's attributes, which every block event and dialog row
-  refreshes for favorites and non-favorites alike (:meth:`InboundService.blocked`).
-* An **untouched** Chathouse empty dialog (no id, no messages) — and likewise a mutual like that
-  no message followed — raises Open Limits once: it has no message instant, so any earlier Open
-  Limits of the pair covers it (not every check chat anew: a standing mutual like would be
-  raised again every 30 min and at each socket reconnect).
-* Refusals that never reach the Task Factory go to the decision log (DESIGN §13).
-* Open Limits (captcha): every chat request.
-* A limit the sidecar does not know counts as absent (DESIGN §6): a Chathouse Open Limits signal
-  with no known chat limit is refused (``limit_unknown``, in the decision log once per change)
-  and kept; it is re-checked when the next dialog row or limits answer carries the limit.
+Rule 1.  Unanswered message: every RU chat message (socket) and every row of the unanswered column
+         ("check chat": Chathouse tab ``new``, Prime criteria ``unanswered``).  Three messages in a
+         row are one task — the Task Factory refuses a second open one, so the deadline stays at the
+         first.  A column row is *covered* when a task of that type for the pair was created at or
+         after the RU's last message: the column repeats what the socket already delivered, and a
+         message whose task expired unanswered is not raised again by every 30-minute check.
+Rule 2.  Unanswered mail: Golden stats ``EmailSend*``, Chathouse ``Send``/``inmail_message`` and
+         stats ``inmail_send*``, Prime socket ``email`` and "check mail" (``inbox_unanswered``) at
+         login.  Unanswered e-mail: deadline 12 h from the e-mail's receipt, not from now.
+Rule 3.  Like: like kinds per project; created whatever the limits; on Chathouse/Prime with no chat
+         limit but a mail limit it says "answer by mail" (``meta.answer_by``, DESIGN §12.4).
+Rule 4.  Open Limits: never on Golden (no limits).  Chathouse: tab ``new`` (empty dialog, mutual
+         like, icebreaker last) and the icebreaker socket event, gated by the cached chat limit.
+         Prime: the system "limits opened" message / dialog created / criteria ``active`` scroll,
+         gated by a **live** ``chat_restriction`` check (seed 003: the list's limits may be cached)
+         and no block.  Prime's socket and scroll meet in **one condition** (seed 003 "Open Limits":
+         "Сокет і скрол ведуть в одну умову: останнє повідомлення system + є ліміти + не
+         заблокований, з VIP-дедупом"): the dialog row's last message is ``system``, the row says no
+         block, the live limits are open, and no Open Limits was raised for that system message yet.
+         ``dialog_created`` carries no row, so it reads the first page of criteria ``active`` (the
+         newest dialogs) for it first.
+Rule 5.  **A blocked RU gets no Open Limits**, favorite or not: blocks come from the dialog row when
+         the signal has one, else from the pair's attributes, which every block event and dialog row
+         refreshes for favorites and non-favorites alike (:meth:`InboundService.blocked`).  An
+         **untouched** Chathouse empty dialog (no id, no messages) — and likewise a mutual like that
+         no message followed — raises Open Limits once: it has no message instant, so any earlier
+         Open Limits of the pair covers it (not every check chat anew: a standing mutual like would
+         be raised again every 30 min and at each socket reconnect).
+Rule 6.  Refusals that never reach the Task Factory go to the decision log (DESIGN §13).  Open
+         Limits (captcha): every chat request.  A limit the sidecar does not know counts as absent
+         (DESIGN §6): a Chathouse Open Limits signal with no known chat limit is refused
+         (``limit_unknown``, in the decision log once per change) and kept; it is re-checked when
+         the next dialog row or limits answer carries the limit.
 """
 from __future__ import annotations
 

@@ -1,24 +1,24 @@
 """Poll passes: RU Online and the unanswered columns (seed 003 "Зведення проходів").
 
-Rules / theory of operation
----------------------------
-* Each project's client declares its passes (name, platform method, period).  A pass runs at
-  login, on a platform-socket reconnect when the pass says so (``Pass.on_reconnect``: not Prime
-  "check mail", seed 003 "сокет є → перевірка тільки при логіні", nor the Prime ``active``
-  scroll), and then every ``period_s`` (``None``: no period).
-* RU Online (``purpose == "online"``): Golden's online-RU API every 15 s, the Chathouse/Prime
-  online columns every 60 s.  A result **replaces** the online set (an RU's own activity marked it
-  online only "until the next pass says otherwise", DESIGN §2) and its dialog rows refresh limits
-  and blocks.
-* Check chat / likes / check mail: each listed dialog becomes the domain event the services
-  already understand (``UnansweredSeen``, ``OpenLimitsSignal``), dispatched like a socket event.
-* Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
-  cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
-* A pass its grid timer ran answers ``scheduled`` (request context :data:`SCHEDULED`); the login's
-  and a reconnect's do not.  The first scheduled RU Online pass ends a resumed session's gap
-  (``TuRuntime.resumed``): what only grid passes judge lands on the same instants across a crash.
-* A failed request (timeout, platform error) is logged and the pass simply runs again at its
-  next period: passes are idempotent reads.
+Rule 1.  Each project's client declares its passes (name, platform method, period).  A pass runs at
+         login, on a platform-socket reconnect when the pass says so (``Pass.on_reconnect``: not
+         Prime "check mail", seed 003 "сокет є → перевірка тільки при логіні", nor the Prime
+         ``active`` scroll), and then every ``period_s`` (``None``: no period).
+Rule 2.  RU Online (``purpose == "online"``): Golden's online-RU API every 15 s, the Chathouse/Prime
+         online columns every 60 s.  A result **replaces** the online set (an RU's own activity
+         marked it online only "until the next pass says otherwise", DESIGN §2) and its dialog rows
+         refresh limits and blocks.
+Rule 3.  Check chat / likes / check mail: each listed dialog becomes the domain event the services
+         already understand (``UnansweredSeen``, ``OpenLimitsSignal``), dispatched like a socket
+         event.
+Rule 4.  Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
+         cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
+Rule 5.  A pass its grid timer ran answers ``scheduled`` (request context :data:`SCHEDULED`); the
+         login's and a reconnect's do not.  The first scheduled RU Online pass ends a resumed
+         session's gap (``TuRuntime.resumed``): what only grid passes judge lands on the same
+         instants across a crash.
+Rule 6.  A failed request (timeout, platform error) is logged and the pass simply runs again at its
+         next period: passes are idempotent reads.
 """
 from __future__ import annotations
 

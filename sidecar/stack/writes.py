@@ -82,7 +82,7 @@ def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair:
     """The routing event of a Stack write of ``kind``, built straight from the write's fields:
     the three hot builders below skip the intermediate :class:`StackWrite` (one Struct and a
     field-by-field copy per write).  Equal to ``StackWrite(...).event(...)``.
-    Positional, in the Structs' field order (msgspec matches keywords field by field)."""
+    Positional, in the Structs' field order (docs/decisions.md "Keywords vs positions")."""
     source, priority = _SOURCES[kind]
     return RoutingEvent(source, subject, action, priority, payload, None, None,
                  RoutedWrite(pair, idem_key, method, path, body, tu, ru))

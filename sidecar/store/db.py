@@ -1,55 +1,54 @@
 """The SQLite store (DESIGN §3 lock, §9 persistence; architecture "Store API").
 
-Rules / theory of operation
----------------------------
-* One ``Store`` per data dir and machine: :meth:`Store.open` takes an exclusive OS lock on
-  ``path.with_suffix(".lock")`` first (:mod:`.lock`) and raises :class:`DataDirLocked` when another
-  process — or another ``Store`` in this process — holds it.  :meth:`close` releases it; the OS
-  releases it when the process dies, SIGKILL included.
-* The database runs in WAL mode with ``foreign_keys=ON`` and a ``busy_timeout``.  Durability:
-  ``"normal"`` (default) = ``synchronous=NORMAL``: a committed transaction survives a crash or
-  SIGKILL of the sidecar (the WAL is written before COMMIT returns; only the fsync is deferred to
-  checkpoints), which is the failure the sidecar must survive and the one the crash test proves.
-  A power loss or OS crash may lose the last few commits (never corrupt the file); deployments
-  that need power-loss durability open with ``"full"`` (``synchronous=FULL``, an fsync per commit,
-  several times slower).  DESIGN §9 asks for FULL "or a documented and tested equivalent": this is
-  that equivalent for process crashes.
-* Migrations (:mod:`.migrations`) are applied on open, each in its own transaction; a file newer
-  than this code raises :class:`SchemaTooNew` before anything is written to it.
-* :meth:`commit` applies a list of ops (:mod:`.ops`) in ONE ``BEGIN IMMEDIATE … COMMIT``; any
-  error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.  The
-  batch is compiled to SQL first, so an unencodable op fails before the transaction begins; the
-  runtime commits the steps of one advance or batch together (group commit,
-  :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits and
-  ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or rolls
-  back as a whole.
-* **Commits on the loop** (default with ``durability="normal"``): the commit runs on
-  the event loop's thread, on a stdlib ``sqlite3`` connection of its own, the store's only
-  writer; its checkpoints run on aiosqlite's thread; a new file's page size is
-  :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
-  ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's thread
-  (one hop per commit, not one per statement).  The loop never waits for a write lock another
-  process holds: such a commit is retried on aiosqlite's thread, which waits ``busy_timeout``
-  (:mod:`sidecar.store.writer`, "A lock someone else holds").
-* Readers run as one function on aiosqlite's connection thread, each in its own read
-  transaction, so a reader never sees half of a batch; once the loop commits, that connection is
-  ``query_only`` — a write there would take SQLite's write lock from under the loop (which would
-  then wait ``busy_timeout`` with the loop stopped), so SQLite refuses it instead.
-* Times are unix seconds (UTC) floats passed in by the caller; this module never reads a clock.
-* **Closing, and a close that is abandoned.**  The loop's connection closes first, at once (it is
-  never the last one, so it does not checkpoint).  :meth:`close` queues the close on aiosqlite's
-  connection thread behind whatever runs there (a commit, a checkpoint on a slow disk), so
-  ``sidecar serve``'s 0.3 s bound on it may give up (:func:`sidecar.app.aio.bounded`).  Abandoning
-  it loses nothing that was committed: in WAL mode a transaction is committed once its commit
-  frame is in ``sidecar.db-wal`` — before COMMIT returns, on the OS's page cache with
-  ``synchronous=NORMAL`` (survives the process ending, as here, or crashing) and fsynced with
-  ``FULL`` (survives a power loss too) — and closing only checkpoints the WAL into the main file;
-  the next open replays it.  A transaction still in flight is rolled back as a whole.  Hence the
-  connection thread is a *daemon* thread (:func:`_daemon_thread`): aiosqlite ≥ 0.22 makes it a
-  non-daemon thread, which the interpreter joins at exit, so an abandoned close kept the process
-  alive until the thread's work ended — past the 2 s exit promise (the "shut down cleanly, still
-  running" flake; ``tests/store/test_close_abandoned.py`` proves both halves).  ``sidecar
-  serve`` also never closes its event loop under an abandoned close (:mod:`sidecar.app.aio`).
+Rule 1.  One ``Store`` per data dir and machine: :meth:`Store.open` takes an exclusive OS lock on
+         ``path.with_suffix(".lock")`` first (:mod:`.lock`) and raises :class:`DataDirLocked` when
+         another process — or another ``Store`` in this process — holds it.  :meth:`close` releases
+         it; the OS releases it when the process dies, SIGKILL included.
+Rule 2.  The database runs in WAL mode with ``foreign_keys=ON`` and a ``busy_timeout``.  Durability:
+         ``"normal"`` (default) = ``synchronous=NORMAL``: a committed transaction survives a crash
+         or SIGKILL of the sidecar (the WAL is written before COMMIT returns; only the fsync is
+         deferred to checkpoints), which is the failure the sidecar must survive and the one the
+         crash test proves.  A power loss or OS crash may lose the last few commits (never corrupt
+         the file); deployments that need power-loss durability open with ``"full"``
+         (``synchronous=FULL``, an fsync per commit, several times slower).  DESIGN §9 asks for FULL
+         "or a documented and tested equivalent": this is that equivalent for process crashes.
+         Migrations (:mod:`.migrations`) are applied on open, each in its own transaction; a file
+         newer than this code raises :class:`SchemaTooNew` before anything is written to it.
+Rule 3.  :meth:`commit` applies a list of ops (:mod:`.ops`) in ONE ``BEGIN IMMEDIATE … COMMIT``; any
+         error rolls the whole batch back and raises :class:`StoreError` — nothing half-written.
+         The batch is compiled to SQL first, so an unencodable op fails before the transaction
+         begins; the runtime commits the steps of one advance or batch together (group commit,
+         :mod:`sidecar.runtime.executor`).  :attr:`Store.counters` counts the thread hops, commits
+         and ops.  Cancelling the awaiting task does not cancel the transaction: it still commits or
+         rolls back as a whole.  **Commits on the loop** (default with ``durability="normal"``): the
+         commit runs on the event loop's thread, on a stdlib ``sqlite3`` connection of its own, the
+         store's only writer; its checkpoints run on aiosqlite's thread; a new file's page size is
+         :data:`~sidecar.store.writer.PAGE_SIZE` — why and how in :mod:`sidecar.store.writer`.
+         ``durability="full"`` fsyncs every commit, so there the commit stays on aiosqlite's thread
+         (one hop per commit, not one per statement).  The loop never waits for a write lock another
+         process holds: such a commit is retried on aiosqlite's thread, which waits ``busy_timeout``
+         (:mod:`sidecar.store.writer`, "A lock someone else holds").
+Rule 4.  Readers run as one function on aiosqlite's connection thread, each in its own read
+         transaction, so a reader never sees half of a batch; once the loop commits, that connection
+         is ``query_only`` — a write there would take SQLite's write lock from under the loop (which
+         would then wait ``busy_timeout`` with the loop stopped), so SQLite refuses it instead.
+         Times are unix seconds (UTC) floats passed in by the caller; this module never reads a
+         clock.
+Rule 5.  **Closing, and a close that is abandoned.**  The loop's connection closes first, at once
+         (it is never the last one, so it does not checkpoint).  :meth:`close` queues the close on
+         aiosqlite's connection thread behind whatever runs there (a commit, a checkpoint on a slow
+         disk), so ``sidecar serve``'s 0.3 s bound on it may give up
+         (:func:`sidecar.app.aio.bounded`).  Abandoning it loses nothing that was committed: in WAL
+         mode a transaction is committed once its commit frame is in ``sidecar.db-wal`` — before
+         COMMIT returns, on the OS's page cache with ``synchronous=NORMAL`` (survives the process
+         ending, as here, or crashing) and fsynced with ``FULL`` (survives a power loss too) — and
+         closing only checkpoints the WAL into the main file; the next open replays it.  A
+         transaction still in flight is rolled back as a whole.  Hence the connection thread is a
+         *daemon* thread (:func:`_daemon_thread`): aiosqlite ≥ 0.22 makes it a non-daemon thread,
+         which the interpreter joins at exit, so an abandoned close kept the process alive until the
+         thread's work ended — past the 2 s exit promise (the "shut down cleanly, still running"
+         flake; ``tests/store/test_close_abandoned.py`` proves both halves).  ``sidecar serve`` also
+         never closes its event loop under an abandoned close (:mod:`sidecar.app.aio`).
 """
 from __future__ import annotations
 

@@ -1,19 +1,17 @@
 """Write ops: what a step asks the store to persist (DESIGN §9; architecture "Store API").
 
-Rules / theory of operation
----------------------------
-* A runtime step (one event or one timer, handled by the sans-I/O services) produces a list of ops;
-  :meth:`Store.commit` applies the whole list in **one** transaction, so a step is either fully on
-  disk or not at all.  A marker change and the router's pending ``stack`` delivery that tells
-  Stack about it (:mod:`sidecar.router.io.storage`) are two ops of the same list, which is how
-  "applied locally and enqueued in the same transaction" (§9) holds.
-* Ops are frozen msgspec Structs in a tagged union (tag = class name), so a step can itself be
-  encoded, logged or replayed.  Times are unix seconds UTC floats; ``value``/``data`` are any
-  msgspec-encodable value and are stored as msgspec JSON text.
-* :func:`compile_ops` turns ops into ``(sql, params)`` pairs, outside the database thread; every
-  encoding error surfaces there, before the transaction starts.
-* Semantics: ``Put*`` are upserts (the last write in a batch wins); ``Delete*`` of a missing row
-  is a no-op.
+Rule 1.  A runtime step (one event or one timer, handled by the sans-I/O services) produces a list
+         of ops; :meth:`Store.commit` applies the whole list in **one** transaction, so a step is
+         either fully on disk or not at all.  A marker change and the router's pending ``stack``
+         delivery that tells Stack about it (:mod:`sidecar.router.io.storage`) are two ops of the
+         same list, which is how "applied locally and enqueued in the same transaction" (§9) holds.
+Rule 2.  Ops are frozen msgspec Structs in a tagged union (tag = class name), so a step can itself
+         be encoded, logged or replayed.  Times are unix seconds UTC floats; ``value``/``data`` are
+         any msgspec-encodable value and are stored as msgspec JSON text.
+Rule 3.  :func:`compile_ops` turns ops into ``(sql, params)`` pairs, outside the database thread;
+         every encoding error surfaces there, before the transaction starts.
+Rule 4.  Semantics: ``Put*`` are upserts (the last write in a batch wins); ``Delete*`` of a missing
+         row is a no-op.
 """
 from __future__ import annotations
 

@@ -1,69 +1,54 @@
 """The store's commits on the event loop (the wall clock's p99 ``platform.event`` →
 ``task.created``; :class:`sidecar.store.db.Store` with ``durability="normal"``).
 
-Rules / theory of operation
----------------------------
-* **Commits on the loop.**  The commit runs on the event loop's thread, on a stdlib ``sqlite3``
-  connection of its own (:func:`open_writer`), the store's only writer; aiosqlite's connection
-  keeps the readers and the checkpoints, and is ``query_only`` (:func:`readers_only`) — a write
-  there would take SQLite's write lock from under the loop, which would then wait
-  ``busy_timeout`` with everything stopped, so SQLite refuses it instead.  Measured (``python -m
-  bench --only latency --stages``, 1,000 ev/s, A/B pairs back to back on the shared machine):
-  the commit through aiosqlite took 0.5–0.8 ms loop to loop at p50 and 9–16 ms at p99 against
-  0.3 ms of SQLite work — the two hand-offs, and the connection thread waiting for the GIL while
-  the loop ran the next frames' steps (up to the 5 ms switch interval per statement); the
-  event's p99 fell from 21–46 ms to 5–11 ms with the commit on the loop (p50 2.3–4.4 → 0.8–1.0
-  ms).  With ``synchronous=NORMAL`` a WAL commit never fsyncs, so it holds the loop only for its
-  SQLite work; ``durability="full"`` (an fsync per commit) keeps the commit on aiosqlite's thread.
-* **What would fsync on the loop does not run there.**  The loop's connection never checkpoints
-  by itself (``wal_autocheckpoint=0``); every :data:`CHECKPOINT_OPS` ops a PASSIVE checkpoint
-  (:func:`passive_checkpoint`) runs on aiosqlite's thread in the background, neither waiting
-  for nor blocking the writer.
-* **The WAL starts over.**  SQLite starts the WAL over only at a commit that finds every frame
-  copied, which a steady stream of commits beside a background checkpoint never does (its
-  fsyncs outlast the gap to the next commit; measured: 485 MB of WAL after 5 s at 1,000
-  events/s).  So when a checkpoint leaves more than :data:`WAL_RESTART_BYTES` of frames, the next
-  commit first awaits a catch-up checkpoint of what is left — the frames written since the last
-  one and its two fsyncs, on aiosqlite's thread: the loop runs on, only that commit waits — and
-  then starts the WAL over.  That wait is bounded by :data:`CATCH_UP_WAIT_S`: an fsync on a busy
-  disk took 386 ms once here, and every event behind the commit waited for it (p99 400 ms).  A
-  catch-up not done by then goes on beside the commit (which appends to the WAL, so it does not
-  start over) and, when it ends, asks the next commit again; only past :data:`WAL_HARD_BYTES`
-  does a commit wait for it however long it takes — disk space bounded before latency.  A
-  cancel during the wait writes nothing (the transaction has not begun).  Under a steady 1,000
-  events/s that is about one wait a second; at the rates of a shift the WAL starts over by
-  itself between commits.
-* **Page size.**  Every page a transaction touches is written whole to the WAL, and a lone
-  event's 7 ops touch ~28 b-tree pages (the two Stack delivery rows 15 of them): 111 KB of WAL
-  per event with SQLite's default 4 KiB pages — most of a commit's cost (the COMMIT writes them)
-  and, at 1,000 events/s, ~110 MB/s of writes.  A new database file is created with
-  :data:`PAGE_SIZE` (2 KiB; :func:`sidecar.store.db._setup`): measured on the latency bench's
-  events, one commit each, alternating: 65 KB of WAL per event, 178–187 µs of CPU per event's
-  transaction against 220–225 µs, COMMIT 117–123 µs against 153 µs (1 KiB: 40 KB, but rows
-  overflow and the CPU was no lower; end to end the difference is within the bench's noise).
-  An existing file keeps its page size (changing it means rewriting the file) and works the same.
-* **A lock someone else holds is never waited for on the loop** (breaker 16).  Another process
-  (or connection) may hold SQLite's write lock — ``BEGIN IMMEDIATE`` in a ``sqlite3`` shell, a
-  backup, a ``wal_checkpoint(TRUNCATE)``.  A commit that waited for it on the loop's connection
-  would be one long C call on the loop's thread, up to ``busy_timeout`` (5 s): no reads, no acks,
-  no new connections, and no signal handler (Python runs them only between bytecodes) — a
-  SIGTERM was handled 3–4 s late, past the 2 s exit promise.  So the loop's connection has a
-  busy timeout of :data:`LOOP_BUSY_TIMEOUT_MS` (0: SQLite answers ``SQLITE_BUSY`` at once from
-  ``BEGIN IMMEDIATE``, before anything is written), and such a commit is retried — the same plan,
-  one transaction, all or nothing — on aiosqlite's thread (:func:`apply_plan_off_loop`), which
-  waits up to the store's ``busy_timeout`` while the loop runs on; past it the commit fails as a
-  whole (:class:`~sidecar.store.errors.StoreError`), as on the ``"full"`` path.  The caller's
-  rules do not change: it awaits the commit either way, so nothing is sent before it and a failed
-  one sends nothing.  **Order:** while a retried commit is on aiosqlite's thread, every later
-  commit goes there too, behind it (that thread runs its queue in order), so none overtakes it —
-  also when the awaiting task is cancelled (the retry still commits or rolls back as a whole, and
-  the loop writes again only after it ended).  Readers queue behind a retry on that thread (as
-  they queue behind every commit with ``"full"``), so a read may wait for the lock too, but the
-  loop does not.  The other waits are off the loop already: the checkpoints and the catch-up run
-  on aiosqlite's thread (and a PASSIVE checkpoint never waits for a lock); the close of the
-  loop's connection takes no lock.
-* A failed transaction rolls back as a whole (:func:`apply_plan`) on either connection and is
-  raised as :class:`~sidecar.store.errors.StoreError`: nothing half-written.
+Rule 1.  **Commits on the loop.**  The commit runs on the event loop's thread, on a stdlib ``sqlite3``
+         connection of its own (:func:`open_writer`), the store's only writer; aiosqlite's
+         connection keeps the readers and the checkpoints, and is ``query_only``
+         (:func:`readers_only`) — a write there would take SQLite's write lock from under the loop,
+         which would then wait ``busy_timeout`` with everything stopped, so SQLite refuses it
+         instead.  The hand-offs to aiosqlite's thread cost more than the SQLite work itself
+         (docs/decisions.md "Commits on the event loop").  With ``synchronous=NORMAL`` a WAL commit
+         never fsyncs, so it holds the loop only for its SQLite work; ``durability="full"`` (an
+         fsync per commit) keeps the commit on aiosqlite's thread.
+Rule 2.  **What would fsync on the loop does not run there.**  The loop's connection never
+         checkpoints by itself (``wal_autocheckpoint=0``); every :data:`CHECKPOINT_OPS` ops a
+         PASSIVE checkpoint (:func:`passive_checkpoint`) runs on aiosqlite's thread in the
+         background, neither waiting for nor blocking the writer.
+Rule 3.  **The WAL starts over.**  SQLite starts the WAL over only at a commit that finds every
+         frame copied, which a steady stream of commits beside a background checkpoint never does
+         (its fsyncs outlast the gap to the next commit).  So when a checkpoint leaves more than
+         :data:`WAL_RESTART_BYTES` of frames, the next commit first awaits a catch-up checkpoint of
+         what is left — on aiosqlite's thread: the loop runs on, only that commit waits — and then
+         starts the WAL over.  That wait is bounded by :data:`CATCH_UP_WAIT_S` (an fsync on a busy
+         disk can take hundreds of ms).  A catch-up not done by then goes on beside the commit
+         (which appends to the WAL, so it does not start over) and, when it ends, asks the next
+         commit again; only past :data:`WAL_HARD_BYTES` does a commit wait for it however long it
+         takes — disk space bounded before latency.  A cancel during the wait writes nothing (the
+         transaction has not begun).
+Rule 4.  **Page size.**  Every page a transaction touches is written whole to the WAL, so a new
+         database file is created with :data:`PAGE_SIZE` (2 KiB; :func:`sidecar.store.db._setup`),
+         which writes less WAL per event than SQLite's default 4 KiB (docs/decisions.md "Commits on
+         the event loop").  An existing file keeps its page size (changing it means rewriting the
+         file) and works the same.
+Rule 5.  **A lock someone else holds is never waited for on the loop.**  Another process (or
+         connection) may hold SQLite's write lock — ``BEGIN IMMEDIATE`` in a ``sqlite3`` shell, a
+         backup, a ``wal_checkpoint(TRUNCATE)``; waiting for it on the loop would stop reads, acks,
+         new connections and signal handlers.  So the loop's connection has a busy timeout of
+         :data:`LOOP_BUSY_TIMEOUT_MS` (0: SQLite answers ``SQLITE_BUSY`` at once from ``BEGIN
+         IMMEDIATE``, before anything is written), and such a commit is retried — the same plan,
+         one transaction, all or nothing — on aiosqlite's thread (:func:`apply_plan_off_loop`),
+         which waits up to the store's ``busy_timeout`` while the loop runs on; past it the commit
+         fails as a whole (:class:`~sidecar.store.errors.StoreError`), as on the ``"full"`` path.
+         The caller awaits the commit either way, so nothing is sent before it and a failed one
+         sends nothing.  **Order:** while a retried commit is on aiosqlite's thread, every later
+         commit goes there too, behind it (that thread runs its queue in order), so none overtakes
+         it — also when the awaiting task is cancelled (the retry still commits or rolls back as a
+         whole, and the loop writes again only after it ended).  Readers queue behind a retry on
+         that thread, so a read may wait for the lock too, but the loop does not; the checkpoints
+         and the catch-up run there already (a PASSIVE checkpoint never waits for a lock), and the
+         close of the loop's connection takes no lock.
+Rule 6.  A failed transaction rolls back as a whole (:func:`apply_plan`) on either connection and is
+         raised as :class:`~sidecar.store.errors.StoreError`: nothing half-written.
 """
 from __future__ import annotations
 
