@@ -102,12 +102,13 @@ class Inputs:
         tasks += [t for t in await self.store.open_tasks(a.tu) if t.task_id not in open_ids]
         pending = await self.store.pending_markers(a.tu)  # unacked local writes (DESIGN §9)
         state = await self.store.all_states(a.tu)  # every service's durable state, any scope
+        resumed = any(row.tu == a.tu for row in await self.store.sessions())  # a crash ended it
         prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
 
         def login(s: Step) -> None:
             self.engine.login(s, a.tu, a.project, a.operator, startup=startup,
                               local_favorites=favorites, local_tasks=tasks,
-                              pending_markers=pending, local_state=state)
+                              pending_markers=pending, local_state=state, resumed=resumed)
             s.ops.extend(prune)
             # in the step, under its lock: never between another step's decide and apply
             self.routing.router.state.prune(now)

@@ -48,7 +48,7 @@ from sidecar.router.cadence import StackCadence
 from sidecar.router.io.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch
-from sidecar.router.model import Delivery, Event, RouterInputError, Status, parse_event
+from sidecar.router.model import Delivery, RoutingEvent, RouterInputError, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
 from sidecar.router.ops import prune_ops
@@ -64,7 +64,7 @@ class PassResult:
 
     next_due: float | None = None  # unix seconds; None = nothing pending
     notes: list[DeliveryNote] = field(default_factory=list)  # to Electron, in order
-    events: list[Event] = field(default_factory=list)  # route these in a step of their own
+    events: list[RoutingEvent] = field(default_factory=list)  # route these in a step of their own
     stack_acked: int = 0  # Stack writes delivered in this pass
     stack_failed: int = 0  # Stack attempts that failed in this pass
     stack_pending: int = 0  # Stack writes still pending after it

@@ -35,7 +35,7 @@ from sidecar.protocol import inbound as p
 from sidecar.protocol.paging import budget, cut_text, page
 from sidecar.core.rng import KeyedRandom
 from sidecar.router.attempt import Report
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.runtime.step import Step
 
 from sidecar.senders import manage
@@ -63,10 +63,10 @@ class SendersComponent:
         self.gate = HealthGate(HealthMachine(rng), engine.scheduler)
         self.run_step: RunStep | None = None
         #: where ``sidecar/sender/*`` events go inside a step; the router's wiring replaces it
-        self.route_events: Callable[[Step, tuple[Event, ...]], None] = self._hold_events
-        self.held: list[Event] = []  # events made while no router was plugged in
+        self.route_events: Callable[[Step, tuple[RoutingEvent, ...]], None] = self._hold_events
+        self.held: list[RoutingEvent] = []  # events made while no router was plugged in
 
-    def _hold_events(self, step: Step, events: tuple[Event, ...]) -> None:
+    def _hold_events(self, step: Step, events: tuple[RoutingEvent, ...]) -> None:
         self.held.extend(events)
 
     # ---- wiring --------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import msgspec
 
 from sidecar.protocol.inbound import Params
 from sidecar.protocol.outbound import OUTBOUND, TaskView
-from sidecar.domain.notes import TaskSnapshot
 from sidecar.domain.tasks import Task
 
 
@@ -24,5 +23,5 @@ def to_wire(method: str, note: Any) -> Params:
 
 
 def task_view(t: Task) -> TaskView:
-    """A task as Electron shows it (``tasks.list``)."""
-    return msgspec.convert(TaskSnapshot.of(t), TaskView, from_attributes=True)
+    """A task as Electron shows it (``tasks.list``): its ``WIRE_FIELDS``, by attribute."""
+    return msgspec.convert(t, TaskView, from_attributes=True)

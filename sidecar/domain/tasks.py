@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import types
+from typing import Any, Union, get_args, get_origin
 
 import msgspec
 
@@ -187,8 +189,46 @@ def task_id_for(tu: str, ru: str, type_: TaskType, created_at: float, source: st
     return "t-" + hashlib.blake2b(raw, digest_size=9).hexdigest()
 
 
+#: The views of a Task, declared once: each names the Task fields it shows, in the order it
+#: encodes them (msgspec encodes a Struct's fields in order, so the order is the bytes').  The
+#: Struct of each view is checked against :class:`Task` — names, order, types (an enum as its wire
+#: string), defaults — and its encoding against the projection of a Task
+#: (tests/app/test_task_views.py), so a field added to Task and not to a view fails there.
+#: ``WIRE``: a task as Electron shows it (``task.created``, ``tasks.list``;
+#: :class:`sidecar.protocol.outbound.TaskView`) — no close, it is announced open.
+#: ``STACK``: as Stack stores it (the ``task`` of a task write, :mod:`sidecar.stack.writes`) —
+#: no ``overdue`` (derived, not stored), the close before ``vip`` (the reference Stack's order).
+#: ``HISTORY``: a pair's history row (:class:`HistoryRow`), what the services restore from.
+WIRE_FIELDS = tuple(f for f in Task.__struct_fields__ if f not in ("closed_at", "reason"))
+STACK_FIELDS = ("task_id", "type", "project", "tu", "ru", "source", "created_at", "deadline",
+                "closed_at", "reason", "vip", "meta")
+HISTORY_FIELDS = ("task_id", "type", "ru", "source", "created_at", "closed_at", "reason")
+assert {*WIRE_FIELDS, *STACK_FIELDS, *HISTORY_FIELDS} <= set(Task.__struct_fields__)
+
+
+def wire_type(tp: Any) -> Any:
+    """``tp`` with every enum class replaced by ``str`` (a view carries the enum's value, which
+    msgspec encodes as the member does): ``TaskType`` -> ``str``, ``CloseReason | None`` ->
+    ``str | None``."""
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return str
+    if get_origin(tp) in (Union, types.UnionType):
+        return Union[tuple(wire_type(a) for a in get_args(tp))]
+    return tp
+
+
+def view_struct(name: str, names: tuple[str, ...], **config: Any) -> type[msgspec.Struct]:
+    """A Struct of Task's fields ``names`` in that order, each with Task's type (:func:`wire_type`)
+    and no default (a view is built positionally from a Task, which has every value); ``config``
+    is msgspec's (``gc=False`` …).  KeyError for a name that is not a Task field."""
+    info = {f.name: f for f in msgspec.structs.fields(Task)}
+    return msgspec.defstruct(name, [(n, wire_type(info[n].type)) for n in names],
+                             module=__name__, **config)
+
+
 class HistoryRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of a pair's task history, as the services read it at login and after (DESIGN §9
+    """One row of a pair's task history — Task's :data:`HISTORY_FIELDS` view, with ``source``
+    defaulting to ``""`` for Stack rows that lack it — as the services read it at login and after (DESIGN §9
     "Restore on login"): from Stack's startup data, from the local task table, and kept current
     by the runtime as tasks are created and closed.  Times are unix seconds (UTC); ``type`` and
     ``reason`` are the wire values of :class:`TaskType` / :class:`CloseReason` (``reason`` and

@@ -15,7 +15,9 @@ from sidecar.protocol.inbound import Params
 
 
 class TaskView(msgspec.Struct, kw_only=True):
-    """A task as Electron shows it."""
+    """A task as Electron shows it: :class:`sidecar.domain.tasks.Task`'s ``WIRE_FIELDS`` view,
+    written out here because it is the contract (its JSON Schema); tests/app/test_task_views.py
+    checks it against Task field by field."""
 
     task_id: str
     type: str

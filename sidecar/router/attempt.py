@@ -58,7 +58,7 @@ import msgspec
 
 from sidecar.store.ops import Op, register
 
-from .model import Delivery, Event, Status
+from .model import Delivery, RoutingEvent, Status
 from .ops import ClaimDelivery, SettleDelivery
 
 #: Seconds before retry 1, 2, 3, 4 (seed 002 ``RETRY_DELAYS``).
@@ -209,7 +209,7 @@ class Admission(msgspec.Struct, frozen=True, kw_only=True):
 
 class Report(msgspec.Struct, frozen=True, kw_only=True):
     ops: tuple[Op, ...] = ()
-    events: tuple[Event, ...] = ()
+    events: tuple[RoutingEvent, ...] = ()
 
 
 YES = Admission(allowed=True)
@@ -305,7 +305,7 @@ class Begin(msgspec.Struct, frozen=True, kw_only=True):
 class Finish(msgspec.Struct, frozen=True, kw_only=True):
     next: Next
     ops: tuple[Op, ...]
-    events: tuple[Event, ...] = ()
+    events: tuple[RoutingEvent, ...] = ()
 
 
 class Attempts:

@@ -21,7 +21,7 @@ EVENT_WORK = 4 * MAX_WORK  # work units of every render of one event together (i
 
 class EventWork:
     """The work units left to the renders of one event (:data:`EVENT_WORK`); each render draws
-    on it (:meth:`sidecar.router.cost.Steps.drawing_on`) and is charged its work afterwards."""
+    on it (:meth:`sidecar.router.cost.RenderBudget.drawing_on`) and is charged its work afterwards."""
 
     def __init__(self, units: int = EVENT_WORK) -> None:
         self.left = units

@@ -28,7 +28,7 @@ import msgspec
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op
 
-from .model import Event, Rule, RouterInputError, parse_rule, rule_dict
+from .model import RoutingEvent, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
 from .state import Ahead, Routing, RouterState, make_prefix
 from .route import _route, route
@@ -54,7 +54,7 @@ class Router:
         return cls(RouterState(prefix=prefix), targets or {})
 
     # events -----------------------------------------------------------------------------------
-    def decide(self, events: Sequence[Event], now: float, after: Sequence[Routing] = ()) -> Routing:
+    def decide(self, events: Sequence[RoutingEvent], now: float, after: Sequence[Routing] = ()) -> Routing:
         """Route ``events`` at ``now`` (unix seconds); commit ``routing.ops()``, then
         :meth:`apply`.  ``after``: the routings of the open commit group's earlier steps, decided
         and not applied yet — this one routes as if they had been (:func:`~.route.route`'s
@@ -155,7 +155,7 @@ class StackWatch:
         self.waiting_since: float | None = None  # first pass with due writes and no ack
         self.down = False  # ``unreachable`` was raised and no ack came since
 
-    def observe(self, now: float, *, acked: int, failed: int) -> Event | None:
+    def observe(self, now: float, *, acked: int, failed: int) -> RoutingEvent | None:
         """One pump pass at ``now``: ``acked`` Stack writes delivered, ``failed`` attempts failed.
         Returns the ``sidecar/stack`` event to route, if any."""
         if acked:
@@ -174,9 +174,9 @@ class StackWatch:
         return None
 
 
-def _stack_event(action: str, now: float, since: float | None) -> Event:
+def _stack_event(action: str, now: float, since: float | None) -> RoutingEvent:
     payload: dict[str, Any] = {"at": now}
     if since is not None:
         payload["failing_since"] = since
         payload["failing_s"] = round(now - since, 3)
-    return Event(source="sidecar", subject="stack", action=action, priority="high", payload=payload)
+    return RoutingEvent(source="sidecar", subject="stack", action=action, priority="high", payload=payload)

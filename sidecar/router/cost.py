@@ -5,7 +5,7 @@ macro ``f(n)`` calling itself twice cost 2^n calls with no loop; ``|sort``, ``|w
 
 Rules / theory of operation
 ---------------------------
-* A render owns one :class:`Steps`: ``taken`` loop steps (at most :data:`MAX_STEPS`) and
+* A render owns one :class:`RenderBudget`: ``taken`` loop steps (at most :data:`MAX_STEPS`) and
   ``work`` units (at most :data:`MAX_WORK`).  A unit is roughly 50 ns of CPU on the slowest
   operation it stands for (measured: the whole budget is ~50–100 ms of CPU), so every
   template finishes in bounded work whatever it does.  Counts, never timers.
@@ -56,7 +56,7 @@ class TemplateTooCostly(SecurityError):
     """A render went past one of the bounds (see module rules)."""
 
 
-class Steps:
+class RenderBudget:
     """The loop steps and work units a render has taken (tests read ``taken`` / ``work``)."""
 
     def __init__(self, limit: int = MAX_STEPS, work_limit: int = MAX_WORK,
@@ -68,7 +68,7 @@ class Steps:
         self.work = 0
 
     @classmethod
-    def drawing_on(cls, pool: EventWork) -> Steps:
+    def drawing_on(cls, pool: EventWork) -> RenderBudget:
         """A render's counter whose work is capped by what is left of its event's ``pool``
         (:class:`~.budget.EventWork`); the caller charges the pool the render's work after it."""
         if pool.left >= MAX_WORK:
@@ -89,10 +89,10 @@ class Steps:
         self.work += units
 
 
-_STEPS: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("template_steps", default=None)
+_STEPS: contextvars.ContextVar[RenderBudget | None] = contextvars.ContextVar("template_steps", default=None)
 
 
-def current() -> Steps:
+def current() -> RenderBudget:
     """The running render's counter; outside a render (Jinja folding constants while it
     compiles) raises, so no costly expression is ever folded at compile time."""
     s = _STEPS.get()
@@ -101,7 +101,7 @@ def current() -> Steps:
     return s
 
 
-def start(steps: Steps) -> contextvars.Token:
+def start(steps: RenderBudget) -> contextvars.Token:
     return _STEPS.set(steps)
 
 

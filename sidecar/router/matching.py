@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .model import RANK, STACK_SOURCES, Event, Rule
+from .model import RANK, STACK_SOURCES, RoutingEvent, Rule
 
 # ---- matching (seed 002 ``_rule_matches``, ``_payload_matches``, ``ROUTING_MATCH_MODE``) -------
 
@@ -47,7 +47,7 @@ def payload_matches(payload: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
-def rule_matches(rule: Rule, event: Event) -> bool:
+def rule_matches(rule: Rule, event: RoutingEvent) -> bool:
     if not rule.enabled:
         return False
     c = rule.conditions
@@ -67,7 +67,7 @@ def ordered(rules: Iterable[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda r: (r.weight, r.name))
 
 
-def matching(rules: Sequence[Rule], event: Event, mode: str = "all") -> list[Rule]:
+def matching(rules: Sequence[Rule], event: RoutingEvent, mode: str = "all") -> list[Rule]:
     """The rules that apply to ``event`` under match ``mode`` (``all`` | ``first``), in order.
     Raises ``ValueError`` for an unknown mode."""
     if mode not in MATCH_MODES:
@@ -76,6 +76,6 @@ def matching(rules: Sequence[Rule], event: Event, mode: str = "all") -> list[Rul
     return hits[:1] if mode == "first" else hits
 
 
-def stack_route(event: Event) -> bool:
+def stack_route(event: RoutingEvent) -> bool:
     """The built-in route: ``markers``/``tasks``/``candidates`` events that carry a Stack write."""
     return event.source in STACK_SOURCES and event.write is not None

@@ -4,7 +4,7 @@ Rules / theory of operation
 ---------------------------
 * Every value here is a frozen msgspec Struct: a step can encode, log or replay it, and nothing
   routed can be changed behind the router's back.  Times are unix seconds UTC floats.
-* An :class:`Event` is ``{source, subject, action, priority, payload, dedup_key?, ttl_s?}``
+* An :class:`RoutingEvent` is ``{source, subject, action, priority, payload, dedup_key?, ttl_s?}``
   (DESIGN §10).  ``write`` is internal: the Stack write a ``markers``/``tasks``/``candidates``
   event stands for (the built-in Stack route delivers exactly that write); Electron's
   ``events.emit`` can never set it (:func:`parse_event` refuses it).
@@ -70,7 +70,7 @@ class StackWrite(msgspec.Struct, frozen=True, gc=False):
     ru: str | None = None  # a login reads its unacknowledged markers by them, DESIGN §9)
 
 
-class Event(msgspec.Struct, frozen=True):
+class RoutingEvent(msgspec.Struct, frozen=True):
     """A routing event (DESIGN §10).  Not ``kw_only``: the Stack writes' events are built
     positionally, in this field order (see :class:`Delivery`)."""
 
@@ -171,8 +171,8 @@ def _names(v: Any, field: str) -> tuple[str, ...]:
     return tuple(_name(x, f"{field}[{i}]") for i, x in enumerate(v))
 
 
-def parse_event(data: Any, *, external: bool = True) -> Event:
-    """An :class:`Event` from a dict; ``external`` (``events.emit``): the sidecar's own sources
+def parse_event(data: Any, *, external: bool = True) -> RoutingEvent:
+    """An :class:`RoutingEvent` from a dict; ``external`` (``events.emit``): the sidecar's own sources
     and ``write`` are refused.  Raises :class:`RouterInputError`."""
     if not isinstance(data, dict):
         raise RouterInputError("event", "must be an object")
@@ -198,7 +198,7 @@ def parse_event(data: Any, *, external: bool = True) -> Event:
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0
                             or ttl != ttl or ttl == float("inf")):
         raise RouterInputError("ttl_s", "must be a positive finite number of seconds")
-    return Event(source=source, subject=_name(data.get("subject"), "subject"),
+    return RoutingEvent(source=source, subject=_name(data.get("subject"), "subject"),
                  action=_name(data.get("action"), "action"),
                  priority=_priority(data.get("priority", "normal"), "priority"),
                  payload=payload, dedup_key=dedup, ttl_s=None if ttl is None else float(ttl))

@@ -34,12 +34,12 @@ import msgspec
 from sidecar.core.clock import to_iso
 
 from .budget import EventWork
-from .model import Event
+from .model import RoutingEvent
 
 if TYPE_CHECKING:
     import jinja2
 
-    from .sandbox import BoundedSandbox, Steps
+    from .sandbox import BoundedSandbox, RenderBudget
 
 MAX_TEXT = 4096
 _encode = msgspec.json.Encoder(order="sorted").encode
@@ -78,22 +78,22 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateFailure(f"template does not compile: {exc}") from None
 
 
-def context(event: Event) -> dict[str, Any]:
+def context(event: RoutingEvent) -> dict[str, Any]:
     return {"payload": event.payload, "source": event.source, "subject": event.subject,
             "action": event.action, "priority": event.priority}
 
 
-def render(template: str, event: Event, steps: Steps | None = None,
+def render(template: str, event: RoutingEvent, steps: RenderBudget | None = None,
            pool: EventWork | None = None) -> str:
     """Render ``template`` for ``event``; missing fields are empty; at most :data:`MAX_TEXT`
     characters (cut with ``…``).  Raises :class:`TemplateFailure`.  ``steps``: the sandbox's
     step counter (tests read the work a render did).  ``pool``: the work left to the event's
     renders together (:class:`~.budget.EventWork`), charged with this render's work."""
-    from .sandbox import Steps, TemplateTooCostly, bounded_render  # loaded by _compile's _env()
+    from .sandbox import RenderBudget, TemplateTooCostly, bounded_render  # loaded by _compile's _env()
 
     tpl = _compile(template)
     if steps is None:
-        steps = Steps.drawing_on(pool) if pool is not None else Steps()
+        steps = RenderBudget.drawing_on(pool) if pool is not None else RenderBudget()
     try:
         text, cut = bounded_render(tpl, context(event), MAX_TEXT, steps)
     except TemplateTooCostly as exc:
@@ -106,14 +106,14 @@ def render(template: str, event: Event, steps: Steps | None = None,
     return text[:MAX_TEXT - 1] + "…" if cut else text
 
 
-def default_text(event: Event) -> str:
+def default_text(event: RoutingEvent) -> str:
     text = f"[{event.priority}] {event.source}/{event.subject} {event.action}"
     if event.payload:
         text += " " + _encode(event.payload).decode()
     return text[:MAX_TEXT]
 
 
-def event_json(event: Event, event_id: str, at: float, message: str | None) -> bytes:
+def event_json(event: RoutingEvent, event_id: str, at: float, message: str | None) -> bytes:
     """The webhook / journal body (see module rules)."""
     body: dict[str, Any] = {
         "type": f"{event.source}.{event.subject}.{event.action}",
@@ -127,7 +127,7 @@ def event_json(event: Event, event_id: str, at: float, message: str | None) -> b
     return _encode(body)
 
 
-def message_for(channel: str, event: Event, event_id: str, at: float, template: str | None,
+def message_for(channel: str, event: RoutingEvent, event_id: str, at: float, template: str | None,
                 pool: EventWork | None = None) -> bytes:
     """The bytes a delivery of ``event`` on ``channel`` sends (``pool``: see :func:`render`).
     Raises :class:`TemplateFailure`."""

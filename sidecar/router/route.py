@@ -21,7 +21,7 @@ Rules / theory of operation
   passes an :class:`Ahead`, which merges each routing as it is appended, so the k-th step of a
   group reads one merged view instead of re-merging the k-1 before it (a wall-clock group of a
   few hundred queued events was quadratic; issue 11); any other sequence is merged per call.
-* Event ids: :mod:`sidecar.router.state`.
+* RoutingEvent ids: :mod:`sidecar.router.state`.
 * **Dedup**: an event whose ``(source, dedup_key)`` was accepted less than ``dedup_window_s``
   ago (default 24 h; the window runs from the accepted event, duplicates do not extend it; at
   exactly the window's end the key is accepted again) is a duplicate: each delivery it would
@@ -43,13 +43,13 @@ from __future__ import annotations
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
 
-from .model import STACK_TARGET, Delivery, Event, Rule, Status
+from .model import STACK_TARGET, Delivery, RoutingEvent, Rule, Status
 from .budget import EventWork
 from .render import TemplateFailure, message_for
 from .matching import MATCH_MODES, rule_matches, stack_route
 from .state import Ahead, RouterState, Routing
 
-def route(state: RouterState, events: Sequence[Event], now: float,
+def route(state: RouterState, events: Sequence[RoutingEvent], now: float,
           targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
     """Route ``events`` at ``now`` (unix seconds).  ``targets``: configured target name →
     channel (``stack`` is always there).  ``ahead``: routings decided but not yet applied, in
@@ -63,7 +63,7 @@ def route(state: RouterState, events: Sequence[Event], now: float,
     return _route(state, events, now, targets, ahead, True)
 
 
-def route_general(state: RouterState, events: Sequence[Event], now: float,
+def route_general(state: RouterState, events: Sequence[RoutingEvent], now: float,
                   targets: Mapping[str, str], ahead: Sequence[Routing] = ()) -> Routing:
     """:func:`route` with every event through the general rule matching and :func:`_row` — the
     reference the direct path is held equal to."""
@@ -74,7 +74,7 @@ _STACK_KEY = (STACK_TARGET, STACK_TARGET)  # (channel, target) of the built-in r
 _STACK_ONLY = frozenset((STACK_TARGET,))
 
 
-def _route(state: RouterState, events: Sequence[Event], now: float,
+def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
            targets: Mapping[str, str], ahead: Sequence[Routing], direct: bool) -> Routing:
     plan = state._plan  # state.plan(), its cache read here (one call less per step)
     if plan is not None and plan[0] == tuple(state.rules.values()):
@@ -165,7 +165,7 @@ def _route(state: RouterState, events: Sequence[Event], now: float,
                    if pending else frozenset())
 
 
-def _stack_only(state: RouterState, events: Sequence[Event], now: float,
+def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
                 ahead: Sequence[Routing]) -> Routing:
     """:func:`_route` of a step whose every event takes the direct path: only the event numbers
     of the routings ahead matter (no dedup key, no throttle is read or written but the
@@ -204,7 +204,7 @@ _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: p
 _SKIPPED, _DUPLICATE = Status.SKIPPED.value, Status.DUPLICATE.value  # enum's value descriptor
 
 
-def _row(event: Event, event_id: str, n: int, now: float, rule: Rule | None, target: str,
+def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | None, target: str,
          channel: str | None, template: str | None, duplicate_of: float | None,
          real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float],
          pool: EventWork | None = None) -> Delivery:

@@ -44,15 +44,15 @@ from jinja2.utils import pass_environment
 from jinja2.visitor import NodeTransformer
 
 from . import cost, sizes
-from .cost import CALL_COST, MAX_SIZE, MAX_STEPS, MAX_WORK, Steps, TemplateTooCostly
+from .cost import CALL_COST, MAX_SIZE, MAX_STEPS, MAX_WORK, RenderBudget, TemplateTooCostly
 from .sizes import MAX_BITS
 
-__all__ = ["MAX_BITS", "MAX_SIZE", "MAX_STEPS", "MAX_WORK", "BoundedSandbox", "Steps",
+__all__ = ["MAX_BITS", "MAX_SIZE", "MAX_STEPS", "MAX_WORK", "BoundedSandbox", "RenderBudget",
            "TemplateTooCostly", "bounded_render"]
 
 
 
-def _steps() -> Steps:
+def _steps() -> RenderBudget:
     return cost.current()
 
 
@@ -228,11 +228,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
 
 def bounded_render(tpl: jinja2.Template, ctx: dict[str, Any], max_chars: int,
-                   steps: Steps | None = None) -> tuple[str, bool]:
+                   steps: RenderBudget | None = None) -> tuple[str, bool]:
     """Render ``tpl`` with ``ctx`` under the bounds; stop once ``max_chars`` characters are out.
     Returns ``(text, truncated)``.  Raises whatever the template raises (``TemplateTooCostly``
     for a bound).  ``steps``: the counter to use (tests read ``steps.taken``)."""
-    token = cost.start(steps if steps is not None else Steps())
+    token = cost.start(steps if steps is not None else RenderBudget())
     out: list[str] = []
     n = 0
     truncated = False

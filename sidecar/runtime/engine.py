@@ -67,11 +67,12 @@ class Engine:
     def login(self, step: Step, tu: str, project: str, operator: str, *, startup: dict | None,
               local_favorites: Mapping[str, Favorite], local_tasks: list[Task],
               pending_markers: dict[tuple[str, str], Any],
-              local_state: dict[str, dict] | None = None) -> TuRuntime:
+              local_state: dict[str, dict] | None = None, resumed: bool = False) -> TuRuntime:
         """Restore a TU (DESIGN §9): Stack startup data, then local unsent marker writes, then
         local open tasks; then every service's ``on_login``.  ``startup``: ``{"favorites": [Favorite],
         "history": [HistoryRow]}`` (:mod:`sidecar.stack.startup`); None: Stack unreachable
-        — the local cache is used and the login still succeeds."""
+        — the local cache is used and the login still succeeds.  ``resumed``: this machine's
+        session row for the TU outlived its process (a crash, not a logout)."""
         old = self.tus.get(tu)
         if old is not None and old.logged_in:
             if old.project != project:
@@ -108,6 +109,7 @@ class Engine:
                       for ru, rows in history.items()}
         rt.add_services(self._services(rt))
         rt.logged_in = True
+        rt.resumed = resumed
         rt.inbox_synced = not any(p.purpose == "check_chat" for p in rt.client.passes)
         for task in local_tasks:
             if task.is_open:

@@ -40,7 +40,7 @@ from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
 from sidecar.domain.notes import TaskClosed, TaskCreated, TaskUpdated
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 
 OVERDUE_ALERT_S = 600.0  # one task overdue this long alerts the shift lead (DESIGN §10)
 OVERDUE_ALERT_COUNT = 5  # or this many overdue tasks of one TU at once
@@ -270,7 +270,7 @@ class TaskFactory:
             return
         self._overdue_alerted[task.tu] = step.now
         overdue = [self.open[i] for i in self.overdue_by_tu.get(task.tu, ())]
-        step.emit(Event(source="sidecar", subject="operator", action="overdue", priority="high",
+        step.emit(RoutingEvent(source="sidecar", subject="operator", action="overdue", priority="high",
                         payload={"tu": task.tu, "count": len(overdue),
                                  "oldest_overdue_s": round(max(step.now - t.deadline for t in overdue), 3),
                                  "task_id": task.task_id, "ru": task.ru},

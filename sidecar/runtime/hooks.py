@@ -83,10 +83,11 @@ class Services:
             svc.on_event(step, event)
 
     def online(self, step: Step, came_online: set[str], online: set[str],
-               snapshots: dict[str, "DialogSnapshot"], full_pass: bool) -> None:
+               snapshots: dict[str, "DialogSnapshot"], full_pass: bool, *,
+               scheduled: bool = False) -> None:
         """RU Online changed (see :meth:`sidecar.services.base.Service.on_online`)."""
         for svc in self._online:
-            svc.on_online(step, came_online, online, snapshots, full_pass)
+            svc.on_online(step, came_online, online, snapshots, full_pass, scheduled=scheduled)
 
     def task_created(self, step: Step, task: "Task") -> None:
         for svc in self._created:

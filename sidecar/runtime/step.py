@@ -9,7 +9,7 @@ Rules / theory of operation
 * The executor (:mod:`sidecar.runtime.executor`) commits the ops in ONE transaction, only then
   sends the notes, and only then makes the requests; each answer is a new step.
 * **Routing events** (DESIGN §10, issue 9): a step that changes a marker, creates or closes a
-  task or hands the Task Factory a candidate appends a :class:`sidecar.router.model.Event` to
+  task or hands the Task Factory a candidate appends a :class:`sidecar.router.model.RoutingEvent` to
   ``events`` (``markers`` high, ``tasks`` normal, ``candidates`` low; each carries its Stack
   write for the built-in route).  The executor has the router turn them into delivery rows that
   join the step's ONE transaction — a marker change and its Stack delivery land together or not
@@ -58,14 +58,14 @@ class Step(msgspec.Struct):
     ops: list = []  # sidecar.store.ops.* committed together
     notes: list[tuple[str, Any]] = []  # (method, domain note) to Electron
     requests: list[Request] = []  # made after the commit
-    events: list = []  # sidecar.router.model.Event, routed in the commit
+    events: list = []  # sidecar.router.model.RoutingEvent, routed in the commit
     outbox_due: bool = False  # the delivery timer fired: the executor tells the pump to send
 
     def notify(self, method: str, params: Any) -> None:
         self.notes.append((method, params))
 
     def emit(self, event: Any) -> None:
-        """Route ``event`` (a :class:`sidecar.router.model.Event`) with this step's commit."""
+        """Route ``event`` (a :class:`sidecar.router.model.RoutingEvent`) with this step's commit."""
         self.events.append(event)
 
 
@@ -81,7 +81,8 @@ class ServiceHooks(Protocol):
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None: ...
     def on_result(self, step: Step, request: Request, result: Any, error: str | None) -> None: ...
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict[str, "DialogSnapshot"], full_pass: bool) -> None: ...
+                  snapshots: dict[str, "DialogSnapshot"], full_pass: bool, *,
+                  scheduled: bool = False) -> None: ...
     def on_task_closed(self, step: Step, task: "Task") -> None: ...
     def on_task_created(self, step: Step, task: "Task") -> None: ...
     def on_favorite_changed(self, step: Step, ru: str, before: "Favorite",

@@ -15,7 +15,8 @@ Rules / theory of operation
 * A cleared marker is kept as ``None`` (not dropped): "cleared by a block or a new Unanswered" is
   a fact restore must see, distinct from "never written" (DESIGN §7).
 * An online pass expires the open online-only prompts of every RU it does not list (DESIGN §6),
-  before the services hear of the pass — also the first pass after a restart.
+  before the services hear of the pass — also the first after a restart; grid passes only (the
+  login's and a reconnect's do not), so a crash moves no expiry (issue 18 item 6).
 * Online/offline is never stored (seed 004 "Збереження"): after a restart it comes from the
   login pass.
 * The services are heard through :class:`~sidecar.runtime.hooks.Services`, the one
@@ -64,6 +65,9 @@ class TuRuntime:
         self.operator = operator  # who is logged in (trace/status only)
         self.logged_in = False  # tasks are created only for a logged-in TU
         self.inbox_synced = False  # the login's check chat has answered (or there is none)
+        # the login resumes a session a crash ended (its durable session row was still there):
+        # a sidecar that never stopped ran no pass at this instant (issue 18 item 6)
+        self.resumed = False
         self.favorites: dict[str, Favorite] = {}  # ru -> Stack's favorite, with its markers
         self.pairs: dict[str, Favorite] = {}  # ru -> attributes of a non-favorite pair (blocks, limits)
         self.online: set[str] = set()  # RU Online: who is online now
@@ -153,20 +157,24 @@ class TuRuntime:
         self.services.online(step, {ru}, self.online, {}, False)
 
     def apply_online_pass(self, step: Step, online: set[str],
-                          snapshots: list["DialogSnapshot"]) -> None:
-        """A pass result replaces the online set; dialog rows refresh limits and blocks."""
+                          snapshots: list["DialogSnapshot"], scheduled: bool = False) -> None:
+        """A pass result replaces the online set; dialog rows refresh limits and blocks.
+        ``scheduled``: the pass ran at its keyed grid slot (not at a login or a reconnect)."""
         came = online - self.online
         self.online = set(online)
-        # judged against the open prompts, not the previous set: a restarted sidecar's first pass
-        # must expire an adopted prompt whose RU left while it was down
-        for ru in sorted(self.factory.open_rus(self.tu) - self.online):
-            self.factory.expire_offline(step, self, ru)
+        # judged against the open prompts, not the previous set: a restarted sidecar's first grid
+        # pass must expire an adopted prompt whose RU left while it was down.  Grid passes only:
+        # a restart's login pass would close it at the crash instant, where the sidecar that never
+        # stopped closes it at its next grid pass (issue 18 item 6, DESIGN §5)
+        if scheduled:
+            for ru in sorted(self.factory.open_rus(self.tu) - self.online):
+                self.factory.expire_offline(step, self, ru)
         rows = {}
         for snap in snapshots:
             rows[snap.ru] = snap
             self.snapshots[snap.ru] = snap
             self.note_row(step, snap)
-        self.services.online(step, came, self.online, rows, True)
+        self.services.online(step, came, self.online, rows, True, scheduled=scheduled)
 
     def note_row(self, step: Step, snap: "DialogSnapshot") -> None:
         """A dialog row refreshes the pair's blocks (seed 003: "з апі оновлюємо ... хто кого

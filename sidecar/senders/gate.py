@@ -47,12 +47,12 @@ import msgspec
 
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import YES, Admission, Kind, Outcome, RefreshWaiting, ReleaseTarget, Report
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.store.ops import Op
 
 from . import health as h
 from .manage import Registry, with_senders
-from .store import step_ops
+from .store import result_ops
 
 TIMER_KIND = "sender"
 STACK = "stack"
@@ -134,12 +134,12 @@ class HealthGate:
         # several deliveries once (Attempts.report_request), never once per delivery
         started = self._admitted.get(target, now)
         if outcome.kind == Kind.DELIVERED.value:
-            ev: h.Event = h.Delivered(now, started)
+            ev: h.HealthInput = h.Delivered(now, started)
         elif outcome.kind == Kind.RETRYABLE.value:
             ev = h.Failed(now, started, retryable=True, final=final,
                           group=self.reg.active_group(target, now))
         else:  # terminal: never counts against the sender (DESIGN §10); its pacing is saved
-            return Report(ops=tuple(step_ops(h.Step(self._get(target)))))
+            return Report(ops=tuple(result_ops(h.HealthResult(self._get(target)))))
         return self._apply(target, ev)
 
     def probes_due(self, now: float) -> list[str]:
@@ -187,18 +187,18 @@ class HealthGate:
     def _put(self, s: h.SenderState) -> None:
         self.reg.senders[s.sender] = s
 
-    def _apply(self, sender: str, ev: h.Event) -> Report:
+    def _apply(self, sender: str, ev: h.HealthInput) -> Report:
         # everything is computed first and memory changes last, timer first: if any part
         # raises, the sender is as it was (the pump logs it and records the outcome anyway)
         before = self._get(sender)
-        step = self.machine.handle(before, ev)
-        s = step.state
+        result = self.machine.handle(before, ev)
+        s = result.state
         prev = before.state
         notes = [SenderStateNote(
             sender=sender, state=s.state, previous=prev, code=row.code, note=row.note, at=row.at,
             failed_in_row=s.failed_in_row, cooldown_times=s.cooldown_times,
-            cooldown_end=s.cooldown_end, need_check_path=s.need_check_path) for row in step.history]
-        ops: list[Op] = list(step_ops(step))  # always: the pacing of may_send is saved with it
+            cooldown_end=s.cooldown_end, need_check_path=s.need_check_path) for row in result.history]
+        ops: list[Op] = list(result_ops(result))  # always: the pacing of may_send is saved with it
         if prev != h.ACTIVE and s.state == h.ACTIVE and not isinstance(ev, h.Recover):
             # released by its verdict: rows parked meanwhile (Need Check) and rows deferred to
             # the planned exit plus the rest become due after the actual rest, and lose their
@@ -208,11 +208,11 @@ class HealthGate:
             # a cooldown started or was extended, or Need Check: rows already waiting get the
             # new reason and instant (rows deferred later get it from may_send)
             ops.append(RefreshWaiting(sender, waiting_reason(s, h.may_send(s, ev.at)[1]), ev.at))
-        events = tuple(Event(source="sidecar", subject="sender", action=f.action, priority=f.priority,
-                             payload=dict(f.payload)) for f in step.facts)
+        events = tuple(RoutingEvent(source="sidecar", subject="sender", action=f.action, priority=f.priority,
+                             payload=dict(f.payload)) for f in result.facts)
         self._arm(s)
         self._put(s)
-        if step.send_probe:
+        if result.send_probe:
             self.probes[sender] = None
         self.notes.extend(notes)
         return Report(ops=tuple(ops), events=events)

@@ -1,7 +1,7 @@
 """The sender health machine (seed 000 §1–§4; DESIGN §10 "Sender health").  Pure and sans-I/O.
 
 Rule 1.  A sender is ``active``, in ``cooldown`` or in ``need_check``.  :meth:`HealthMachine.handle`
-         takes the state and one :data:`~.inputs.HealthInput` and returns a :class:`Step` (new
+         takes the state and one :data:`~.inputs.HealthInput` and returns a :class:`HealthResult` (new
          state, history rows, facts).  It decides only the outcome; the next state and the
          history code come from the row (state, input type, outcome) of
          :data:`~.table.TRANSITIONS`, and a missing row raises :class:`~.table.MissingTransition`.
@@ -50,7 +50,7 @@ from msgspec.structs import replace
 from sidecar.core.rng import KeyedRandom
 
 from .groups import Group
-from .inputs import Delivered, Event, Failed, HealthInput, ProbeResult, Recover, Sent, Tick, decode_input, input_type
+from .inputs import Delivered, Failed, HealthInput, ProbeResult, Recover, Sent, Tick, decode_input, input_type
 from .table import (ACTIVE, COOLDOWN, EXTENDED, FAILED, FINISHED, NEED_CHECK, NEED_CHECK_CODE, RECOVERED, STARTED,
                     TRANSITIONS, WARMUP_OK, WARMUP_SENT, MachineInvariantError, MissingTransition, StateName,
                     describe, lookup)
@@ -58,8 +58,8 @@ from .table import (ACTIVE, COOLDOWN, EXTENDED, FAILED, FINISHED, NEED_CHECK, NE
 __all__ = [
     "ACTIVE", "COOLDOWN", "NEED_CHECK", "FAILED", "WARMUP_SENT", "WARMUP_OK", "FINISHED", "STARTED", "EXTENDED",
     "NEED_CHECK_CODE", "RECOVERED", "TRANSITIONS", "StateName", "MachineInvariantError", "MissingTransition",
-    "Failed", "Delivered", "Sent", "ProbeResult", "Tick", "Recover", "HealthInput", "Event", "decode_input",
-    "SenderState", "History", "Fact", "Step", "HealthMachine", "may_send", "next_timer", "utc_text",
+    "Failed", "Delivered", "Sent", "ProbeResult", "Tick", "Recover", "HealthInput", "decode_input",
+    "SenderState", "History", "Fact", "HealthResult", "HealthMachine", "may_send", "next_timer", "utc_text",
 ]
 __doc__ = (__doc__ or "") + describe()
 
@@ -123,7 +123,10 @@ class Fact:
 
 
 @dataclass(frozen=True)
-class Step:
+class HealthResult:
+    """What :meth:`HealthMachine.handle` makes of one input: the sender's next state, its history
+    rows and router facts (not a runtime :class:`~sidecar.runtime.step.Step`, which applies it)."""
+
     state: SenderState
     history: list[History] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
@@ -154,7 +157,7 @@ class HealthMachine:
     def _draw(self, lo: float, hi: float, s: SenderState, *purpose: object) -> float:
         return self.rng.uniform(lo, hi, "sender", s.sender, s.cooldown_no, *purpose)
 
-    def handle(self, s: SenderState, ev: HealthInput) -> Step:
+    def handle(self, s: SenderState, ev: HealthInput) -> HealthResult:
         """Apply one input: the handler names the outcome, the row of ``TRANSITIONS`` gives the
         next state and history code.  Raises :class:`MissingTransition` for an outcome the table
         does not list in this state (a bug in the machine)."""
@@ -181,7 +184,7 @@ class HealthMachine:
             history.append(History(s.sender, ev.at, row.code, out.note))
         facts = [Fact(action, "critical" if action == "need_check" else "high",
                       {"sender": s.sender, "state": new.state, **payload}) for action, payload in out.facts]
-        return Step(new, history, facts, out.send_probe)
+        return HealthResult(new, history, facts, out.send_probe)
 
     @staticmethod
     def _late(s: SenderState, started_at: float) -> bool:

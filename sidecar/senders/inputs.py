@@ -66,7 +66,6 @@ class Recover(msgspec.Struct, frozen=True, tag=True):
 
 
 HealthInput = Union[Failed, Delivered, Sent, ProbeResult, Tick, Recover]
-Event = HealthInput  # the name gate.py and older callers use
 
 _DECODER = msgspec.json.Decoder(HealthInput)
 

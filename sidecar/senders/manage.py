@@ -220,5 +220,5 @@ def senders_recover(reg: Registry, machine: HealthMachine, name: str, now: float
     if not needs_recovery(reg, name):
         return reg, []
     s = reg.senders[name]
-    step = machine.handle(s, Recover(now, by))
-    return replace(reg, senders={**reg.senders, name: step.state}), step.history
+    result = machine.handle(s, Recover(now, by))
+    return replace(reg, senders={**reg.senders, name: result.state}), result.history

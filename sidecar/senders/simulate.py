@@ -131,10 +131,10 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             sd.next_spell, sd.spells = (sd.next_spell if k else t0) + gap, k + 1
         return t < sd.spell_end
 
-    def apply(i: int, step: h.Step, t: float) -> None:
+    def apply(i: int, result: h.HealthResult, t: float) -> None:
         sd, before = fleet[i], fleet[i].state
-        sd.state = step.state
-        for row in step.history:
+        sd.state = result.state
+        for row in result.history:
             if row.code == h.STARTED:
                 n = sd.state.cooldown_times
                 st.starts[n] += 1
@@ -161,7 +161,7 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
                 st.need_check[sd.state.need_check_path] += 1
                 if sd.first_fail is not None:
                     st.first_fail_to_need_check.append(t - sd.first_fail)
-        if step.send_probe:
+        if result.send_probe:
             # seed 000 §3: the warm-up is a p2p message that a webhook confirms within 3 h — a
             # device in a bad spell delivers it when the spell is over, it does not refuse it.
             # So the answer is "confirmed" U(5, 60) s after the later of "sent" and "spell
@@ -178,7 +178,7 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             else:
                 push(max(t + lag, verdict), i, "probe", False)
         nt = h.next_timer(sd.state)
-        if nt is not None and nt != h.next_timer(before) or (nt is not None and step.history):
+        if nt is not None and nt != h.next_timer(before) or (nt is not None and result.history):
             push(nt, i, "tick")
 
     for i, sd in enumerate(fleet):

@@ -13,7 +13,7 @@ import msgspec
 from sidecar.store.ops import (AddSenderHistory, DeleteAssignments, DeleteGroup, Op, PutAssignment,
                                PutGroup, PutSender)
 
-from .health import History, SenderState, Step
+from .health import History, SenderState, HealthResult
 from .manage import Registry
 
 def sender_ops(state: SenderState, history: list[History] | None = None) -> list[Op]:
@@ -23,8 +23,8 @@ def sender_ops(state: SenderState, history: list[History] | None = None) -> list
     return ops
 
 
-def step_ops(step: Step) -> list[Op]:
-    return sender_ops(step.state, step.history)
+def result_ops(result: HealthResult) -> list[Op]:
+    return sender_ops(result.state, result.history)
 
 
 def registry_ops(before: Registry, after: Registry, history: list[History] | None = None) -> list[Op]:

@@ -58,10 +58,13 @@ class Service:
         """The answer to a request this service made; ``error`` set when it failed."""
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict[str, "DialogSnapshot"], full_pass: bool) -> None:
+                  snapshots: dict[str, "DialogSnapshot"], full_pass: bool, *,
+                  scheduled: bool = False) -> None:
         """RU Online changed: ``full_pass`` True after a pass (``online`` is the whole new set,
         ``snapshots`` the dialog rows it carried), False when an RU's own activity marked it
-        online (``came_online`` = that RU)."""
+        online (``came_online`` = that RU).  ``scheduled``: the pass ran at its keyed grid slot
+        (:meth:`~sidecar.services.passes.PassService._next_slot`), the same instants whether or
+        not the sidecar restarted in between; False for the login's and a reconnect's pass."""
 
     def on_task_closed(self, step: Step, task: "Task") -> None:
         """A task of this TU was closed (any reason)."""

@@ -20,7 +20,8 @@ Rules / theory of operation
   the durable last contact (manual sends included) on this machine; on Golden the chat history is
   read before a restored chain with no known contact is checked; on Chathouse/Prime the dialog
   rows move it.  A marker cleared by a block or a new Unanswered is a fact: restore never rebuilds
-  that chain from history.
+  that chain from history.  A crash's restart (``resumed``) checks nothing at its login's passes:
+  the first grid pass does, as for a sidecar that never stopped (issue 18 item 6).
 * Only favorites Stack lists as active get chains or reminders (DESIGN §6).
 * After the boundary: the plain check ("over 60 min") and Chathouse notifications are
   :mod:`sidecar.services.follow_up_plain`'s.
@@ -188,11 +189,13 @@ class FollowUpMessageService(PlainChecks, Service):
                          why="white" if after.is_white else "inactive")
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict, full_pass: bool) -> None:
+                  snapshots: dict, full_pass: bool, *, scheduled: bool = False) -> None:
         for ru, snap in snapshots.items():
             self._set_contact(step, ru, Contact(snap.last_from, snap.last_at, snap.last_tu_at))
         if not self.tu.inbox_synced:
             return  # the login's check chat may still turn up a new Unanswered message
+        if self.tu.resumed and full_pass and not scheduled:
+            return  # a crash's restart: checked at the next grid pass, as if it never stopped
         if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
             return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online

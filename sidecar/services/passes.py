@@ -14,6 +14,9 @@ Rules / theory of operation
   already understand (``UnansweredSeen``, ``OpenLimitsSignal``), dispatched like a socket event.
 * Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
   cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
+* A pass its grid timer ran answers ``scheduled`` (request context :data:`SCHEDULED`); the login's
+  and a reconnect's do not.  The first scheduled RU Online pass ends a resumed session's gap
+  (``TuRuntime.resumed``): what only grid passes judge lands on the same instants across a crash.
 * A failed request (timeout, platform error) is logged and the pass simply runs again at its
   next period: passes are idempotent reads.
 """
@@ -31,6 +34,7 @@ from sidecar.services.base import Request, Service, Step
 log = logging.getLogger("sidecar.passes")
 
 SEVEN_DAYS = 7 * 86400.0
+SCHEDULED = "scheduled"  # request context of a pass run by its grid timer (not login / reconnect)
 
 
 class PassService(Service):
@@ -51,13 +55,15 @@ class PassService(Service):
                 self._run(step, p)
 
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
-        self._run(step, self.tu.client.pass_named(key[1]))
+        self._run(step, self.tu.client.pass_named(key[1]), scheduled=True)
 
-    def _run(self, step: Step, p: Pass) -> None:
+    def _run(self, step: Step, p: Pass, scheduled: bool = False) -> None:
         params = dict(p.params)
         if p.purpose == "open_limits":
             params["cursor"] = self.cursor
-        self.tu.request(step, self.name, p.method, params, tag=p.name)
+        # the answer says whether it was a grid pass: the 6 h mail source judges only those
+        self.tu.request(step, self.name, p.method, params, tag=p.name,
+                        context=SCHEDULED if scheduled else None)
         if p.period_s is not None:
             self.tu.schedule((self.name, p.name), self._next_slot(step.now, p))
 
@@ -93,7 +99,9 @@ class PassService(Service):
         rt = self.tu
         if p.purpose == "online":
             online, snaps = rt.client.decode_online(result)
-            rt.apply_online_pass(step, online, snaps)
+            scheduled = request.context == SCHEDULED
+            rt.apply_online_pass(step, online, snaps, scheduled=scheduled)
+            rt.resumed = rt.resumed and not scheduled  # the first grid pass ends a crash's gap
         elif p.purpose in ("check_chat", "likes"):
             snaps, _ = rt.client.decode_dialogs(result)
             for snap in snaps:

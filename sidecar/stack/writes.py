@@ -33,8 +33,8 @@ from urllib.parse import quote
 
 import msgspec
 
-from sidecar.domain.tasks import Task
-from sidecar.router.model import Event
+from sidecar.domain.tasks import STACK_FIELDS, Task, view_struct
+from sidecar.router.model import RoutingEvent
 from sidecar.router.model import StackWrite as RoutedWrite
 
 
@@ -64,7 +64,7 @@ class StackWrite(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     ru: str | None = None
     marker: str | None = None  # a marker write's name
 
-    def event(self, subject: str, action: str, payload: dict[str, Any]) -> Event:
+    def event(self, subject: str, action: str, payload: dict[str, Any]) -> RoutingEvent:
         """The routing event this write stands for (DESIGN §10 table: ``markers`` high,
         ``tasks`` normal, ``candidates`` low); the built-in route delivers exactly this write."""
         return _routed(self.kind, subject, action, payload, self.pair, self.idem_key,
@@ -78,37 +78,22 @@ _SOURCES = {"marker": ("markers", "high"), "task": ("tasks", "normal"),
 
 def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair: str,
             idem_key: str, method: str, path: str, body: bytes, tu: str | None,
-            ru: str | None) -> Event:
+            ru: str | None) -> RoutingEvent:
     """The routing event of a Stack write of ``kind``, built straight from the write's fields:
     the three hot builders below skip the intermediate :class:`StackWrite` (one Struct and a
     field-by-field copy per write; issue 11 item 5).  Equal to ``StackWrite(...).event(...)``.
     Positional, in the Structs' field order (msgspec matches keywords field by field)."""
     source, priority = _SOURCES[kind]
-    return Event(source, subject, action, priority, payload, None, None,
+    return RoutingEvent(source, subject, action, priority, payload, None, None,
                  RoutedWrite(pair, idem_key, method, path, body, tu, ru))
 
 
-class _TaskBody(msgspec.Struct, gc=False):
-    """:func:`task_body` as a Struct, its keys in the same order: encoding a Struct is cheaper
-    than building and encoding the dict, and gives the same bytes (tests/stack/test_writes.py)."""
-
-    task_id: str
-    type: str
-    project: str
-    tu: str
-    ru: str
-    source: str
-    created_at: float
-    deadline: float
-    closed_at: float | None
-    reason: str | None
-    vip: str | None
-    meta: dict
-
-
-class _TaskEventBody(msgspec.Struct, gc=False):
-    event: str
-    task: _TaskBody
+#: a task write's ``task``: Task's :data:`~sidecar.domain.tasks.STACK_FIELDS` view, built
+#: positionally (encoding a Struct is cheaper than building and encoding the dict of
+#: :func:`task_body`, and gives the same bytes: tests/app/test_task_views.py)
+_TaskBody = view_struct("_TaskBody", STACK_FIELDS, gc=False)
+_TaskEventBody = msgspec.defstruct("_TaskEventBody", [("event", str), ("task", _TaskBody)],
+                                   gc=False, module=__name__)
 
 
 class _CandidateBody(msgspec.Struct, gc=False):
@@ -129,7 +114,7 @@ def _value(v: Any) -> Any:
     return getattr(v, "_value_", v)
 
 
-def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Event:
+def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> RoutingEvent:
     """``markers`` / ``<name>`` / ``set`` | ``clear``: a marker change and its Stack write
     (:func:`marker_write`'s)."""
     if name not in MARKER_NAMES:
@@ -140,17 +125,17 @@ def marker_event(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Even
                    _encode({"value": value}), tu, ru)
 
 
-def task_routed(task: Task, event: str) -> Event:
+def task_routed(task: Task, event: str) -> RoutingEvent:
     """``tasks`` / ``task`` / ``created`` | ``closed`` with the task's Stack history write
     (:func:`task_event`'s)."""
     if event != "created":
         _check_task_event(task, event)
     type_, reason = getattr(task.type, "_value_", task.type), getattr(task.reason, "_value_", task.reason)
     tu, ru, task_id, project, source, vip = task.tu, task.ru, task.task_id, task.project, task.source, task.vip
-    body = _TaskEventBody(event, _TaskBody(  # task_body(task), with the values read above
+    body = _TaskEventBody(event, _TaskBody(  # task_body(task): STACK_FIELDS, in their order
         task_id, type_, project, tu, ru, source, task.created_at, task.deadline, task.closed_at,
         reason, vip, task.meta))
-    return Event("tasks", "task", event, "normal", {  # _routed("task", ...), inlined
+    return RoutingEvent("tasks", "task", event, "normal", {  # _routed("task", ...), inlined
         "tu": tu, "ru": ru, "project": project, "task_id": task_id, "type": type_,
         "source": source, "reason": reason, "vip": vip}, None, None,
         RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
@@ -158,11 +143,11 @@ def task_routed(task: Task, event: str) -> Event:
 
 
 def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
-                    task_id: str | None = None, detail: dict | None = None) -> Event:
+                    task_id: str | None = None, detail: dict | None = None) -> RoutingEvent:
     """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
     write (``outcome`` keeps the reason: ``refused:offline``)."""
     type_ = getattr(type, "_value_", type)
-    return Event("candidates", type_, outcome.partition(":")[0], "low", {  # _routed, inlined
+    return RoutingEvent("candidates", type_, outcome.partition(":")[0], "low", {  # _routed, inlined
         "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
         "task_id": task_id}, None, None, RoutedWrite(
             f"{tu}/{ru}", f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
@@ -204,14 +189,9 @@ def marker_write(tu: str, ru: str, name: str, value: Any, idem_key: str) -> Stac
 
 
 def task_body(task: Task) -> dict:
-    """A task as Stack stores it (instants in unix seconds)."""
-    return {
-        "task_id": task.task_id, "type": _value(task.type),
-        "project": task.project, "tu": task.tu, "ru": task.ru, "source": task.source,
-        "created_at": task.created_at, "deadline": task.deadline, "closed_at": task.closed_at,
-        "reason": _value(task.reason), "vip": task.vip,
-        "meta": task.meta,
-    }
+    """A task as Stack stores it: its :data:`~sidecar.domain.tasks.STACK_FIELDS` (instants in
+    unix seconds, enums as their values)."""
+    return {name: _value(getattr(task, name)) for name in STACK_FIELDS}
 
 
 def _check_task_event(task: Task, event: str) -> None:

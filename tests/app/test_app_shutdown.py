@@ -105,11 +105,11 @@ async def test_a_platform_answer_or_a_frame_after_close_is_refused_not_failed(tm
 async def test_the_pump_loops_router_events_after_close_begin_no_step(tmp_path):
     """The pump pass that raised router events (``sidecar/stack unreachable``) while close()
     ran: their step is refused, the loop ends, nothing fails."""
-    from sidecar.router.model import Event
+    from sidecar.router.model import RoutingEvent
     from sidecar.app.router import PassResult
 
     app, store = await make_app(tmp_path)
-    ev = Event(source="sidecar", subject="stack", action="unreachable", priority="high")
+    ev = RoutingEvent(source="sidecar", subject="stack", action="unreachable", priority="high")
     passing = asyncio.Event()
     release = asyncio.Event()
 

@@ -1,7 +1,6 @@
-"""The domain notes and their wire Structs keep the same fields (the duplicates tool flagged the
-pair ``sidecar.domain.notes.TaskSnapshot`` / ``sidecar.protocol.outbound.TaskView``): :mod:`sidecar.app.wire`
+"""The domain notes and their wire Structs keep the same fields: :mod:`sidecar.app.wire`
 converts one into the other by attribute name, so a field added to one side only would be
-dropped or fail at send time instead of here."""
+dropped or fail at send time instead of here.  (A task's own views: test_task_views.py.)"""
 from __future__ import annotations
 
 import dataclasses
@@ -39,11 +38,6 @@ def _wire_fields(cls: type[msgspec.Struct]) -> dict[str, object]:
     return out
 
 
-def test_task_snapshot_and_task_view_keep_the_same_fields():
-    assert _note_fields(notes.TaskSnapshot) == _wire_fields(out.TaskView)
-    assert list(_note_fields(notes.TaskSnapshot)) == list(_wire_fields(out.TaskView))
-
-
 @pytest.mark.parametrize(("note", "method"), [
     (notes.TaskCreated, "task.created"),
     (notes.TaskClosed, "task.closed"),
@@ -56,37 +50,20 @@ def test_every_note_has_the_fields_of_its_wire_struct(note, method):
 
 def test_a_field_added_to_one_side_only_is_caught():
     @dataclasses.dataclass(frozen=True)
-    class Wider(notes.TaskSnapshot):
+    class Wider(notes.TaskClosed):
         extra: int = 0
 
-    assert _note_fields(Wider) != _wire_fields(out.TaskView)
-
-
-def test_task_snapshot_of_is_the_constructors_value_and_stays_frozen():
-    """``TaskSnapshot.of`` fills the slots directly (issue 11 item 5): the same value as its
-    constructor for every field, its own copy of ``meta``, still frozen."""
-    from sidecar.domain.tasks import Task, TaskType
-
-    for kw in ({}, {"vip": "green", "meta": {"answer_by": "mail"}, "overdue": True}):
-        t = Task(task_id="t-1", type=TaskType.LIKE, project="prime", tu="p-tu", ru="p-ru",
-                 source="socket", created_at=1.5, deadline=301.5, **kw)
-        snap = notes.TaskSnapshot.of(t)
-        assert snap == notes.TaskSnapshot(
-            task_id="t-1", type="like", project="prime", tu="p-tu", ru="p-ru", source="socket",
-            created_at=1.5, deadline=301.5, vip=t.vip, meta=dict(t.meta), overdue=t.overdue)
-        assert snap.meta is not t.meta
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            snap.tu = "other"  # type: ignore[misc]
+    assert set(_note_fields(Wider)) != set(_wire_fields(out.OUTBOUND["task.closed"]))
 
 
 def test_task_created_of_is_the_constructors_value_and_stays_frozen():
-    """``TaskCreated.of`` (issue 11 item 5) equals ``TaskCreated(task=TaskSnapshot.of(t))`` and
-    is frozen like it."""
+    """``TaskCreated.of`` (issue 11 item 5) equals ``TaskCreated(task=snapshot(t))`` and is
+    frozen like it."""
     from sidecar.domain.tasks import Task, TaskType
 
     t = Task(task_id="t-1", type=TaskType.LIKE, project="prime", tu="p-tu", ru="p-ru",
              source="socket", created_at=1.5, deadline=301.5, meta={"answer_by": "mail"})
     note = notes.TaskCreated.of(t)
-    assert type(note) is notes.TaskCreated and note == notes.TaskCreated(task=notes.TaskSnapshot.of(t))
+    assert type(note) is notes.TaskCreated and note == notes.TaskCreated(task=notes.snapshot(t))
     with pytest.raises(dataclasses.FrozenInstanceError):
         note.task = None  # type: ignore[misc]

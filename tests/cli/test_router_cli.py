@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from sidecar.cli.main import main
-from sidecar.router.model import Event, parse_rule
+from sidecar.router.model import RoutingEvent, parse_rule
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
 from sidecar.router.ops import PutRule
@@ -25,7 +25,7 @@ def _fill(tmp_path) -> None:
             rule = parse_rule({"name": "alerts", "conditions": {"source": "electron"},
                                "actions": [{"target": "audit"}], "throttle_seconds": 300})
             st = RouterState(prefix="ev-", rules={rule.name: rule})
-            ev = Event(source="electron", subject="disk", action="full", priority="high")
+            ev = RoutingEvent(source="electron", subject="disk", action="full", priority="high")
             r1 = route(st, [ev], T0, {"stack": "stack", "audit": "journal"})
             st.apply(r1)
             r2 = route(st, [ev], T0 + 10, {"stack": "stack", "audit": "journal"})
@@ -41,7 +41,7 @@ def _fill_audit(tmp_path, n: int) -> None:
             st = RouterState(prefix="ev-", rules={rule.name: rule})
             ops = []
             for i in range(n):
-                r = route(st, [Event(source="electron", subject="s", action=f"a{i}")], T0 + i,
+                r = route(st, [RoutingEvent(source="electron", subject="s", action=f"a{i}")], T0 + i,
                           {"stack": "stack", "audit": "journal"})
                 st.apply(r)
                 ops += r.ops()

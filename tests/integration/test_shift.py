@@ -79,32 +79,22 @@ def test_chains_wait_60s_and_make_at_most_three(runs):
 
 
 def test_crash_equivalence(runs, capsys):
-    """Same tasks with and without the crashes, except on pairs whose first difference falls
-    right after a crash: the restarted sidecar's login pass sees the world at the crash instant
-    (documented in follow_up_checks.crash_divergence).  No other difference, of any task type;
-    the test says how many there are, per type and source.  Follow-up mails are asserted on
-    their own (issue 8 "Done when"): same mails apart from the login-pass effect — a burst close
-    or read whose check a crash interrupted is checked once after the restart (durable pending
-    row), a post-chat timer fires at its marker's instant, and only the 6 h source's login-pass
-    read and a post-chat timer held for the check chat may move a mail into the window."""
+    """Same tasks with and without the crashes, exactly (issue 18 item 6): ``sidecar-stub diff``'s
+    comparison (:func:`electron_stub.trace.task_diff`: id, type, pair, source, instants, close)
+    finds no difference.  A restart's login passes judge nothing a sidecar that never stopped
+    would not (the 6 h mail source, Follow-up message's pass checks and the offline expiry wait
+    for the first grid pass); the classes that could still differ are named in docs/decisions.md
+    ("Crash equivalence") and would show in the table printed here."""
     scenario, out = runs
     crashes = [ln["t"] for ln in scenario if ln.get("kind") == "crash"]
-    explained, bad, n_diff = fc.crash_divergence(out["crash"][1], out["nocrash"][1], crashes)
-    fm_explained, fm_bad, n_fm = fc.crash_divergence(out["crash"][1], out["nocrash"][1], crashes,
-                                                     types=(fc.FUM,))
-    all_explained, all_bad, n_all = fc.crash_divergence(out["crash"][1], out["nocrash"][1], crashes,
-                                                        types=None)
+    d = tr.task_diff(out["nocrash"][1], out["crash"][1])
     total = len(fc.created(out["nocrash"][1]))
-    total_fm = len(fc.created(out["nocrash"][1], fc.FUM))
     with capsys.disabled():
-        print(f"\ncrash equivalence: {n_all} tasks differ ({n_diff} follow-up messages of {total}, "
-              f"{n_fm} follow-up mails of {total_fm}); {len(all_explained)} pairs explained by the "
-              f"login pass at a crash; {len(all_bad)} unexplained differences")
+        print(f"\ncrash equivalence: {len(d['only_a'])} tasks only without the crashes, "
+              f"{len(d['only_b'])} only with them, of {total}")
         for line in fc.divergence_table(out["crash"][1], out["nocrash"][1], crashes):
             print("  " + line)
-    assert bad == [] and fm_bad == [] and all_bad == []
-    assert n_diff <= 0.01 * total, (n_diff, total, sorted(explained))
-    assert n_fm <= max(2, 0.02 * total_fm), (n_fm, total_fm, sorted(fm_explained))
+    assert d["only_a"] == [] and d["only_b"] == [], (d["only_a"][:5], d["only_b"][:5])
 
 
 def test_revised_semantics_hold_over_the_shift(runs):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sidecar.router.io.channels import Channel
-from sidecar.router.model import Delivery, Event, parse_rule
+from sidecar.router.model import Delivery, RoutingEvent, parse_rule
 from sidecar.router.attempt import DELIVERED, Outcome
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
@@ -36,7 +36,7 @@ def make_state(*rules: dict) -> RouterState:
     return RouterState(prefix="ev-", rules={r["name"]: parse_rule(r, TARGETS) for r in rules})
 
 
-async def emit(rstore: RouterStore, st: RouterState, events: list[Event], now: float,
+async def emit(rstore: RouterStore, st: RouterState, events: list[RoutingEvent], now: float,
                targets: dict[str, str] = TARGETS):
     """What a step does: route, commit the ops in one transaction, then evolve the state."""
     r = route(st, events, now, targets)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sidecar.router.matching import matching, payload_matches, rule_matches
-from sidecar.router.model import (Event, RouterInputError, StackWrite, parse_event, parse_rule)
+from sidecar.router.model import (RoutingEvent, RouterInputError, StackWrite, parse_event, parse_rule)
 from sidecar.router.render import TemplateFailure, render
 from sidecar.router.state import Ahead, RouterState
 from sidecar.router.route import route
@@ -15,8 +15,8 @@ T0 = 1_764_489_600.0  # 2025-11-30T08:00:00Z
 TARGETS = {"stack": "stack", "audit": "journal", "ops-telegram": "telegram", "crm-hook": "webhook"}
 
 
-def ev(source="electron", subject="alert", action="fired", priority="normal", payload=None, **kw) -> Event:
-    return Event(source=source, subject=subject, action=action, priority=priority,
+def ev(source="electron", subject="alert", action="fired", priority="normal", payload=None, **kw) -> RoutingEvent:
+    return RoutingEvent(source=source, subject=subject, action=action, priority=priority,
                  payload=payload or {}, **kw)
 
 

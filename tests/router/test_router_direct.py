@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.router.model import Event, StackWrite, parse_rule
+from sidecar.router.model import RoutingEvent, StackWrite, parse_rule
 from sidecar.router.state import Ahead, RouterState
 from sidecar.router.route import route, route_general
 from sidecar.stack import writes as stack_out
@@ -24,11 +24,11 @@ def write(i: int) -> StackWrite:
 
 
 @st.composite
-def events(draw) -> Event:
+def events(draw) -> RoutingEvent:
     i = draw(st.integers(0, 50))
     source = draw(st.sampled_from(SOURCES))
     with_write = draw(st.booleans()) if source in ("markers", "tasks", "candidates") else False
-    return Event(source=source, subject=draw(st.sampled_from(("task", "followUpChat", "alert"))),
+    return RoutingEvent(source=source, subject=draw(st.sampled_from(("task", "followUpChat", "alert"))),
                  action=draw(st.sampled_from(("created", "set", "fired"))),
                  priority=draw(st.sampled_from(("low", "normal", "high", "critical"))),
                  payload={"n": i % 4},

@@ -22,7 +22,7 @@ SCRIPT = r'''
 import asyncio, json, os, signal, sys
 from sidecar.router.io.channels import WebhookChannel
 from sidecar.router.config import Target
-from sidecar.router.model import Event, parse_rule
+from sidecar.router.model import RoutingEvent, parse_rule
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
@@ -51,7 +51,7 @@ async def main():
     if not await rs.deliveries():
         rule = parse_rule({"name": "to crm", "actions": [{"target": "crm-hook"}]})
         st.rules = {rule.name: rule}
-        r = route(st, [Event(source="electron", subject="alert", action="fired", payload={"n": 1})], now,
+        r = route(st, [RoutingEvent(source="electron", subject="alert", action="fired", payload={"n": 1})], now,
                   {"stack": "stack", "crm-hook": "webhook"})
         await rs.commit(r.ops())
     pump = DeliveryPump(rs, {"crm-hook": Dying("crm-hook", Target(**target))})

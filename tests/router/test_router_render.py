@@ -7,15 +7,15 @@ import tracemalloc
 
 import pytest
 
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.router.render import MAX_TEXT, TemplateFailure, compile_template, render
 from sidecar.router.route import route
-from sidecar.router.sandbox import MAX_STEPS, MAX_WORK, Steps
+from sidecar.router.sandbox import MAX_STEPS, MAX_WORK, RenderBudget
 from sidecar.router.cost import CALL_COST, EVENT_WORK, FILTER_COST
 
 from routerhelp import T0, TARGETS, make_state
 
-EV = Event(source="electron", subject="alert", action="fired", priority="normal",
+EV = RoutingEvent(source="electron", subject="alert", action="fired", priority="normal",
            payload={"s": "y" * 1000, "ts": 1_764_489_600, "items": ["a", "b", "c"], "n": 3})
 
 HOSTILE_LOOPS = [
@@ -54,7 +54,7 @@ HOSTILE_SIZES = [
 
 @pytest.mark.parametrize("template", HOSTILE_LOOPS)
 def test_loops_stop_at_the_step_budget(template):
-    steps = Steps()
+    steps = RenderBudget()
     with pytest.raises(TemplateFailure, match="too costly: more than 10000 loop steps"):
         render(template, EV, steps)
     assert steps.taken <= MAX_STEPS  # stopped at the step that would pass the budget
@@ -73,8 +73,8 @@ def test_huge_values_are_refused_before_they_are_made(template):
 
 
 def test_output_stops_at_the_message_cap():
-    steps = Steps()
-    ev = Event(source="e", subject="s", action="a", payload={"s": "y" * 1000, "many": list(range(5000))})
+    steps = RenderBudget()
+    ev = RoutingEvent(source="e", subject="s", action="a", payload={"s": "y" * 1000, "many": list(range(5000))})
     text = render("{% for i in payload.many %}{{ payload.s }}{% endfor %}", ev, steps)
     assert len(text) == MAX_TEXT and text.endswith("…")
     assert steps.taken == MAX_TEXT // 1000 + 1  # five loop steps of 5000: the render stopped there
@@ -156,7 +156,7 @@ OVER_CAP = {  # outputs that skipped the 256 Ki cap
 
 @pytest.mark.parametrize("template", list(COSTLY.values()), ids=list(COSTLY))
 def test_costly_templates_stop_at_the_work_budget(template):
-    steps = Steps()
+    steps = RenderBudget()
     with pytest.raises(TemplateFailure, match="template too costly"):
         render(template, EV, steps)
     assert steps.work <= MAX_WORK and steps.taken <= MAX_STEPS
@@ -164,7 +164,7 @@ def test_costly_templates_stop_at_the_work_budget(template):
 
 @pytest.mark.parametrize("template", list(OVER_CAP.values()), ids=list(OVER_CAP))
 def test_no_value_passes_the_size_cap(template):
-    steps = Steps()
+    steps = RenderBudget()
     tracemalloc.start()
     try:
         with pytest.raises(TemplateFailure, match="template too costly"):
@@ -178,7 +178,7 @@ def test_no_value_passes_the_size_cap(template):
 
 def test_every_call_and_filter_charges_work():
     def work(template: str) -> int:
-        steps = Steps()
+        steps = RenderBudget()
         render(template, EV, steps)
         return steps.work
 
@@ -189,14 +189,14 @@ def test_every_call_and_filter_charges_work():
     assert work("{% for i in range(10) %}{% set a = 1 %}{% set b = 2 %}{% endfor %}") > \
         work("{% for i in range(10) %}{% endfor %}")  # a step charges its body
     # the recursive macro: 2^n calls, each charged — refused long before 2^19
-    steps = Steps()
+    steps = RenderBudget()
     with pytest.raises(TemplateFailure):
         render(MACRO_2N.replace("DEPTH", "19"), EV, steps)
     assert steps.work // CALL_COST < 2 ** 14
 
 
 def test_ordinary_templates_fit_the_budget_easily():
-    steps = Steps()
+    steps = RenderBudget()
     text = render("{% for x in payload['items'] %}{{ x|upper }}{{ loop.index }}{% endfor %} "
                   "{{ payload.s|truncate(20) }} {{ payload|tojson|length }} "
                   "{{ payload['items']|sort|join(',') }} {{ [1, 2, 3]|sum }}", EV, steps)
@@ -216,7 +216,7 @@ def test_the_renders_of_one_event_share_a_budget():
     """An event fanned out to 50 actions (and any number of rules), each template just under its
     own budget, would cost 50 budgets: the event's renders share EVENT_WORK."""
     heavy = "{% for i in range(9000) %}" + "{% set a = i %}" * 20 + "{% endfor %}ok"
-    steps = Steps()
+    steps = RenderBudget()
     assert render(heavy, EV, steps) == "ok" and MAX_WORK // 2 < steps.work <= MAX_WORK
     st = make_state({"name": "r", "actions": [{"target": "ops-telegram", "template": heavy}] * 50})
     rows = route(st, [EV], T0, TARGETS).deliveries

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.router.model import Event, StackWrite, parse_rule
+from sidecar.router.model import RoutingEvent, StackWrite, parse_rule
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
 from sidecar.router.ops import DeleteRule, PutDelivery, PutRule, prune_ops
@@ -14,12 +14,12 @@ from sidecar.store.ops import PutMeta
 from routerhelp import T0, TARGETS, emit, make_state
 
 
-def alert(**kw) -> Event:
-    return Event(source="electron", subject="alert", action="fired", payload={}, **kw)
+def alert(**kw) -> RoutingEvent:
+    return RoutingEvent(source="electron", subject="alert", action="fired", payload={}, **kw)
 
 
-def marker(i: int, ru: str) -> Event:
-    return Event(source="markers", subject="followUpChat", action="set", priority="high",
+def marker(i: int, ru: str) -> RoutingEvent:
+    return RoutingEvent(source="markers", subject="followUpChat", action="set", priority="high",
                  write=StackWrite(pair=f"g/{ru}", idem_key=f"k{i}", method="PUT",
                                   path=f"/v1/tus/g/favorites/{ru}/markers/followUpChat", body=b"{}"))
 

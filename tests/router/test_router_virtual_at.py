@@ -14,7 +14,7 @@ from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer, virtual_at
 from sidecar.router.io.channels import StackChannel, TelegramChannel, WebhookChannel
 from sidecar.router.config import Target
-from sidecar.router.model import Event, StackWrite
+from sidecar.router.model import RoutingEvent, StackWrite
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.stack.client import StackClient
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
@@ -24,8 +24,8 @@ from routerhelp import T0, emit, make_state
 HARNESS_NOW = 5.0  # the harness's own instant: what an unstamped call is recorded at
 
 
-def _marker(i: int, ru: str) -> Event:
-    return Event(source="markers", subject="followUpChat", action="set", priority="high", payload={},
+def _marker(i: int, ru: str) -> RoutingEvent:
+    return RoutingEvent(source="markers", subject="followUpChat", action="set", priority="high", payload={},
                  write=StackWrite(pair=f"g/{ru}", idem_key=f"m:{ru}:{i}", method="PUT",
                                   path=f"/v1/tus/g/favorites/{ru}/markers/followUpChat",
                                   body=json.dumps({"value": {"step": i}}).encode()))
@@ -82,7 +82,7 @@ async def test_webhook_and_telegram_calls_are_recorded_at_the_pass_instant_when_
     st = make_state({"name": "r", "actions": [{"target": "crm-hook"}, {"target": "ops-telegram"}]})
     pump = DeliveryPump(rstore, {"crm-hook": hook, "ops-telegram": tg})
     try:
-        await emit(rstore, st, [Event(source="electron", subject="a", action="b", payload={})], T0 + 3)
+        await emit(rstore, st, [RoutingEvent(source="electron", subject="a", action="b", payload={})], T0 + 3)
         await pump.run_due(T0 + 3)
         recs = receivers.records()
         assert sorted((r["event"], r["at"]) for r in recs) == [("telegram.received", T0 + 3),

@@ -9,7 +9,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import DELIVERED, Attempts, Outcome, ReleaseTarget, retryable, terminal
 from sidecar.router.io.channels import Channel
-from sidecar.router.model import Delivery, Event, parse_rule
+from sidecar.router.model import Delivery, RoutingEvent, parse_rule
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
@@ -24,7 +24,7 @@ from sidecar.store.db import Store
 T0 = 1_764_489_600.0  # 2025-11-30 08:00:00 UTC
 SEED = 5
 TARGETS = {"stack": "stack", "crm-hook": "webhook"}
-ALERT = Event(source="electron", subject="alert", action="fired", priority="normal", payload={})
+ALERT = RoutingEvent(source="electron", subject="alert", action="fired", priority="normal", payload={})
 
 
 class Hook(Channel):
@@ -66,7 +66,7 @@ class Rig:
         self.state = RouterState(prefix="ev-", rules={"to crm": parse_rule(
             {"name": "to crm", "actions": [{"target": "crm-hook"}]}, TARGETS)})
         self.now = T0
-        self.events: list[Event] = []
+        self.events: list[RoutingEvent] = []
         self.notes: list = []
 
     async def emit(self, n: int = 1) -> None:

@@ -6,7 +6,7 @@ import pytest
 from sidecar.core.rng import KeyedRandom
 from sidecar.senders import health as h
 from sidecar.senders import manage as m
-from sidecar.senders.store import registry_ops, step_ops
+from sidecar.senders.store import registry_ops, result_ops
 from sidecar.senders.io.storage import load_history, load_registry
 from sidecar.store import Store, StoreError
 
@@ -20,7 +20,7 @@ async def test_restart_x10_during_cooldown_keeps_its_end(tmp_path):
     async with await Store.open(path) as store:
         for i in range(2):
             step = machine.handle(s, h.Failed(T0 + i, T0 + i - 1))
-            await store.commit(step_ops(step))
+            await store.commit(result_ops(step))
             s = step.state
     assert s.state == h.COOLDOWN
     planned = (s.cooldown_end, s.exit_at, s.probe_at)
@@ -33,7 +33,7 @@ async def test_restart_x10_during_cooldown_keeps_its_end(tmp_path):
             machine = h.HealthMachine(KeyedRandom(42))
             now += 120
             step = machine.handle(s, h.Tick(now))
-            await store.commit(step_ops(step))
+            await store.commit(result_ops(step))
     async with await Store.open(path) as store:
         reg = await store.read(load_registry)
         s = reg.senders["hook"]

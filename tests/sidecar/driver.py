@@ -113,14 +113,15 @@ class Driver:
         self.clock.advance_to(t)
 
     def login(self, tu: str, project: str, *, startup: dict | None = None, operator: str = "op",
-              local_tasks=(), pending_markers=None, local_favorites=None, local_state=None):
+              local_tasks=(), pending_markers=None, local_favorites=None, local_state=None,
+              resumed: bool = False):
         if startup is not None:  # tests write rows as Stack sends them: convert at the edge like the app
             startup = {"favorites": [favorite_of(f) for f in startup.get("favorites", ())],
                        "history": [msgspec.convert(r, HistoryRow) for r in startup.get("history", ())]}
         return self.run(partial(
             self.engine.login, tu=tu, project=project, operator=operator, startup=startup,
             local_favorites=local_favorites or {}, local_tasks=list(local_tasks),
-            pending_markers=pending_markers or {}, local_state=local_state))
+            pending_markers=pending_markers or {}, local_state=local_state, resumed=resumed))
 
     def logout(self, tu: str) -> None:
         self.run(partial(self.engine.logout, tu=tu))

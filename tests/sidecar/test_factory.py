@@ -208,20 +208,29 @@ def test_a_superseded_chain_follow_up_writes_one_marker_change():
     assert w.markers(RU)[before:] == [(f"followUpChat:{TU}:{RU}:{src}:0:clear", None)]
 
 
-def test_after_a_restart_the_login_pass_expires_a_follow_up_whose_ru_is_offline():
+def test_after_a_restart_the_first_grid_pass_expires_a_follow_up_whose_ru_is_offline():
     """The restarted sidecar's RU Online starts empty: "went offline" must be judged against the
-    open prompts, not against the previous pass (found by the harness on the demo shift)."""
-    w = World(project="chathouse")
-    w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
-    w.online.add(RU)
-    w.login([fav(RU, "chathouse")])
-    w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
-    [task] = w.d.created("follow_up_message")
-    w.online.discard(RU)
-    w.at(11)
-    w2 = w.restart()  # crash before the next pass: the task is adopted open
-    [c] = w2.d.closed()
-    assert (c.task_id, c.reason, c.closed_at) == (task.task_id, "expired", T0 + 11)
+    open prompts, not against the previous pass (found by the harness on the demo shift) — at the
+    first grid pass, the instant a sidecar that never stopped expires it too, not at the login's
+    own pass (the crash instant; issue 18 item 6)."""
+    closes = {}
+    for crash in (False, True):
+        w = World(project="chathouse")
+        w.chat[RU] = [{"id": "a", "from": "tu", "at": T0 - 600}]
+        w.online.add(RU)
+        w.login([fav(RU, "chathouse")])
+        w.at(10).d.event(TU, "chathouse", "new_notification", {"type": "ONLINE_NOW", "userId": RU, "at": T0 + 10})
+        [task] = w.d.created("follow_up_message")
+        w.online.discard(RU)
+        w.at(11)
+        slot = w.pass_slot(w.d.now)
+        if crash:
+            w = w.restart()  # crash before the next pass: the task is adopted open
+            assert w.d.closed() == []
+        w.at_abs(slot)
+        [c] = w.d.closed()
+        closes[crash] = (c.task_id, c.reason, c.closed_at)
+    assert closes[True] == closes[False] == (task.task_id, "expired", slot)
 
 
 def test_a_candidate_overrides_its_types_online_rule_and_the_task_keeps_it():

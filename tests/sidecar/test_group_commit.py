@@ -13,7 +13,7 @@ import pytest
 
 from sidecar.core.clock import VirtualClock
 from sidecar.router.core import Router
-from sidecar.router.model import Action, Event, Rule, Status
+from sidecar.router.model import Action, RoutingEvent, Rule, Status
 from sidecar.router.ops import PutDelivery
 from sidecar.stack.writes import marker_event
 from sidecar.core.scheduler import Scheduler
@@ -184,7 +184,7 @@ ALERT = Rule(name="alert", actions=(Action(target="ops"),), throttle_seconds=60.
 def _routed_engine() -> TimerEngine:
     """Timer 0 changes a marker (which also matches the throttled ``alert`` rule); timers 1..3
     each emit the same deduplicated event, which the rule alerts too."""
-    ev = Event(source="sidecar", subject="probe", action="x", dedup_key="same")
+    ev = RoutingEvent(source="sidecar", subject="probe", action="x", dedup_key="same")
     return TimerEngine(4, emits={1: [ev], 2: [ev], 3: [ev]})
 
 

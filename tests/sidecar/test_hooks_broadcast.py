@@ -72,7 +72,7 @@ class _Recorder:
         self.name, self.log = name, log
 
     def __getattr__(self, hook: str):
-        return lambda *args: self.log.append((self.name, hook))
+        return lambda *args, **kw: self.log.append((self.name, hook))
 
 
 def test_every_hook_reaches_every_service_in_dispatch_order():

@@ -83,6 +83,15 @@ class World:
         self.d.advance_to(t)
         return self
 
+    def pass_slot(self, after: float, name: str = "online") -> float:
+        """The first keyed grid slot of pass ``name`` strictly after ``after`` (the instants the
+        pass runs at when its timer, not a login or a reconnect, runs it)."""
+        from sidecar.services.passes import PassService
+        rt = self.d.engine.tus[self.tu]
+        svc = rt.services.named(PassService.name)
+        assert isinstance(svc, PassService)
+        return svc._next_slot(after, rt.client.pass_named(name))
+
     def at_abs(self, t: float) -> "World":
         """Advance to the absolute instant ``t`` (unix seconds)."""
         self.d.advance_to(t)
@@ -123,13 +132,14 @@ class World:
 
     def restart(self, startup: dict | None = None) -> "World":
         """A crash and restart at the current instant: a new engine (same seed) logs the TU in
-        from :meth:`local` and Stack's ``startup`` (default: what it served at the last login)."""
+        from :meth:`local` and Stack's ``startup`` (default: what it served at the last login),
+        ``resumed`` (the session row a crash leaves behind)."""
         w = World(self.project, self.tu, self.d.engine.rng.seed, follow_up_mail=self.follow_up_mail)
         w.online, w.chat, w.limits, w.new_rows = set(self.online), self.chat, self.limits, self.new_rows
         w.mails = self.mails
         w.d.advance_to(self.d.now)
         w.startup = self.startup if startup is None else startup
-        w.d.login(self.tu, self.project, startup=w.startup, **self.local())
+        w.d.login(self.tu, self.project, startup=w.startup, resumed=True, **self.local())
         return w
 
     def ru_writes(self, ru: str, text: str = "hi") -> None:

@@ -51,7 +51,7 @@ from sidecar.store.ops import Op
 
 from sidecar.router.attempt import Attempts, Begin, Next, Outcome, retryable, terminal
 from sidecar.router.io.channels import Channel, StackChannel
-from sidecar.router.model import Delivery, Event
+from sidecar.router.model import Delivery, RoutingEvent
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.router.io.pump")
@@ -61,7 +61,7 @@ MAX_BATCH = 500
 @dataclass(slots=True)
 class PumpResult:
     settled: list[tuple[Delivery, Next]] = field(default_factory=list)  # every outcome, in order
-    events: list[Event] = field(default_factory=list)  # from sender health: route them
+    events: list[RoutingEvent] = field(default_factory=list)  # from sender health: route them
     next_due: float | None = None  # unix seconds; None = nothing pending
     stack_requests: int = 0  # HTTP requests made to Stack in this pass
     # Stack's pending pair heads after the pass: (earliest first attempt due, earliest retry

@@ -37,10 +37,11 @@ Rules / theory of operation
 * A burst close or a read event waiting for its check survives a crash: a durable row written
   with the offer, deleted with the check, offered again after a restart at the first RU Online
   report and checked once (:mod:`.pending`).
-* Last TU mail older than 6 h costs a read per pair only when it could pass: after a read
-  showed a recent letter, the pair is not read again before that letter is 6 h old; after a
-  refusal for another reason (limit, a task open, …) not before the RU next comes online or a
-  dialog row changes its mail limit.  This memory is not state: a restart reads once more.
+* Last TU mail older than 6 h is judged at grid RU Online passes only (``scheduled``, not a login's
+  or reconnect's pass): the same instants across a restart (DESIGN §5; issue 18 item 6).  A read
+  per pair only when it could pass: none before a letter a read showed is 6 h old, none after a
+  limit refusal before the RU comes online again or a row changes the mail limit.  Not state: a
+  restart reads once more and reaches the same refusal (no task moves).
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ TYPE = TaskType.FOLLOW_UP_MAIL
 MAIL = TYPE.value  # history rows carry the value (read once: Enum.value is a slow descriptor)
 UNANSWERED = TaskType.UNANSWERED_MESSAGE.value
 MAIL_TASKS = frozenset({TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL})
+# 6 h refusals that hold the pair (module rules): their cause changes only with the limit; the
+# others are re-judged by the pass's read-free pre-check (a hold on them outlived a closed task)
+SIX_H_HOLD_OUTCOMES = frozenset({"refused:no_mail_limit", "refused:limit_unknown"})
 _NO_MARKER = mk.MailMarker()  # the marker of a pair that is not (or no longer) a favorite
 
 
@@ -92,7 +96,7 @@ class FollowUpMailService(Service):
         self.closed_at: dict[str, tuple[str, float]] = {}  # ru -> (post-chat source, its close)
         self.processed_reads: dict[str, set[str]] = {}  # ru -> read event keys processed (run)
         self.six_h_after: dict[str, float] = {}  # ru -> the 6 h source may pass only later
-        self.six_h_hold: set[str] = set()  # refused for another reason: wait for a change
+        self.six_h_hold: set[str] = set()  # refused for the limit: wait for a change
         self.awaiting_sync: set[str] = set()  # post-chat timers due before the check chat
         self.pending = PendingTriggers(tu)  # burst / read triggers kept durable until checked
         self.restored: dict[str, list[src.Trigger]] = {}  # ru -> pending triggers of a crash
@@ -197,8 +201,7 @@ class FollowUpMailService(Service):
         rt = self.tu
         match event:
             case ev.MailOut():
-                self.six_h_after[event.ru] = max(self.six_h_after.get(event.ru, 0.0),
-                                                 event.at + src.SIX_HOURS_S)
+                self.six_h_after[event.ru] = max(self.six_h_after.get(event.ru, 0.0), event.at + src.SIX_HOURS_S)
                 if event.ru in rt.favorites:
                     m = self.marker(event.ru)
                     known = self.closed_at.get(event.ru)
@@ -245,7 +248,7 @@ class FollowUpMailService(Service):
             self.six_h_hold.discard(ru)
 
     def on_online(self, step: Step, came_online: set[str], online: set[str],
-                  snapshots: dict, full_pass: bool) -> None:
+                  snapshots: dict, full_pass: bool, *, scheduled: bool = False) -> None:
         rt = self.tu
         self.six_h_hold.difference_update(came_online)
         if not rt.inbox_synced:
@@ -253,12 +256,11 @@ class FollowUpMailService(Service):
         if self.awaiting_sync:  # (mostly empty: no sort on every RU that comes online)
             for ru in sorted(self.awaiting_sync):
                 self._post_chat_due(step, ru)
-        if self.restored:
-            for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
-                for trigger in triggers:
-                    self.locks.offer(ru, trigger)
-            self.restored.clear()
-        if full_pass:
+        for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
+            for trigger in triggers:
+                self.locks.offer(ru, trigger)
+        self.restored.clear()
+        if full_pass and scheduled:  # grid passes only: the same instants across a restart
             for ru in sorted(online):
                 self._six_hours(step, ru)
         self._flush_soon(step)
@@ -375,9 +377,8 @@ class FollowUpMailService(Service):
             self.pending.settle(step, ru, note.source, note.ref)  # checked, any outcome
             if note.source == src.MAIL_READ and note.outcome != "refused:history_error":
                 self.processed_reads.setdefault(ru, set()).add(note.ref)
-            if note.source == src.LAST_MAIL_6H and note.outcome.startswith("refused:") \
-                    and note.outcome not in ("refused:tu_mail_recent", "refused:history_error"):
-                self.six_h_hold.add(ru)  # limit, open task, …: wait for the RU or the limit
+            if note.source == src.LAST_MAIL_6H and note.outcome in SIX_H_HOLD_OUTCOMES:
+                self.six_h_hold.add(ru)  # no mail limit: wait for the RU or the limit
             if note.outcome == "candidate":
                 continue  # the Task Factory logs what it made of it
             detail: dict[str, object] = {"ref": note.ref} if note.ref else {}

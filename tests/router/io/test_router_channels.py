@@ -15,7 +15,7 @@ from electron_stub.stack_server import StackServer
 from sidecar.router.attempt import STACK_LADDER
 from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
-from sidecar.router.model import Event, StackWrite
+from sidecar.router.model import RoutingEvent, StackWrite
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.io.channels import StackChannel
 from sidecar.stack.client import StackClient
@@ -39,11 +39,11 @@ async def test_telegram_through_the_pump(receivers, rstore, caplog):
     st = make_state({"name": "r", "actions": [{"target": "ops-telegram", "template": "host={{ payload.host }} !"}]})
     pump = DeliveryPump(rstore, {"ops-telegram": tg})
     try:
-        await emit(rstore, st, [Event(source="electron", subject="a", action="b", payload={"n": 1})], T0)
+        await emit(rstore, st, [RoutingEvent(source="electron", subject="a", action="b", payload={"n": 1})], T0)
         await pump.run_due(T0)
         assert [r["text"] for r in receivers.records("telegram.received")] == ["host= !"]
         receivers.set_fault("ops-telegram", "rate_limit", 45)
-        await emit(rstore, st, [Event(source="electron", subject="a", action="b", payload={"host": "x"})], T0 + 1)
+        await emit(rstore, st, [RoutingEvent(source="electron", subject="a", action="b", payload={"host": "x"})], T0 + 1)
         res = await pump.run_due(T0 + 1)
         assert res.next_due == T0 + 46  # retry_after 45 s honoured (longer than the 30 s step)
         receivers.set_fault("ops-telegram", "up")
@@ -80,7 +80,7 @@ async def test_journal_file_and_table(tmp_path, rstore):
     jc = JournalChannel("audit", Target(channel="journal", max_bytes=2048, backups=2), tmp_path)
     st = make_state({"name": "r", "actions": [{"target": "audit"}]})
     pump = DeliveryPump(rstore, {"audit": jc})
-    events = [Event(source="electron", subject="s", action="a", payload={"i": i, "pad": "x" * 200})
+    events = [RoutingEvent(source="electron", subject="s", action="a", payload={"i": i, "pad": "x" * 200})
               for i in range(20)]
     await emit(rstore, st, events, T0)
     while (res := await pump.run_due(T0)).settled:
@@ -95,8 +95,8 @@ async def test_journal_file_and_table(tmp_path, rstore):
     assert all(d.status == "delivered" for d in await rstore.deliveries())
 
 
-def marker(i: int, ru: str, value: object) -> Event:
-    return Event(source="markers", subject="followUpChat", action="set", priority="high", payload={},
+def marker(i: int, ru: str, value: object) -> RoutingEvent:
+    return RoutingEvent(source="markers", subject="followUpChat", action="set", priority="high", payload={},
                  write=StackWrite(pair=f"g/{ru}", idem_key=f"followUpChat:g:{ru}:src:{i}:set", method="PUT",
                                   path=f"/v1/tus/g/favorites/{ru}/markers/followUpChat",
                                   body=json.dumps({"value": value}).encode()))
@@ -126,7 +126,7 @@ async def test_stack_batch_against_the_reference_stack(stack_server, rstore):
     assert stack_server.marker("g", "r0", "followUpChat") == {"step": 560}  # the pair's last write won
 
     # one bad write fails only itself and the later writes of its pair (held, not attempts)
-    bad = Event(source="markers", subject="followUpChat", action="set", priority="high", payload={},
+    bad = RoutingEvent(source="markers", subject="followUpChat", action="set", priority="high", payload={},
                 write=StackWrite(pair="g/r1", idem_key="bad", method="PUT",
                                  path="/v1/tus/g/favorites/r1/markers/followUpChat", body=b'{"nothing":1}'))
     await emit(rstore, st, [bad, marker(1000, "r1", {"step": 1000}), marker(1001, "r2", {"step": 1001})], T0 + 10)

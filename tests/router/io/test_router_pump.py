@@ -3,7 +3,7 @@ Stack never ``failed``, TTL at send time, claims before sends, health's plug (DE
 from __future__ import annotations
 
 from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, ReleaseTarget
-from sidecar.router.model import Event, StackWrite
+from sidecar.router.model import RoutingEvent, StackWrite
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
 from sidecar.router.io.pump import DeliveryPump
@@ -11,7 +11,7 @@ from sidecar.router.io.channels import StackChannel
 
 from routerhelp import T0, Scripted, emit, make_state
 
-ALERT = Event(source="electron", subject="alert", action="fired", priority="normal", payload={})
+ALERT = RoutingEvent(source="electron", subject="alert", action="fired", priority="normal", payload={})
 
 
 async def drive(pump: DeliveryPump, until: float, start: float = T0) -> list[float]:
@@ -82,8 +82,8 @@ def test_classification():
     assert classify_exc(TimeoutError()).kind == "retryable"
 
 
-def marker_event(i: int, pair: str = "g/r1") -> Event:
-    return Event(source="markers", subject="followUpChat", action="set", priority="high",
+def marker_event(i: int, pair: str = "g/r1") -> RoutingEvent:
+    return RoutingEvent(source="markers", subject="followUpChat", action="set", priority="high",
                  payload={"i": i}, write=StackWrite(pair=pair, idem_key=f"k{i}", method="PUT",
                                                      path=f"/v1/tus/g/favorites/{pair[2:]}/markers/followUpChat",
                                                      body=b'{"value":{"step":0}}'))
@@ -124,7 +124,7 @@ async def test_ttl_is_checked_at_send_time(rstore):
     n = {"i": 0}
     hook = Scripted("crm-hook", lambda r, now: retryable("down"))
     pump = DeliveryPump(rstore, {"crm-hook": hook})
-    e = Event(source="electron", subject="s", action="a", payload={}, ttl_s=100)
+    e = RoutingEvent(source="electron", subject="s", action="a", payload={}, ttl_s=100)
     await emit(rstore, st, [e], T0)
     await pump.run_due(T0)  # attempt 1 fails; retry at +30, then +150 > ttl
     await pump.run_due(T0 + 30)

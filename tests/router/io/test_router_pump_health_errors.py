@@ -11,12 +11,12 @@ import logging
 from sidecar.router.attempt import DELIVERED, YES, Admission, Attempts, Report, retryable
 from sidecar.router.io.channels import JournalChannel
 from sidecar.router.config import Target
-from sidecar.router.model import Event
+from sidecar.router.model import RoutingEvent
 from sidecar.router.io.pump import DeliveryPump
 
 from routerhelp import T0, Scripted, emit, make_state
 
-ALERT = Event(source="electron", subject="alert", action="fired", priority="normal", payload={})
+ALERT = RoutingEvent(source="electron", subject="alert", action="fired", priority="normal", payload={})
 
 
 class Broken:

@@ -171,11 +171,11 @@ async def test_dropped_connections_count_as_outage(rstore, state, client, stack_
 
 async def test_an_outage_does_not_hold_back_other_targets(rstore, client, stack_server):
     from routerhelp import Scripted
-    from sidecar.router.model import Event
+    from sidecar.router.model import RoutingEvent
 
     st = make_state({"name": "r", "actions": [{"target": "crm-hook"}]})
     await put(rstore, st, "A", 0)
-    await emit(rstore, st, [Event(source="electron", subject="s", action="a", payload={})], NOW + 2)
+    await emit(rstore, st, [RoutingEvent(source="electron", subject="s", action="a", payload={})], NOW + 2)
     stack_server.stop()
     hook = Scripted("crm-hook")
     pump = DeliveryPump(rstore, {"crm-hook": hook}, stack=StackChannel(client, batch=False))
