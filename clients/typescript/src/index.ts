@@ -1,0 +1,214 @@
+// The Electron main process's client of the sidecar (issue 20 item 5; docs/protocol.md is the
+// contract): spawn + ready line, connect + auth, typed requests, the resumable stream with acks,
+// reconnect with backoff, restart of a crashed sidecar, platform.request answered by the app's
+// handler, graceful shutdown.  Types come from src/generated/protocol.ts (`npm run gen`).
+import { spawn, type ChildProcess } from "node:child_process";
+import { EventEmitter } from "node:events";
+import { createInterface } from "node:readline";
+import WebSocket from "ws";
+import type { Requests, ServerNotifications, ServerRequests } from "./generated/protocol.js";
+
+export type * from "./generated/protocol.js";
+
+/** A JSON-RPC error the sidecar answered, typed: `code`, `message`, `data.field` when it names one. */
+export class RpcError extends Error {
+  constructor(readonly code: number, message: string, readonly data?: { field?: string; [k: string]: unknown }) {
+    super(message);
+    this.name = "RpcError";
+  }
+}
+
+export interface ReadyLine { event: "ready"; port: number; pid: number; version: string; protocol: unknown }
+
+export interface SidecarOptions {
+  /** the command line of the sidecar, e.g. [".venv/bin/sidecar"] or ["dist/sidecar/sidecar"] */
+  command: string[];
+  /** the data dir — in Electron `path.join(app.getPath('userData'), 'sidecar')` */
+  dataDir: string;
+  /** SIDECAR_TOKEN, given in the environment (never on the command line) */
+  token: string;
+  /** called on close 4401: return a new token (the sidecar is then restarted with it) */
+  onTokenRejected?: () => Promise<string> | string;
+  /** answers `platform.request`: (project, tu, method, params) → the platform's answer; throw to fail it */
+  platformHandler?: (req: ServerRequests["platform.request"]["params"]) => Promise<unknown> | unknown;
+  readyTimeoutMs?: number;     // default 30 000
+  shutdownTimeoutMs?: number;  // default 10 000, then SIGKILL
+  maxRestarts?: number;        // default 5
+  backoffMs?: (attempt: number) => number; // default 100·2^n capped at 5 s
+  extraArgs?: string[];
+  env?: NodeJS.ProcessEnv;
+}
+
+type NoteHandler = { [M in keyof ServerNotifications]: (params: ServerNotifications[M]) => void };
+
+/**
+ * Events: "ready" (ReadyLine), "connected" ({stream_id, last_seq}), "reset" (tasks re-read after
+ * a new stream_id: Task[] per TU asked via `resetTus`), "replaced" (4409: stop), "restarted",
+ * "exit" ({code, signal}), "stderr" (line), plus each server notification by method name.
+ */
+export class SidecarClient extends EventEmitter {
+  child?: ChildProcess;
+  ready?: ReadyLine;
+  private ws?: WebSocket;
+  private nextId = 1;
+  private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  private streamId?: string;
+  /** the last seq handled and acked on the current stream; a frame at or below it is a duplicate */
+  lastAcked = 0;
+  private stopping = false;
+  private restarts = 0;
+  /** the TUs whose tasks a "reset" re-reads */
+  resetTus = new Set<string>();
+
+  constructor(readonly opts: SidecarOptions) { super(); }
+
+  private backoff(n: number) { return this.opts.backoffMs?.(n) ?? Math.min(5000, 100 * 2 ** n); }
+
+  /** Spawns the sidecar, waits for its ready line, connects and authenticates. */
+  async start(): Promise<ReadyLine> {
+    const [cmd, ...args] = this.opts.command;
+    const child = spawn(cmd, [...args, "serve", "--port", "0", "--data-dir", this.opts.dataDir, ...(this.opts.extraArgs ?? [])], {
+      env: { ...process.env, ...this.opts.env, SIDECAR_TOKEN: this.opts.token },
+      stdio: ["pipe", "pipe", "pipe"], // stdin EOF stops it: the parent's death stops the sidecar
+    });
+    this.child = child;
+    createInterface({ input: child.stderr! }).on("line", (l) => this.emit("stderr", l));
+    const ready = await new Promise<ReadyLine>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("no ready line within the timeout")), this.opts.readyTimeoutMs ?? 30000);
+      const rl = createInterface({ input: child.stdout! });
+      rl.on("line", (line) => {
+        try {
+          const msg = JSON.parse(line);
+          if (msg.event === "ready") { clearTimeout(timer); resolve(msg); }
+        } catch { /* not the ready line */ }
+      });
+      child.once("exit", (code) => { clearTimeout(timer); reject(new Error(`sidecar exited ${code} before its ready line`)); });
+    });
+    this.ready = ready;
+    child.once("exit", (code, signal) => this.onExit(code, signal));
+    this.emit("ready", ready);
+    await this.connect();
+    return ready;
+  }
+
+  private async onExit(code: number | null, signal: NodeJS.Signals | null) {
+    this.emit("exit", { code, signal });
+    this.child = undefined;
+    if (this.stopping) return;
+    if (this.restarts >= (this.opts.maxRestarts ?? 5)) { this.emit("error", new Error(`sidecar crashed ${this.restarts} times: not restarting`)); return; }
+    await new Promise((r) => setTimeout(r, this.backoff(this.restarts++)));
+    try { await this.start(); this.emit("restarted", this.ready); } catch (e) { this.emit("error", e); }
+  }
+
+  /** Opens the websocket and sends `auth` — nothing else before its answer (pre-auth frames are capped). */
+  async connect(): Promise<Requests["auth"]["result"]> {
+    const ws = new WebSocket(`ws://127.0.0.1:${this.ready!.port}`);
+    this.ws = ws;
+    await new Promise<void>((res, rej) => { ws.once("open", () => res()); ws.once("error", rej); });
+    ws.on("message", (data) => this.onFrame(JSON.parse(String(data))));
+    ws.on("close", (code) => this.onClose(ws, code));
+    const auth = await this.request("auth", { token: this.opts.token, client: "electron", version: "0.1.0" } as any);
+    const a = auth as any;
+    const fresh = this.streamId !== undefined && a.stream_id !== this.streamId;
+    if (a.stream_id !== this.streamId) this.lastAcked = 0;
+    this.streamId = a.stream_id;
+    this.emit("connected", a);
+    if (fresh) {
+      const tasks: Record<string, unknown[]> = {};
+      for (const tu of this.resetTus) tasks[tu] = await this.listAllTasks(tu);
+      this.emit("reset", tasks);
+    }
+    return auth;
+  }
+
+  /** `tasks.list` read to the end, page by page when the sidecar pages it. */
+  async listAllTasks(tu: string): Promise<unknown[]> {
+    const out: unknown[] = [];
+    let cursor: unknown = undefined;
+    for (;;) {
+      const r: any = await this.request("tasks.list", (cursor === undefined ? { tu } : { tu, cursor }) as any);
+      if (Array.isArray(r)) { out.push(...r); return out; }
+      out.push(...(r.tasks ?? r.items ?? []));
+      cursor = r.next_cursor ?? r.cursor ?? null;
+      if (cursor === null || cursor === undefined) return out;
+    }
+  }
+
+  private async onClose(ws: WebSocket, code: number) {
+    for (const p of this.pending.values()) p.reject(new Error(`connection closed (${code})`));
+    this.pending.clear();
+    if (ws !== this.ws || this.stopping || !this.child) return;
+    if (code === 4409) { this.emit("replaced"); return; } // another window owns the sidecar
+    if (code === 4401) {
+      if (!this.opts.onTokenRejected) { this.emit("error", new Error("token rejected (4401)")); return; }
+      this.opts.token = await this.opts.onTokenRejected();
+    }
+    for (let n = 0; !this.stopping && this.child; n++) {
+      await new Promise((r) => setTimeout(r, this.backoff(n)));
+      try { await this.connect(); return; } catch { /* retry with backoff */ }
+    }
+  }
+
+  private async onFrame(msg: any) {
+    if ("id" in msg && !("method" in msg)) {
+      const p = this.pending.get(msg.id);
+      this.pending.delete(msg.id);
+      if (!p) return;
+      if (msg.error) p.reject(new RpcError(msg.error.code, msg.error.message, msg.error.data));
+      else p.resolve(msg.result);
+      return;
+    }
+    if ("id" in msg) return this.answer(msg);
+    const seq = msg.params?.seq;
+    if (typeof seq === "number" && seq <= this.lastAcked) return; // a resumed frame seen before
+    this.emit(msg.method, msg.params);
+    if (typeof seq === "number") { // ack after handling
+      this.lastAcked = seq;
+      this.ws?.send(JSON.stringify({ jsonrpc: "2.0", method: "stream.ack", params: { seq } }));
+    }
+  }
+
+  private async answer(msg: any) {
+    const reply = (body: object) => this.ws?.send(JSON.stringify({ jsonrpc: "2.0", id: msg.id, ...body }));
+    const one = async (params: any) => {
+      if (!this.opts.platformHandler) throw new RpcError(-32601, "no platform handler");
+      return this.opts.platformHandler(params);
+    };
+    try {
+      if (msg.method === "platform.request") reply({ result: await one(msg.params) });
+      else reply({ error: { code: -32601, message: `unknown method ${msg.method}` } });
+    } catch (e: any) {
+      reply({ error: { code: e instanceof RpcError ? e.code : -32000, message: String(e?.message ?? e) } });
+    }
+  }
+
+  /** A typed request: `client.request("session.login", {tu, project, operator})`. Rejects with RpcError. */
+  request<M extends keyof Requests>(method: M, params: Requests[M]["params"]): Promise<Requests[M]["result"]> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return reject(new Error("not connected"));
+      this.pending.set(id, { resolve, reject });
+      this.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+    });
+  }
+
+  /** Typed notification listeners. */
+  onNotification<M extends keyof ServerNotifications>(method: M, fn: NoteHandler[M]): this {
+    return this.on(method, fn as any);
+  }
+
+  /** Graceful stop: `sidecar.shutdown` when the sidecar has it, else stdin EOF; SIGKILL after the timeout. */
+  async shutdown(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    this.stopping = true;
+    const child = this.child;
+    if (!child) return { code: null, signal: null };
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.once("exit", (code, signal) => r({ code, signal })));
+    try { await this.request("sidecar.shutdown" as any, {} as any); } catch { /* older sidecar: stdin EOF below */ }
+    child.stdin?.end();
+    const timer = setTimeout(() => child.kill("SIGKILL"), this.opts.shutdownTimeoutMs ?? 10000);
+    const r = await exited;
+    clearTimeout(timer);
+    return r;
+  }
+}

@@ -1,0 +1,78 @@
+// The client against the REAL sidecar (issue 20 item 5): the checkout's .venv/bin/sidecar, or the
+// frozen binary when SIDECAR_FROZEN points at it.  Generous timeouts only; the timings are printed.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { SidecarClient, RpcError } from "../dist/index.js";
+import { generate } from "../scripts/gen.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const venv = join(here, "..", "..", "..", ".venv", "bin", "sidecar");
+const command = process.env.SIDECAR_FROZEN ? [process.env.SIDECAR_FROZEN] : [venv];
+const skip = !existsSync(command[0]) && `no sidecar at ${command[0]}`;
+const events = JSON.parse(readFileSync(join(here, "..", "examples", "events.json"), "utf8"));
+
+function client(extra = {}) {
+  return new SidecarClient({ command, dataDir: mkdtempSync(join(tmpdir(), "sc-ts-")), token: randomBytes(32).toString("base64url"),
+    readyTimeoutMs: 120000, platformHandler: () => ({ online: [] }), ...extra });
+}
+const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+
+test("the checked-in types equal a fresh generation", { skip }, async () => {
+  if (process.env.SIDECAR_FROZEN) return;
+  const fresh = await generate();
+  assert.equal(readFileSync(join(here, "..", "src", "generated", "protocol.ts"), "utf8"), fresh, "run `npm run gen`");
+});
+
+test("a whole session: login, a raw event of each project → task.created, acked; shutdown", { skip, timeout: 240000 }, async () => {
+  const c = client();
+  const created = [];
+  c.onNotification("task.created", (p) => created.push(p));
+  let t0 = process.hrtime.bigint();
+  await c.start();
+  console.log(`timing: ready line + auth ${ms(t0).toFixed(0)} ms`);
+  for (const e of events.logins) await c.request("session.login", e);
+  for (const e of events.events) await c.request("platform.event", e);
+  for (let i = 0; i < 600 && created.length < events.expect_tasks; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(created.length >= events.expect_tasks, `task.created: ${created.length}`);
+  assert.deepEqual(created.map((p) => p.seq), created.map((_, i) => i + 1));
+  assert.equal(c.lastAcked, created.at(-1).seq);
+  // bad frames answered: a typed RpcError naming the field
+  await assert.rejects(c.request("session.login", { tu: "g-tu-01", project: "goldn" }),
+    (e) => e instanceof RpcError && e.code === -32602 && e.data?.field === "project");
+  // reconnect: drop the socket, the client reconnects and resumes on the same stream
+  const connected = new Promise((r) => c.once("connected", r));
+  t0 = process.hrtime.bigint();
+  c["ws"].terminate();
+  const a = await connected;
+  console.log(`timing: reconnect ${ms(t0).toFixed(0)} ms`);
+  assert.equal(a.last_seq, created.at(-1).seq);
+  // shutdown
+  t0 = process.hrtime.bigint();
+  const r = await c.shutdown();
+  console.log(`timing: shutdown ${ms(t0).toFixed(0)} ms`);
+  assert.equal(r.code, 0);
+});
+
+test("a SIGKILLed sidecar is restarted, its state restored", { skip, timeout: 240000 }, async () => {
+  const c = client();
+  c.resetTus.add(events.logins[0].tu);
+  await c.start();
+  for (const e of events.logins) await c.request("session.login", e);
+  await c.request("platform.event", events.events[0]);
+  const before = await c.listAllTasks(events.logins[0].tu);
+  const reset = new Promise((r) => c.once("reset", r));
+  c.child.kill("SIGKILL");
+  await reset; // a new stream_id: the client re-read tasks.list and said so
+  // the TU logs in again on the new process: its tasks come back from the store
+  await c.request("session.login", events.logins[0]);
+  const after = await c.listAllTasks(events.logins[0].tu);
+  assert.ok(before.length > 0);
+  assert.deepEqual(after.map((t) => t.task_id), before.map((t) => t.task_id));
+  assert.equal((await c.shutdown()).code, 0);
+});

@@ -1,0 +1,24 @@
+"""The TypeScript client's tests (``clients/typescript/test/client.test.mjs``) against the FROZEN
+binary (issue 20 item 5): the ``frozen`` fixture builds it once, ``SIDECAR_FROZEN`` points the
+Node tests at it.  Skipped, saying why, without Node ≥ 20 or ``npm ci``, like the source run."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.clients.test_typescript import PACKAGE, _node
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
+
+
+def test_typescript_client_against_the_frozen_binary(frozen):
+    _node()
+    npm = shutil.which("npm")
+    assert npm, "node is on PATH but npm is not"
+    r = subprocess.run([npm, "test", "--", "test/client.test.mjs"], cwd=PACKAGE, capture_output=True, text=True,
+                       env={**os.environ, "SIDECAR_FROZEN": str(frozen)}, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "# fail 0" in r.stdout and "# skipped 0" in r.stdout, r.stdout[-2000:]
