@@ -934,7 +934,7 @@ export interface DeliveryRow {
  * via the `definition` "DeliveriesList".
  */
 export interface DeliveriesList {
-  status?: string | null;
+  status?: ("delivered" | "duplicate" | "failed" | "pending" | "skipped") | null;
   target?: string | null;
   since?: number | null;
   after_seq?: number | null;
@@ -965,14 +965,17 @@ export interface DeliveryNote {
   error?: string | null;
 }
 /**
- * Prime ``dialogs``: the criteria (all of them must hold; ``[]`` = every dialog) and the page
- * cursor (``next_cursor`` of the previous page; absent / 0 = the first page).
+ * Prime ``dialogs``: the criteria (all of them must hold; ``[]`` = every dialog), the page
+ * size ``limit`` (dialogs per page, 1..100; the ``active`` scroll asks for seed 003's 15; absent:
+ * the platform's default) and the page cursor (``next_cursor`` of the previous page; absent / 0 =
+ * the first page).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "DialogsParams".
  */
 export interface DialogsParams {
   criteria: ("active" | "online" | "unanswered")[];
+  limit?: number | null;
   cursor?: number | null;
 }
 /**
@@ -1036,7 +1039,7 @@ export interface InPlatformEvent {
 /**
  * A raw platform socket event, as the platform sent it (platform_clients decode it).
  * ``data`` stays undecoded JSON (``msgspec.Raw``): the project client decodes it once,
- * straight into the event's own Struct (issue 12 "decode once").
+ * straight into the event's own Struct.
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "PlatformEvent".
@@ -1059,7 +1062,7 @@ export interface InPlatformEvents {
   params: PlatformEvents;
 }
 /**
- * A burst of raw platform socket events (issue 11 item 3): handled in order, each its own
+ * A burst of raw platform socket events: handled in order, each its own
  * step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol.answers.EventsAnswer`:
  * one result per event taken, in order; a refused event (bad raw event, TU not logged in) is
  * an error result and changes nothing, the others are handled.
@@ -1200,7 +1203,7 @@ export interface InStreamAck {
   params: StreamAck;
 }
 /**
- * Outbound frames up to ``seq`` are shown.
+ * Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "StreamAck".
@@ -1596,24 +1599,35 @@ export interface InRulesCreate {
  * via the `definition` "RulesCreate".
  */
 export interface RulesCreate {
-  name?: {
-    [k: string]: unknown | undefined;
-  };
-  conditions?: {
-    [k: string]: unknown | undefined;
-  };
-  actions?: {
-    [k: string]: unknown | undefined;
-  };
-  throttle_seconds?: {
-    [k: string]: unknown | undefined;
-  };
-  weight?: {
-    [k: string]: unknown | undefined;
-  };
-  enabled?: {
-    [k: string]: unknown | undefined;
-  };
+  name?: string | null;
+  conditions?: RuleConditions | null;
+  actions?: RuleAction[] | null;
+  throttle_seconds?: number | null;
+  weight?: number | null;
+  enabled?: boolean | null;
+}
+/**
+ * A rule's ``conditions``: absent = any (``payload``: top-level exact match).
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "RuleConditions".
+ */
+export interface RuleConditions {
+  source?: string | null;
+  subjects?: string[] | null;
+  actions?: string[] | null;
+  priority_min?: ("critical" | "high" | "low" | "normal") | null;
+  payload?: {} | null;
+}
+/**
+ * One of a rule's ``actions``: a configured ``target`` and its ``template``?.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "RuleAction".
+ */
+export interface RuleAction {
+  target?: string | null;
+  template?: string | null;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1632,12 +1646,24 @@ export interface InRulesPatch {
  * via the `definition` "RulesPatch".
  */
 export interface RulesPatch {
-  name?: {
-    [k: string]: unknown | undefined;
-  };
-  changes?: {
-    [k: string]: unknown | undefined;
-  };
+  name?: string | null;
+  changes?: RuleChanges | null;
+}
+/**
+ * ``rules.patch``'s ``changes``: the rule fields present (an absent one keeps its value;
+ * ``null`` is sent on: ``throttle_seconds: null`` = no throttle).  ``name`` is refused unless
+ * it is the rule's own (no renames).
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "RuleChanges".
+ */
+export interface RuleChanges {
+  name?: string | null;
+  conditions?: RuleConditions | null;
+  actions?: RuleAction[] | null;
+  throttle_seconds?: number | null;
+  weight?: number | null;
+  enabled?: boolean | null;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1654,9 +1680,7 @@ export interface InRulesDelete {
  * via the `definition` "RulesDelete".
  */
 export interface RulesDelete {
-  name?: {
-    [k: string]: unknown | undefined;
-  };
+  name?: string | null;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1686,27 +1710,13 @@ export interface InEventsEmit {
  * via the `definition` "EventsEmit".
  */
 export interface EventsEmit {
-  source?: {
-    [k: string]: unknown | undefined;
-  };
-  subject?: {
-    [k: string]: unknown | undefined;
-  };
-  action?: {
-    [k: string]: unknown | undefined;
-  };
-  priority?: {
-    [k: string]: unknown | undefined;
-  };
-  payload?: {
-    [k: string]: unknown | undefined;
-  };
-  dedup_key?: {
-    [k: string]: unknown | undefined;
-  };
-  ttl_s?: {
-    [k: string]: unknown | undefined;
-  };
+  source?: string | null;
+  subject?: string | null;
+  action?: string | null;
+  priority?: ("critical" | "high" | "low" | "normal") | null;
+  payload?: {} | null;
+  dedup_key?: string | null;
+  ttl_s?: number | null;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1881,7 +1891,7 @@ export interface JsonrpcError {
   };
 }
 /**
- * An error's ``data``.  ``field`` (every -32602, :mod:`sidecar.app.refusals`): the refused
+ * An error's ``data``.  ``field`` (every -32602: ``InputError.field``, :mod:`sidecar.domain.errors`): the refused
  * params field — a dotted path for nested items (``items.0.sender``), a JSON pointer into the
  * params for a raw event's value (``/data/sentAt``), ``params`` for the request as a whole;
  * ``now`` / ``next_due``: the clock
@@ -1905,6 +1915,7 @@ export interface EmitAnswer {
   next_due?: number | null;
   ok: boolean;
   event_id: string | null;
+  deduplicated?: boolean;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -2035,6 +2046,7 @@ export interface LoginAnswer {
   ok: boolean;
   favorites: number;
   restored_from_stack: boolean;
+  no_favorites_list: boolean;
   open_tasks: number;
 }
 /**
@@ -2323,8 +2335,8 @@ export interface CallPrimeEmailsHistory {
   batch_skipped?: number[] | null;
 }
 /**
- * Several ``platform.request`` of ONE step in one round trip (virtual clock only; issue 11
- * item 3): each item is a ``platform.request``'s params (same ``at``).  Answer
+ * Several ``platform.request`` of ONE step in one round trip (virtual clock only):
+ * each item is a ``platform.request``'s params (same ``at``).  Answer
  * ``{"results": [{"result": <the platform's answer>} | {"error": {"code", "message"}}, …]}``,
  * one per request, in order; answer each exactly as the single ``platform.request``.
  *
