@@ -13,7 +13,8 @@ processes and — the real threat — web pages in the operator's browser (a pag
    port, case-insensitive.  Defeats DNS rebinding (the page's Host is its own domain).  Missing
    or repeated → HTTP 403.
 3. **Token** (first websocket frame).  The first frame must be the JSON-RPC *request*
-   ``auth {token: str, client?: str, version?: str}`` with the per-launch secret; compared with
+   ``auth {token: str, client?: str, version?: str, protocol?: "MAJOR.MINOR", capabilities?: [str]}``
+   with the per-launch secret; compared with
    :func:`hmac.compare_digest` over UTF-8 bytes, so the time taken does not reveal how much of a
    guess was right.  Anything else raises :class:`~bridge.errors.Unauthorized` (-32001) carrying
    the frame's id, and the server closes with 4401 after answering.
@@ -26,20 +27,31 @@ processes and — the real threat — web pages in the operator's browser (a pag
    websockets takes a frame's limit when its first byte arrives, so a frame sent before the auth
    answer came back may meet the cap too: a client sends nothing else until that answer.
 
+5. **Protocol** (after the token, so a stranger learns no version; DESIGN §4).  ``protocol``
+   is the contract version the client was written for, ``"MAJOR.MINOR"``; its major must be
+   this side's (a client of a higher minor is accepted: what it knows more it asks for by
+   capability).  Missing means a client older than versioning, taken as ``"1.0"`` (the contract
+   it was written against).  Anything else — another major, not ``"D.D"`` — raises
+   :class:`~bridge.errors.UnsupportedProtocol` (-32602, ``data {field: "protocol",
+   supported: [...]}``) and the server closes with 4426 after answering.  ``capabilities``
+   missing (``None``) means "unknown" — an older client, probed as before — not "none".
+
 Nothing in this module does I/O; ``bridge.server`` applies it.
 """
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
 from . import jsonrpc
-from .errors import RpcError, Unauthorized
+from .errors import RpcError, Unauthorized, UnsupportedProtocol
 
-__all__ = ["AUTH_FRAME", "Hello", "auth_frame_cap", "LOOPBACK_NAMES", "check_handshake", "host_name", "is_loopback_bind", "authenticate"]
+__all__ = ["AUTH_FRAME", "Hello", "auth_frame_cap", "check_protocol", "LOOPBACK_NAMES", "check_handshake", "host_name", "is_loopback_bind", "authenticate"]
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})  # accepted Host names (no port)
 # bytes of a frame before auth: an auth frame is ~100 bytes plus the token (43 for 32 random
@@ -53,6 +65,23 @@ class Hello(msgspec.Struct, kw_only=True):
     token: str  # the per-launch secret
     client: str = ""  # who connects, e.g. "electron" or "harness" (logs only)
     version: str = ""  # the client's version (logs only)
+    protocol: Any = "1.0"  # the contract version it speaks, "MAJOR.MINOR" (rule 5; checked by check_protocol)
+    capabilities: list[str] | None = None  # what it serves; None: not said (an older client)
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def check_protocol(hello: Hello, supported: str) -> None:
+    """Rule 5: accept ``hello.protocol`` if it is ``"MAJOR.MINOR"`` of ``supported``'s major
+    (``supported``: this side's ``"MAJOR.MINOR"``); else raise :class:`UnsupportedProtocol`."""
+    wanted = _VERSION.fullmatch(hello.protocol) if isinstance(hello.protocol, str) else None
+    ours = _VERSION.fullmatch(supported)
+    assert ours is not None, supported
+    if wanted is None or wanted[1] != ours[1]:
+        raise UnsupportedProtocol(
+            f"auth: protocol {hello.protocol!r} is not supported; this sidecar speaks {supported}"
+            f" (any {ours[1]}.x client)", data={"field": "protocol", "supported": [supported]})
 
 
 def host_name(host_header: str) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "InvalidParams",
     "InternalError",
     "Unauthorized",
+    "UnsupportedProtocol",
     "RemoteError",
     "RequestTimeout",
     "NotConnected",
@@ -55,6 +56,7 @@ __all__ = [
     "CLOSE_FORBIDDEN_ORIGIN",
     "CLOSE_AUTH_TIMEOUT",
     "CLOSE_REPLACED",
+    "CLOSE_UNSUPPORTED_PROTOCOL",
 ]
 
 # ---- JSON-RPC 2.0 error codes --------------------------------------------------------------
@@ -78,6 +80,9 @@ CLOSE_UNAUTHORIZED = 4401  # first frame missing, malformed, not ``auth``, or a 
 CLOSE_FORBIDDEN_ORIGIN = 4403
 CLOSE_AUTH_TIMEOUT = 4408  # no first frame within ``auth_timeout`` seconds
 CLOSE_REPLACED = 4409  # a newer connection authenticated; only one client at a time
+# the auth's ``protocol`` names a major this side does not speak (HTTP 426 Upgrade Required):
+# the client must not reconnect — another launch will not speak it either
+CLOSE_UNSUPPORTED_PROTOCOL = 4426
 
 
 class BridgeError(Exception):
@@ -146,6 +151,11 @@ class Unauthorized(_FixedCode):
     """-32001: the first frame was not a valid ``auth`` request (followed by close 4401)."""
 
     code = UNAUTHORIZED
+
+
+class UnsupportedProtocol(InvalidParams):
+    """-32602 for ``auth``: its ``protocol`` is no ``"MAJOR.MINOR"`` of a major this side
+    speaks; ``data`` is ``{"field": "protocol", "supported": [...]}`` (followed by close 4426)."""
 
 
 class RemoteError(BridgeError):

@@ -17,8 +17,9 @@ Rules / theory of operation
   is 1009 at its header, nothing decoded; once the token matched the limit is ``hard_frame``.
 * The first frame must be the ``auth`` request within ``auth_timeout`` seconds (the handshake
   before it: ``open_timeout``), else: error response + close 4401 (wrong/missing/malformed), or
-  close 4408 (timeout, however much of the frame trickled in).  On success the answer
-  is ``{"ok": true, "protocol": 1, "last_seq": N, "stream_id": S}`` (N = last seq issued so far,
+  close 4408 (timeout, however much of the frame trickled in); another major: -32602 + close 4426
+  (:mod:`bridge.auth` rule 5).  The answer: ``{"ok": true, "protocol", "capabilities", "last_seq": N,
+  "stream_id": S}`` (this server's ``protocol`` and ``capabilities``; N = last seq issued so far,
   S = this process's stream; seq numbers restart with a new process), followed by a
   replay of every unacked stream frame, in order, then new frames.
 * One client at a time: a connection that authenticates replaces the current one, which is closed
@@ -69,11 +70,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as HttpRequest, Response as HttpResponse
 
 from . import jsonrpc
-from .auth import AUTH_FRAME, Hello, auth_frame_cap, authenticate, check_handshake, is_loopback_bind
-from .errors import (CLOSE_AUTH_TIMEOUT, CLOSE_REPLACED, CLOSE_TOO_BIG, CLOSE_UNAUTHORIZED, AnswerTooLarge,
-                     InvalidRequest, NotConnected, RemoteError, RequestTimeout, RpcError, Unauthorized)
+from .auth import (AUTH_FRAME, Hello, auth_frame_cap, authenticate, check_handshake, check_protocol,
+                   is_loopback_bind)
+from .errors import (CLOSE_AUTH_TIMEOUT, CLOSE_REPLACED, CLOSE_TOO_BIG, AnswerTooLarge, InvalidRequest,
+                     NotConnected, RemoteError, RequestTimeout, RpcError, Unauthorized, UnsupportedProtocol)
 from .inbound import InboundQueue
-from .session import Session, close_and_drain, within
+from .session import Session, close_and_drain, refuse_auth, within
 from .stream import OutboundStream
 from .worker import GroupHandler, Handler, Worker, error_frame
 
@@ -81,7 +83,7 @@ __all__ = ["BridgeServer", "PROTOCOL"]
 
 log = logging.getLogger("bridge.server")
 
-PROTOCOL = 1  # wire protocol version announced in the auth answer and the ready line
+PROTOCOL = "1.0"  # the contract version a BridgeServer announces unless given its app's (``protocol``)
 CLOSE_TIMEOUT_S = 2.0  # seconds a closing handshake may take before the TCP connection is dropped
 FLUSH_S = 0.1  # seconds close() waits for its last answers to reach the socket before the 1001
 
@@ -102,6 +104,7 @@ class BridgeServer:
     ``group_handler`` / ``group_methods`` / ``group_max``: hand a run of up to ``group_max``
     queued frames of one of ``group_methods`` to ``group_handler`` in one call (module rules).
     ``cut_short_data``: ``(method) -> data`` of the -32603 answering a call cut short at close.
+    ``protocol`` / ``capabilities``: the ``"MAJOR.MINOR"`` and capabilities the auth answer gives.
     """
 
     def __init__(
@@ -123,7 +126,7 @@ class BridgeServer:
         group_handler: GroupHandler | None = None,
         group_methods: Iterable[str] = (),
         group_max: int = 256,
-        cut_short_data: Callable[[str], Any] | None = None,
+        cut_short_data: Callable[[str], Any] | None = None, protocol: str = PROTOCOL, capabilities: Iterable[str] = (),
     ):
         if not token:
             raise ValueError("BridgeServer needs a non-empty token")
@@ -131,6 +134,7 @@ class BridgeServer:
             raise ValueError(f"BridgeServer binds loopback only, not {host!r}")
         self._token = token.encode("utf-8")  # expected secret, bytes for compare_digest
         self._raw_params = raw_params  # params reach the handler undecoded (msgspec.Raw)
+        self._protocol, self._capabilities = protocol, list(capabilities)  # announced in the auth answer
         if group_max < 1:
             raise ValueError("group_max must be >= 1")
         self._host = "127.0.0.1" if host.lower() == "localhost" else host  # one address, one port
@@ -144,9 +148,7 @@ class BridgeServer:
         self._auth_frame = auth_frame_cap(auth_frame, self._token, self._hard_frame)  # bytes before auth
         self._control_limit = control_limit  # bytes of unread answers before a client is cut off
         self.stream = OutboundStream(stream_limit)  # the resumable outbound stream
-        # names this process's stream: seq numbers restart with a new process, so a client that
-        # resumes with a seq of an older stream must start over (and re-read the open tasks)
-        self.stream_id = secrets.token_hex(8)
+        self.stream_id = secrets.token_hex(8)  # a new process, a new stream: seqs restart (re-read tasks)
         self.port: int | None = None  # the bound port once started
         self._queue = InboundQueue(queue_size, queue_bytes)  # readers → the one worker
         self._session: Session | None = None  # the current authenticated connection
@@ -304,11 +306,9 @@ class BridgeServer:
                 message = exc
             try:
                 request, hello = authenticate(message, self._token)
-            except Unauthorized as exc:
-                log.warning("refused client %s: %s", ws.remote_address, exc.message)
-                await ws.send(jsonrpc.encode_error(exc.id, exc), text=True)
-                await close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
-                return
+                check_protocol(hello, self._protocol)
+            except (Unauthorized, UnsupportedProtocol) as exc:
+                return await refuse_auth(ws, exc, getattr(message, "id", None))
         except ConnectionClosed as exc:
             if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
                 log.warning("refused %s: a frame over %d bytes before auth", ws.remote_address, self._auth_frame)
@@ -320,8 +320,8 @@ class BridgeServer:
             self._retire(old)
         log.info("client %r %s connected from %s; replaying %d unacked frames",
                  hello.client, hello.version, ws.remote_address, len(self.stream))
-        hello_answer = {"ok": True, "protocol": PROTOCOL, "last_seq": self.stream.last_seq,
-                        "stream_id": self.stream_id}
+        hello_answer = {"ok": True, "protocol": self._protocol, "capabilities": self._capabilities,
+                        "last_seq": self.stream.last_seq, "stream_id": self.stream_id}
         session.send(jsonrpc.encode_result(request.id, hello_answer), first=True)
         session.start()
         try:

@@ -33,7 +33,8 @@ from websockets.exceptions import ConnectionClosed
 
 from . import jsonrpc
 from .auth import Hello
-from .errors import AnswerTooLarge, InternalError, InvalidParams, InvalidRequest, NotConnected
+from .errors import (CLOSE_UNAUTHORIZED, CLOSE_UNSUPPORTED_PROTOCOL, AnswerTooLarge, InternalError, InvalidParams,
+                     InvalidRequest, NotConnected, RpcError, Unauthorized)
 from .stream import Delivery, OutboundStream
 
 __all__ = ["Session", "drain", "close_and_drain", "close_or_abort", "within"]
@@ -218,6 +219,17 @@ async def close_and_drain(ws: ServerConnection, code: int, reason: str) -> None:
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
+
+
+async def refuse_auth(ws: ServerConnection, exc: RpcError, msg_id: Any) -> None:
+    """Answer a refused first frame (``exc``: :class:`Unauthorized` or
+    :class:`~bridge.errors.UnsupportedProtocol`) and close with 4401 or 4426."""
+    log.warning("refused client %s: %s", ws.remote_address, exc.message)
+    await ws.send(jsonrpc.encode_error(msg_id if exc.id is None else exc.id, exc), text=True)
+    if isinstance(exc, Unauthorized):
+        await close_and_drain(ws, CLOSE_UNAUTHORIZED, "unauthorized")
+    else:
+        await close_and_drain(ws, CLOSE_UNSUPPORTED_PROTOCOL, "unsupported protocol")
 
 
 async def within(aw: Awaitable[Any], timeout_s: float) -> bool:

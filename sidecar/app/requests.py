@@ -12,10 +12,13 @@ Rules / theory of operation
   order.  An answer is a function of the world at the step's instant, so asking together
   changes no answer; the executor still runs each answer as its own step, in request order
   (:mod:`sidecar.runtime.executor`).  The wall clock asks one by one, in the background.
-* A client that does not know ``platform.requests`` (it answers -32601, or with anything but one
-  result per request) is asked one by one from then on (:class:`Asker`): the same answers, more
-  round trips — an older Electron or a test client that answers every method alike keeps working.
-  That is the connection's fact: a client that connects afterwards is asked together again.
+* A client whose ``auth`` listed ``capabilities`` is asked together iff it listed
+  ``platform.requests`` (DESIGN §4; docs/protocol.md "Versions").  One that sent none (older than
+  versioning) is probed: if it does not know ``platform.requests`` (it answers -32601, or with
+  anything but one result per request) it is asked one by one from then on (:class:`Asker`): the
+  same answers, more round trips — an older Electron or a test client that answers every method
+  alike keeps working.  That is the connection's fact: a client that connects afterwards is asked
+  together again.
 * Answers that each fit the bridge's frame cap (1 MiB) may not fit it together: the bridge fails
   the round trip at once (:class:`bridge.errors.AnswerTooLarge`) and that step's requests are
   asked one by one — asking together never fails where one by one succeeds.
@@ -95,7 +98,11 @@ class Asker:
 
     @property
     def together(self) -> bool:
-        """True unless the connected client showed it does not serve ``platform.requests``."""
+        """What the connected client's ``capabilities`` say; without them: True unless it
+        showed it does not serve ``platform.requests`` (module rules)."""
+        said = getattr(self.bridge.client, "capabilities", None)
+        if said is not None:
+            return "platform.requests" in said
         return self._refused_by is not self.bridge.client
 
     async def one(self, params: PlatformRequest) -> Outcome:

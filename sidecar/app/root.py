@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
 from bridge.errors import INTERNAL_ERROR, InternalError, InvalidParams, RpcError, as_rpc_error
-from sidecar import PROTOCOL_VERSION, __version__
+from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION, __version__
 from sidecar.app import requests as app_requests
 from sidecar.protocol import inbound as p
 from sidecar.app.aio import bounded, cancel_all
@@ -75,9 +75,9 @@ from sidecar.config import Settings
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.domain.errors import SidecarError
+from sidecar.protocol.contract import CAPABILITIES
 from sidecar.protocol.methods import Methods
-from sidecar.runtime.engine import REFUSALS as DOMAIN_REFUSALS
-from sidecar.runtime.engine import OUTBOX_TIMER, Engine
+from sidecar.runtime.engine import OUTBOX_TIMER, REFUSALS as DOMAIN_REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import Stopping, StepFailed
 from sidecar.runtime.step import Request, Step
@@ -127,8 +127,9 @@ class SidecarApp:
             self.stack = StackClient(settings.stack_url)
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.app.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
-                                   port=settings.port, max_frame=settings.max_frame,
-                                   allowed_origins=settings.allow_origin, raw_params=True,  # decoded once, by each method
+                                   port=settings.port, max_frame=settings.max_frame, protocol=PROTOCOL_VERSION,
+                                   allowed_origins=settings.allow_origin, capabilities=CAPABILITIES,
+                                   raw_params=True,  # decoded once, by each method
                                    group_handler=self._handle_group if wall else None,
                                    group_methods=GROUPED if wall else (),
                                    cut_short_data=lambda method: self.batches.cut_short_data(method))
@@ -382,7 +383,7 @@ class SidecarApp:
 
     # status -----------------------------------------------------------------------------------
     def status(self) -> dict:
-        return {"version": __version__, "protocol": PROTOCOL_VERSION,
+        return {"version": __version__, "protocol": PROTOCOL_MAJOR,
                 "clock": "virtual" if self.clock.virtual else "wall", "now": self._now_or_none(),
                 "tus": sorted(self.engine.tus), "open_tasks": len(self.engine.factory.open),
                 "timers": len(self.engine.scheduler) - (OUTBOX_TIMER in self.engine.scheduler),

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from sidecar import PROTOCOL_VERSION, __version__
+from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION, __version__
 from sidecar.protocol.contract import EXIT_CODES  # the help's table (also in sidecar schema)
 from sidecar.cli.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
 
@@ -265,7 +265,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
         await asyncio.sleep(0)  # noqa: TID251 - lets wait_for_shutdown install its hooks first
         if not stop_signal.done():
             ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
-                     "protocol": PROTOCOL_VERSION}
+                     "protocol": PROTOCOL_MAJOR}
             sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
             sys.stdout.flush()
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -18,7 +18,7 @@ Layout (everything under ``$defs``; the root validates any frame either side sen
   ``project`` + ``name`` (``raw.<project>.<name>``); ``PlatformCall`` — ``platform.request``'s params
   as one closed variant per ``(project, method)`` (``call.<project>.<method>``) with
   ``answer.<project>.<method>`` the platform's answer (:mod:`platform_clients.catalogue`).
-* ``ReadyLine``, ``CloseCode``, ``ExitCode`` (:mod:`sidecar.cli.schema_tables`).
+* ``ReadyLine``, ``CloseCode``, ``ExitCode``, ``Capability`` (:mod:`sidecar.cli.schema_tables`).
 
 Rules: inbound objects stay open (unknown fields are ignored, DESIGN §4); every object the
 sidecar sends is closed (``additionalProperties: false``) and its enums closed
@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from sidecar import PROTOCOL_VERSION
+from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION
 from sidecar.cli import schema_tables as T
 from sidecar.protocol.answers import ANSWERS, PlatformRequestsAnswer
 from sidecar.protocol.inbound import INBOUND
@@ -71,6 +71,7 @@ def _envelope() -> dict[str, dict]:
         "jsonrpc.ErrorCode": T.code_table(T.ERROR_CODES),
         "CloseCode": T.code_table(T.CLOSE_CODES),
         "ExitCode": T.code_table(T.EXIT_CODES),
+        "Capability": T.code_table(T.CAPABILITIES),  # the auth answer's capabilities, each with its meaning
     }
 
 
@@ -200,7 +201,7 @@ def json_schema() -> dict:
     defs["SidecarToElectron"] = {"description": "every frame the sidecar sends", "anyOf": outof}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"urn:operator-sidecar:bridge-protocol:{PROTOCOL_VERSION}",
+        "$id": f"urn:operator-sidecar:bridge-protocol:{PROTOCOL_MAJOR}",
         "title": "operator-sidecar bridge protocol",
         "description": (f"protocol {PROTOCOL_VERSION}. JSON-RPC 2.0 text frames over a loopback websocket;"
                         " $defs in.<method> are Electron → sidecar requests (in.<method>.result /"

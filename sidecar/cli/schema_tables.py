@@ -21,7 +21,7 @@ from typing import Any
 
 from bridge import errors as E
 from sidecar.domain.tasks import CloseReason, TaskType
-from sidecar.protocol.contract import EXIT_CODES as EXIT_TEXT, ErrorData, ReadyLine  # noqa: F401 - re-exported
+from sidecar.protocol.contract import CAPABILITIES, EXIT_CODES as EXIT_TEXT, ErrorData, ReadyLine  # noqa: F401 - re-exported
 from sidecar.router.model import CHANNELS, PRIORITIES, Status
 from sidecar.senders.health import StateName
 
@@ -33,6 +33,8 @@ CLOSE_CODES: dict[int, str] = {
     E.CLOSE_FORBIDDEN_ORIGIN: "reserved, not sent: a foreign Origin / non-loopback Host gets HTTP 403",
     E.CLOSE_AUTH_TIMEOUT: "no auth frame within the auth timeout",
     E.CLOSE_REPLACED: "a newer connection authenticated: one client at a time; do not reconnect",
+    E.CLOSE_UNSUPPORTED_PROTOCOL: "the auth's protocol names a major this sidecar does not speak (error"
+                                  " data.supported lists what it does): do not reconnect, surface the error",
 }
 
 def _exit_codes() -> dict[int, str]:
@@ -102,6 +104,6 @@ ENUMS: dict[str, dict[str, dict]] = {
 STREAM_METHODS = ("task.created", "task.closed", "task.updated", "chain.attempt", "sender.state", "delivery")
 
 
-def code_table(codes: dict[int, str]) -> dict:
+def code_table(codes: dict[Any, str]) -> dict:
     """A closed integer enum whose every value carries its meaning (``oneOf`` of ``const``)."""
     return {"oneOf": [{"const": c, "description": d} for c, d in codes.items()]}

@@ -32,11 +32,14 @@ class Ok(Answer, kw_only=True):
 
 
 class AuthAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``last_seq``: the last stream seq issued; ``stream_id``: this process's stream (a new
-    process starts a new stream: re-read ``tasks.list``)."""
+    """``protocol``: the sidecar's contract version ``"MAJOR.MINOR"``; ``capabilities``: what it
+    supports (:data:`sidecar.protocol.contract.CAPABILITIES`); ``last_seq``: the last stream seq
+    issued; ``stream_id``: this process's stream (a new process starts a new stream: re-read
+    ``tasks.list``)."""
 
     ok: bool
-    protocol: int
+    protocol: str
+    capabilities: list[str]
     last_seq: int
     stream_id: str
 

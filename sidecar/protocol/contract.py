@@ -1,5 +1,6 @@
 """The parts of the bridge contract (DESIGN §3–§4) that are no method's params or
-answer: the ready line ``sidecar serve`` prints, the error ``data`` object, and the exit codes'
+answer: the ready line ``sidecar serve`` prints, the error ``data`` object, the capabilities the
+``auth`` answer lists (:data:`CAPABILITIES`; the version is :data:`sidecar.PROTOCOL_VERSION`), and the exit codes'
 table (``sidecar serve --help``, the README and ``sidecar schema``'s ``ExitCode``,
 :mod:`sidecar.cli.schema_tables`) — here, below the command line, so the schema reads it without
 an import circle."""
@@ -24,9 +25,22 @@ exit codes:
 """
 
 
+#: what this sidecar supports beyond its protocol's minor, named in the ``auth`` answer's
+#: ``capabilities`` (DESIGN §4): name → meaning (``sidecar schema``'s ``Capability``).  A new
+#: one is a row here (and a minor bump); a client lists in its own ``capabilities`` those it serves.
+CAPABILITIES: dict[str, str] = {
+    "platform.requests": "the sidecar asks a step's several platform requests in ONE platform.requests"
+                         " round trip (virtual clock); a client that lists it serves them, one that sends"
+                         " capabilities without it is asked one platform.request at a time",
+    "platform.events": "a burst of raw events may go as one platform.events {events: [...]} request",
+}
+
+
 class ReadyLine(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The one JSON line ``sidecar serve`` prints on stdout when it listens (DESIGN §3); logs go
-    to stderr.  ``port``: the bridge's loopback port; ``protocol``: the contract's major."""
+    to stderr.  ``port``: the bridge's loopback port; ``protocol``: the contract's MAJOR as an
+    integer (unchanged since before versioning, so older readers keep reading it; the whole
+    ``"MAJOR.MINOR"`` is the ``auth`` answer's)."""
 
     event: Literal["ready"]
     port: int
@@ -41,9 +55,11 @@ class ErrorData(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
     params for a raw event's value (``/data/sentAt``), ``params`` for the request as a whole;
     ``now`` / ``next_due``: the clock
     after a partial ``clock.advance_to`` and its next timer (unix seconds); ``taken``: events of
-    a ``platform.events`` handled before it was refused."""
+    a ``platform.events`` handled before it was refused; ``supported``: the protocol versions
+    the sidecar speaks (an ``auth`` refused for its ``protocol``, then close 4426)."""
 
     field: str | msgspec.UnsetType = msgspec.UNSET
     now: float | None | msgspec.UnsetType = msgspec.UNSET
     next_due: float | None | msgspec.UnsetType = msgspec.UNSET
     taken: int | msgspec.UnsetType = msgspec.UNSET
+    supported: list[str] | msgspec.UnsetType = msgspec.UNSET

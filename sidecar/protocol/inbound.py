@@ -2,8 +2,7 @@
 request method's params (``INBOUND``), the manage API's included.  The sidecar → Electron side
 (notifications, ``platform.request``) is :mod:`sidecar.protocol.outbound`; the answers are
 :mod:`sidecar.protocol.answers`.  ``sidecar schema`` prints the JSON Schema generated from these
-Structs; it is the truth for the Electron team.  Unknown fields are ignored (msgspec's default),
-so Electron may send more than we read.
+Structs; it is the truth for the Electron team.  Unknown fields are ignored: Electron may send more.
 
 Times on the wire are unix seconds (UTC) as floats unless a field says ISO.  Every integer is
 bounded here (int64 or tighter) and every enum is a ``Literal``, so an out-of-range number or a
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sidecar import PROTOCOL_MAJOR
 from sidecar.protocol.paging import INT64_MAX, Cursor, Limit, Weight
 from sidecar.protocol.patterns import NO_CONTROL
 from sidecar.protocol.rules import Priority, RuleAction, RuleChanges, RuleConditions
@@ -33,11 +33,14 @@ class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
 # ---- Electron → sidecar -------------------------------------------------------------------
 
 class Auth(Params, kw_only=True):
-    """First frame of every connection; ``token`` is the per-launch secret."""
+    """First frame; ``token``: the per-launch secret; ``protocol``: the client's ``"MAJOR.MINOR"`` (another
+    major: -32602, close 4426); ``capabilities``: what it serves (None: unknown).  ``bridge.auth`` rule 5."""
 
     token: str
     client: str = "electron"
     version: str = ""
+    protocol: Annotated[str, msgspec.Meta(pattern=rf"^{PROTOCOL_MAJOR}\.[0-9]+$")] = "1.0"  # this major's
+    capabilities: list[Annotated[str, msgspec.Meta(max_length=64)]] | None = None
 
 
 class SessionLogin(Params, kw_only=True):

@@ -145,3 +145,18 @@ def test_an_answer_too_large_together_is_asked_one_by_one():
     assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
     assert bridge.calls == ["platform.requests", "platform.request", "platform.request"]
     assert asker.together
+
+
+def test_a_client_that_lists_its_capabilities_is_not_probed():
+    """DESIGN §4: an auth that lists ``capabilities`` says whether the client serves
+    ``platform.requests`` — one without it is asked one by one from the first step, never probed."""
+    from bridge.auth import Hello
+    one_by_one = _Bridge({"results": []}, one={"online": ["ru-1"]})
+    one_by_one.client = Hello(token="t", capabilities=[])
+    asker = app_requests.Asker(one_by_one, 1.0)  # type: ignore[arg-type]
+    assert not asker.together
+    assert asyncio.run(asker.many(_reqs())) == [({"online": ["ru-1"]}, None)] * 2
+    assert one_by_one.calls == ["platform.request"] * 2
+    both = _Bridge({"results": [{"result": {"online": []}}] * 2})
+    both.client = Hello(token="t", capabilities=["platform.requests"])
+    assert app_requests.Asker(both, 1.0).together  # type: ignore[arg-type]

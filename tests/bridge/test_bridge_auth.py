@@ -53,3 +53,26 @@ def test_authenticate():
             authenticate(message, b"s3")
         assert info.value.code == -32001
         assert info.value.id == expected_id
+
+
+def test_hello_protocol_and_capabilities():
+    """A client older than versioning sends neither: it is taken as "1.0" and its capabilities
+    as unknown (None), not as none."""
+    _, old = authenticate(auth_frame({"token": "s3"}), b"s3")
+    assert (old.protocol, old.capabilities) == ("1.0", None)
+    _, new = authenticate(auth_frame({"token": "s3", "protocol": "1.4", "capabilities": ["x"]}), b"s3")
+    assert (new.protocol, new.capabilities) == ("1.4", ["x"])
+
+
+@pytest.mark.parametrize("protocol, ok", [("1.0", True), ("1.99", True), ("2.0", False), ("0.1", False),
+                                          ("1", False), ("1.x", False), (1, False), (None, False)])
+def test_check_protocol(protocol, ok):
+    from bridge.auth import check_protocol
+    from bridge.errors import UnsupportedProtocol
+    _, hello = authenticate(auth_frame({"token": "s3", "protocol": protocol}), b"s3")
+    if ok:
+        check_protocol(hello, "1.2")
+        return
+    with pytest.raises(UnsupportedProtocol) as info:
+        check_protocol(hello, "1.2")
+    assert info.value.code == -32602 and info.value.data == {"field": "protocol", "supported": ["1.2"]}

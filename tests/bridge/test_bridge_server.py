@@ -98,7 +98,8 @@ async def raw_authed(port):
     await ws.send(AUTH)
     hello = json.loads(await ws.recv())
     assert hello["id"] == 1 and len(hello["result"].pop("stream_id")) == 16
-    assert hello == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True, "protocol": 1, "last_seq": 0}}
+    assert hello == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True, "protocol": "1.0", "capabilities": [],
+                                                           "last_seq": 0}}
     return ws
 
 
@@ -115,10 +116,45 @@ async def test_auth_ok(start):
     server, _, port = await start()
     assert port > 0 and server.port == port
     client = await connect(start, port, client="electron", version="9.9")
-    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 0, "stream_id": server.stream_id}
+    assert client.hello == {"ok": True, "protocol": "1.0", "capabilities": [], "last_seq": 0,
+                            "stream_id": server.stream_id}
     assert server.connected
     assert (server.client.client, server.client.version) == ("electron", "9.9")
     assert await client.call("echo", {"a": [1, 2]}) == {"a": [1, 2]}
+
+
+async def test_versioned_auth_gets_the_servers_protocol_and_capabilities(start):
+    server, _, port = await start(protocol="1.3", capabilities=("platform.requests", "logs"))
+    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {
+            "token": TOKEN, "protocol": "1.7", "capabilities": ["platform.requests"]}}))
+        answer = json.loads(await ws.recv())["result"]
+        assert (answer["protocol"], answer["capabilities"]) == ("1.3", ["platform.requests", "logs"])
+        assert server.client.capabilities == ["platform.requests"] and server.client.protocol == "1.7"
+
+
+@pytest.mark.parametrize("protocol", ["2.0", "0.9", "1", "one", 1, None])
+async def test_unsupported_major_gets_error_then_4426(start, protocol):
+    server, app, port = await start(protocol="1.3")
+    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "auth",
+                                  "params": {"token": TOKEN, "protocol": protocol}}))
+        error = json.loads(await ws.recv())["error"]
+        assert error["code"] == -32602 and error["data"] == {"field": "protocol", "supported": ["1.3"]}
+        assert "1.3" in error["message"]
+        with pytest.raises(ConnectionClosed) as info:
+            await ws.recv()
+        assert (info.value.rcvd.code, info.value.rcvd.reason) == (4426, "unsupported protocol")
+    assert app.handled == [] and not server.connected
+
+
+async def test_unsupported_major_with_a_wrong_token_is_4401(start):
+    """The token is checked first: a stranger learns nothing of the versions."""
+    _, _, port = await start()
+    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth",
+                                  "params": {"token": "guess", "protocol": "9.0"}}))
+        assert json.loads(await ws.recv())["error"]["code"] == -32001
 
 
 async def test_wrong_token_gets_error_then_4401_and_server_keeps_serving(start):
@@ -388,7 +424,7 @@ async def test_stream_resumes_after_the_last_ack(start):
     await eventually(lambda: not server.connected)
     second = []
     client = await connect(start, port, on_notification=lambda m, p: second.append((m, p)))
-    assert client.hello == {"ok": True, "protocol": 1, "last_seq": 10, "stream_id": server.stream_id}
+    assert client.hello == {"ok": True, "protocol": "1.0", "capabilities": [], "last_seq": 10, "stream_id": server.stream_id}
     await client.call("echo", {})
     assert second == [("task.created", {"n": n, "seq": n}) for n in range(5, 11)]
     server.notify("task.closed", {"n": 11})
