@@ -35,7 +35,7 @@ from . import jsonrpc
 from .auth import Hello
 from .errors import (CLOSE_UNAUTHORIZED, CLOSE_UNSUPPORTED_PROTOCOL, AnswerTooLarge, InternalError, InvalidParams,
                      InvalidRequest, NotConnected, RpcError, Unauthorized)
-from .stream import Delivery, OutboundStream
+from .stream import Delivery, OutboundStream, SeqBeyond
 
 __all__ = ["Session", "drain", "close_and_drain", "close_or_abort", "within"]
 
@@ -65,6 +65,7 @@ class Session:
     def __init__(self, ws: ServerConnection, stream: OutboundStream, hello: Hello,
                  control_limit: int = 32 << 20):
         self.ws = ws  # the websocket
+        self._ack_beyond_logged = False  # an ack beyond the last seq was logged (once per connection)
         self.hello = hello  # the client's auth params (client name, version; token unused)
         self.stream = stream  # the shared outbound stream (stream.ack releases it)
         self.delivery = Delivery(stream)  # what to send next, in order
@@ -115,7 +116,9 @@ class Session:
         """``stream.ack {seq}``: release the stream up to seq; answer ``{"ok": true}`` if asked.
         ``seq`` is decoded into :class:`_Ack` (an int64 >= 0): anything else — a 5,000-digit
         integer once closed the connection with 1011 — is a -32602 naming
-        ``seq`` to a request, a logged warning for a notification, and releases nothing."""
+        ``seq`` to a request, a logged warning for a notification, and releases nothing.  So is a
+        ``seq`` beyond the last issued (:class:`~bridge.stream.SeqBeyond`; a notification's logged
+        once per connection); an old one (below the acked) is harmless: ``{"ok": true}``."""
         is_request = type(msg) is jsonrpc.Request
         try:
             seq = _ack_of(msg.params)
@@ -124,11 +127,19 @@ class Session:
             if is_request:
                 self.send(jsonrpc.encode_error(msg.id, InvalidParams(
                     f"stream.ack takes {{seq: int 0..2^63-1}}: {text}",
-                    data={"field": "seq"} if "seq" in text else None)))
+                    data={"field": "seq" if "seq" in text else "params"})))
             else:
                 log.warning("ignored malformed stream.ack: %s", text)
             return
-        self.stream.ack(seq)
+        try:
+            self.stream.ack(seq)
+        except SeqBeyond as exc:
+            if is_request:
+                self.send(jsonrpc.encode_error(msg.id, InvalidParams(f"stream.ack: {exc}", data={"field": "seq"})))
+            elif not self._ack_beyond_logged:  # a client acking wrong acks wrong often: one line
+                self._ack_beyond_logged = True
+                log.warning("ignored stream.ack: %s (further ones of this connection are not logged)", exc)
+            return
         if is_request:
             self.send(jsonrpc.encode_result(msg.id, {"ok": True}))
 

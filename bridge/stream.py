@@ -8,9 +8,10 @@ Rules / theory of operation
   **once**, and keeps those bytes until the client acknowledges them.  Params may be a msgspec
   Struct, a mapping or None; anything that does not encode to a JSON object is a ``TypeError``.
 * ``stream.ack {seq}`` (:meth:`OutboundStream.ack`) releases every frame with a number ``<= seq``.
-  Acks are cumulative and idempotent; an ack below what was already released does nothing, an ack
-  above the last issued number releases everything (and is logged: the client claims frames it
-  cannot have seen).
+  Acks are cumulative and idempotent; an ack below what was already released does nothing (an old
+  ack arriving late is harmless); an ack above the last issued number raises :class:`SeqBeyond`
+  and changes nothing — the client claims frames it cannot have seen (an ack of another stream, a
+  counter gone wrong), and releasing everything would drop frames it never showed.
 * On (re)connect a connection starts right after the last released frame, so it replays every
   unacked frame once, in order, before anything new: the client loses nothing, and sees a frame
   twice only if it saw it on an earlier connection but did not ack it (it can drop those by seq).
@@ -38,11 +39,15 @@ import msgspec
 
 from . import jsonrpc
 
-__all__ = ["Frame", "OutboundStream", "Delivery"]
+__all__ = ["Frame", "OutboundStream", "Delivery", "SeqBeyond"]
 
 log = logging.getLogger("bridge.stream")
 
 _WARN_EVERY = 10_000  # after the first dropped frame, warn again every this many drops
+
+
+class SeqBeyond(ValueError):
+    """A ``stream.ack`` of a seq this stream has not issued (module rules): nothing was released."""
 
 
 class Frame(NamedTuple):
@@ -96,10 +101,10 @@ class OutboundStream:
         return seq
 
     def ack(self, seq: int) -> int:
-        """Release every frame with number ``<= seq``; return how many were released now."""
+        """Release every frame with number ``<= seq``; return how many were released now.
+        Raises :class:`SeqBeyond` (nothing changed) for a ``seq`` above :attr:`last_seq`."""
         if seq > self.last_seq:
-            log.warning("stream.ack %d is beyond the last issued seq %d", seq, self.last_seq)
-            seq = self.last_seq
+            raise SeqBeyond(f"seq {seq} is beyond the last issued seq {self.last_seq}")
         if seq > self.acked_seq:
             self.acked_seq = seq
         released = 0

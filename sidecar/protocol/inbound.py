@@ -164,7 +164,8 @@ class TaskClose(Params, kw_only=True):
 
 
 class StreamAck(Params, kw_only=True):
-    """Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``)."""
+    """Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``); a
+    ``seq`` beyond the last issued is -32602 ``seq``, nothing released; an old one is harmless."""
 
     seq: Count
 

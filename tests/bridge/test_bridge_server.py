@@ -435,6 +435,31 @@ async def test_stream_resumes_after_the_last_ack(start):
     assert len(server.stream) == 0
 
 
+async def test_an_impossible_ack_is_refused_naming_seq_and_changes_nothing(start, caplog):
+    server, _, port = await start()
+    ws = await raw_authed(port)
+    try:
+        server.notify("task.created", {})
+        server.notify("task.created", {})
+        assert [json.loads(await ws.recv())["params"]["seq"] for _ in range(2)] == [1, 2]
+        for seq in (3, -1, 2**63):
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "stream.ack", "params": {"seq": seq}}))
+            error = json.loads(await ws.recv())["error"]
+            assert (error["code"], error["data"]) == (-32602, {"field": "seq"}), seq
+        with caplog.at_level(logging.WARNING, "bridge.server"):
+            for _ in range(3):  # the notification form: logged once, nothing else
+                await ws.send('{"jsonrpc":"2.0","method":"stream.ack","params":{"seq":9}}')
+            await ws.send('{"jsonrpc":"2.0","id":6,"method":"stream.ack","params":{"seq":1}}')
+            assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 6, "result": {"ok": True}}
+        assert [r.getMessage() for r in caplog.records if "stream.ack" in r.getMessage()] == [
+            "ignored stream.ack: seq 9 is beyond the last issued seq 2 (further ones of this connection are not logged)"]
+        assert [f.seq for f in server.stream.unacked()] == [2] and server.stream.acked_seq == 1
+        await ws.send('{"jsonrpc":"2.0","id":7,"method":"stream.ack","params":{"seq":0}}')  # old: harmless
+        assert json.loads(await ws.recv())["result"] == {"ok": True} and server.stream.acked_seq == 1
+    finally:
+        await ws.close()
+
+
 async def test_client_batches_acks(start):
     server, _, port = await start()
     got = []

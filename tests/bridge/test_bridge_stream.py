@@ -5,7 +5,7 @@ import msgspec
 import pytest
 
 from bridge import jsonrpc
-from bridge.stream import Delivery, OutboundStream
+from bridge.stream import Delivery, OutboundStream, SeqBeyond
 
 
 class Created(msgspec.Struct, kw_only=True):
@@ -69,15 +69,17 @@ def test_ack_releases_up_to_seq_and_is_idempotent():
     assert stream.get(11) is None
 
 
-def test_ack_beyond_last_seq_releases_everything(caplog):
+def test_ack_beyond_last_seq_is_refused_and_changes_nothing():
+    """A seq the stream never issued is the client's bug (an ack of another stream, a counter
+    gone wrong): refused, nothing released — clamping it once released frames never shown."""
     stream = OutboundStream()
     stream.append("n")
-    with caplog.at_level(logging.WARNING, "bridge.stream"):
-        assert stream.ack(99) == 1
-    assert "beyond the last issued seq 1" in caplog.text
-    assert stream.acked_seq == 1
-    assert stream.append("n") == 2
-    assert [f.seq for f in stream.unacked()] == [2]
+    stream.append("n")
+    with pytest.raises(SeqBeyond, match="beyond the last issued seq 2"):
+        stream.ack(3)
+    assert stream.acked_seq == 0 and [f.seq for f in stream.unacked()] == [1, 2]
+    assert stream.ack(1) == 1 and stream.ack(0) == 0  # an old seq stays harmless
+    assert stream.acked_seq == 1 and stream.append("n") == 3
 
 
 def test_cap_drops_oldest_counts_and_warns(caplog):
