@@ -32,6 +32,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from msgspec import UNSET
+
 from bridge import BridgeServer
 from bridge.errors import AnswerTooLarge, RemoteError
 from sidecar.domain.errors import Refusal
@@ -45,7 +47,8 @@ log = logging.getLogger("sidecar.app.root")
 def params_of(req: Request, batch_seen: int | None, batch_skipped: list[int]) -> PlatformRequest:
     """The wire params of ``req`` (``batch_*``: the open ``platform.events`` call's, module rules)."""
     return PlatformRequest(project=req.project, tu=req.tu, method=req.method, params=req.params,
-                             at=req.at, batch_seen=batch_seen, batch_skipped=list(batch_skipped) or None)
+                           at=req.at, batch_seen=UNSET if batch_seen is None else batch_seen,
+                           batch_skipped=list(batch_skipped) or UNSET)
 
 
 async def perform(bridge: BridgeServer, params: PlatformRequest, timeout: float) -> Outcome:

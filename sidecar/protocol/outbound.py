@@ -130,8 +130,9 @@ class PlatformRequest(Params, kw_only=True):
     method: str
     params: dict = {}
     at: float | None = None
-    batch_seen: int | None = None
-    batch_skipped: list[int] | None = None
+    # "absent" is left out of the frame, never null (msgspec.UNSET; tests/contract/test_absent_fields.py)
+    batch_seen: int | msgspec.UnsetType = msgspec.UNSET
+    batch_skipped: list[int] | msgspec.UnsetType = msgspec.UNSET
 
 
 class PlatformRequests(Params, kw_only=True):
