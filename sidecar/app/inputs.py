@@ -42,7 +42,9 @@ from sidecar.runtime.step import Request, Step
 from sidecar.stack.errors import StackError
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
+from sidecar.app.task_pages import tasks_page
 from sidecar.app.wire import task_view
+from sidecar.protocol.answers import TasksPage
 
 if TYPE_CHECKING:
     from sidecar.stack.client import StackClient  # imported where it is made (httpx)
@@ -157,9 +159,12 @@ class Inputs:
         closed = await self._step(partial(self.engine.task_close, task_id=a.task_id, reason=a.reason))
         return {"ok": True, "closed": closed}
 
-    async def tasks_list(self, a: p.TasksList) -> list:
-        """``tasks.list``: the TU's open tasks as wire rows, no step."""
-        return [task_view(t) for t in self.engine.open_tasks(a.tu)]
+    async def tasks_list(self, a: p.TasksList) -> list | TasksPage:
+        """``tasks.list``: the TU's open tasks as wire rows, no step; a page when asked
+        (:mod:`sidecar.app.task_pages`)."""
+        if a.limit is None and a.cursor is None:
+            return [task_view(t) for t in self.engine.open_tasks(a.tu)]
+        return tasks_page(self.engine.open_tasks(a.tu), a.limit, a.cursor, budget(self.settings.max_frame))
 
     async def why(self, a: p.Why) -> dict:
         """``why {tu, ru, since?}`` (DESIGN §13): the pair's decisions in order, no step.

@@ -116,6 +116,15 @@ class StackFlushAnswer(Answer, kw_only=True):
     waiting: StackWaiting | None = None  # why they stay queued; None when pending is 0
 
 
+class TasksPage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A page of ``tasks.list`` (asked with ``limit`` or ``cursor``; :mod:`sidecar.app.task_pages`):
+    ``tasks`` in the operator's order; ``next_cursor``: pass it back as ``cursor`` for the next page,
+    absent on the last page."""
+
+    tasks: list[TaskView]
+    next_cursor: str | msgspec.UnsetType = msgspec.UNSET
+
+
 class StoreCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``hops``: functions run on the SQLite connection's thread (one event-loop thread hop
     each); ``commits``: transactions of steps (one per step, or per group of steps: the timers
@@ -299,7 +308,7 @@ ANSWERS: dict[str, Any] = {
     "task.close": CloseAnswer,
     "stream.ack": Ok,
     "clock.advance_to": AdvanceAnswer,
-    "tasks.list": list[TaskView],
+    "tasks.list": list[TaskView] | TasksPage,
     "status": StatusAnswer,
     "stack.flush": StackFlushAnswer,
     "why": WhyAnswer,

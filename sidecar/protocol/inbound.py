@@ -177,7 +177,12 @@ class ClockAdvance(Params, kw_only=True):
 
 
 class TasksList(Params, kw_only=True):
+    """The open tasks (of ``tu``; absent: every TU) in the operator's order.  ``limit`` (1..1000)
+    / ``cursor`` (a page's ``next_cursor``) ask for a page ``{tasks, next_cursor?}``; neither: a bare list."""
+
     tu: str | None = None
+    limit: Limit | None = None
+    cursor: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
 
 
 class Status(Params, kw_only=True):
