@@ -18,7 +18,14 @@ export class RpcError extends Error {
   }
 }
 
-export interface ReadyLine { event: "ready"; port: number; pid: number; version: string; protocol: unknown }
+export interface ReadyLine { event: "ready"; port: number; pid: number; version: string; protocol: number }
+
+/** The contract version this client was written against ("MAJOR.MINOR", docs/protocol.md "Versions"). */
+export const PROTOCOL = "1.1";
+/** What this client serves, sent in `auth`: it answers `platform.requests` (several requests, one round trip). */
+export const CAPABILITIES = ["platform.requests"];
+/** Close code: the sidecar does not speak this client's protocol major — never reconnect. */
+export const CLOSE_UNSUPPORTED_PROTOCOL = 4426;
 
 export interface SidecarOptions {
   /** the command line of the sidecar, e.g. [".venv/bin/sidecar"] or ["dist/sidecar/sidecar"] */
@@ -35,6 +42,10 @@ export interface SidecarOptions {
   shutdownTimeoutMs?: number;  // default 10 000, then SIGKILL
   maxRestarts?: number;        // default 5
   backoffMs?: (attempt: number) => number; // default 100·2^n capped at 5 s
+  /** rows per `tasks.list` page read by listAllTasks (default 500) */
+  pageSize?: number;
+  /** the protocol sent in `auth` (default PROTOCOL; tests only) */
+  protocol?: string;
   extraArgs?: string[];
   env?: NodeJS.ProcessEnv;
 }
@@ -43,12 +54,15 @@ type NoteHandler = { [M in keyof ServerNotifications]: (params: ServerNotificati
 
 /**
  * Events: "ready" (ReadyLine), "connected" ({stream_id, last_seq}), "reset" (tasks re-read after
- * a new stream_id: Task[] per TU asked via `resetTus`), "replaced" (4409: stop), "restarted",
+ * a new stream_id: Task[] per TU asked via `resetTus`), "replaced" (4409: stop), "unsupported"
+ * (4426: the sidecar does not speak our protocol major — stop, also an "error"), "restarted",
  * "exit" ({code, signal}), "stderr" (line), plus each server notification by method name.
  */
 export class SidecarClient extends EventEmitter {
   child?: ChildProcess;
   ready?: ReadyLine;
+  /** the sidecar's auth answer: its `protocol` ("MAJOR.MINOR") and `capabilities` (e.g. "platform.requests", "shutdown") */
+  server?: { protocol: string; capabilities: string[] };
   private ws?: WebSocket;
   private nextId = 1;
   private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
@@ -107,8 +121,10 @@ export class SidecarClient extends EventEmitter {
     await new Promise<void>((res, rej) => { ws.once("open", () => res()); ws.once("error", rej); });
     ws.on("message", (data) => this.onFrame(JSON.parse(String(data))));
     ws.on("close", (code) => this.onClose(ws, code));
-    const auth = await this.request("auth", { token: this.opts.token, client: "electron", version: "0.1.0" } as any);
+    const auth = await this.request("auth", { token: this.opts.token, client: "electron", version: "0.1.0",
+      protocol: this.opts.protocol ?? PROTOCOL, capabilities: CAPABILITIES });
     const a = auth as any;
+    this.server = { protocol: a.protocol, capabilities: a.capabilities ?? [] };
     const fresh = this.streamId !== undefined && a.stream_id !== this.streamId;
     if (a.stream_id !== this.streamId) this.lastAcked = 0;
     this.streamId = a.stream_id;
@@ -121,16 +137,16 @@ export class SidecarClient extends EventEmitter {
     return auth;
   }
 
-  /** `tasks.list` read to the end, page by page when the sidecar pages it. */
+  /** `tasks.list` read to the end, page by page (`limit` + `cursor`; the last page has no `next_cursor`). */
   async listAllTasks(tu: string): Promise<unknown[]> {
     const out: unknown[] = [];
-    let cursor: unknown = undefined;
+    let cursor: string | undefined = undefined;
+    const limit = this.opts.pageSize ?? 500;
     for (;;) {
-      const r: any = await this.request("tasks.list", (cursor === undefined ? { tu } : { tu, cursor }) as any);
-      if (Array.isArray(r)) { out.push(...r); return out; }
-      out.push(...(r.tasks ?? r.items ?? []));
-      cursor = r.next_cursor ?? r.cursor ?? null;
-      if (cursor === null || cursor === undefined) return out;
+      const r: any = await this.request("tasks.list", cursor === undefined ? { tu, limit } : { tu, limit, cursor });
+      out.push(...r.tasks);
+      cursor = r.next_cursor;
+      if (cursor === undefined) return out;
     }
   }
 
@@ -139,6 +155,11 @@ export class SidecarClient extends EventEmitter {
     this.pending.clear();
     if (ws !== this.ws || this.stopping || !this.child) return;
     if (code === 4409) { this.emit("replaced"); return; } // another window owns the sidecar
+    if (code === CLOSE_UNSUPPORTED_PROTOCOL) { // a restart speaks the same major: never reconnect
+      this.emit("unsupported", code);
+      this.emit("error", new Error("the sidecar does not speak protocol " + (this.opts.protocol ?? PROTOCOL) + " (4426)"));
+      return;
+    }
     if (code === 4401) {
       if (!this.opts.onTokenRejected) { this.emit("error", new Error("token rejected (4401)")); return; }
       this.opts.token = await this.opts.onTokenRejected();
@@ -176,6 +197,15 @@ export class SidecarClient extends EventEmitter {
     };
     try {
       if (msg.method === "platform.request") reply({ result: await one(msg.params) });
+      else if (msg.method === "platform.requests") { // CAPABILITIES: one result per request, in order
+        const results = [];
+        for (const r of msg.params.requests) {
+          try { results.push({ result: await one(r) }); } catch (e: any) {
+            results.push({ error: { code: e instanceof RpcError ? e.code : -32000, message: String(e?.message ?? e) } });
+          }
+        }
+        reply({ result: { results } });
+      }
       else reply({ error: { code: -32601, message: `unknown method ${msg.method}` } });
     } catch (e: any) {
       reply({ error: { code: e instanceof RpcError ? e.code : -32000, message: String(e?.message ?? e) } });
@@ -197,14 +227,16 @@ export class SidecarClient extends EventEmitter {
     return this.on(method, fn as any);
   }
 
-  /** Graceful stop: `sidecar.shutdown` when the sidecar has it, else stdin EOF; SIGKILL after the timeout. */
+  /** Graceful stop: `sidecar.shutdown` when the auth answer lists the "shutdown" capability (no probing), else stdin EOF; SIGKILL after the timeout. */
   async shutdown(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     this.stopping = true;
     const child = this.child;
     if (!child) return { code: null, signal: null };
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       child.once("exit", (code, signal) => r({ code, signal })));
-    try { await this.request("sidecar.shutdown" as any, {} as any); } catch { /* older sidecar: stdin EOF below */ }
+    if (this.server?.capabilities.includes("shutdown")) {
+      try { await this.request("sidecar.shutdown" as any, {} as any); } catch { /* connection gone: stdin EOF below */ }
+    }
     child.stdin?.end();
     const timer = setTimeout(() => child.kill("SIGKILL"), this.opts.shutdownTimeoutMs ?? 10000);
     const r = await exited;

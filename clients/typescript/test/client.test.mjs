@@ -8,7 +8,7 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { SidecarClient, RpcError } from "../dist/index.js";
+import { SidecarClient, RpcError, PROTOCOL } from "../dist/index.js";
 import { generate } from "../scripts/gen.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -34,8 +34,12 @@ test("a whole session: login, a raw event of each project → task.created, acke
   const created = [];
   c.onNotification("task.created", (p) => created.push(p));
   let t0 = process.hrtime.bigint();
+  c.once("ready", () => console.log(`timing: spawn → ready line ${ms(t0).toFixed(0)} ms`));
   await c.start();
   console.log(`timing: ready line + auth ${ms(t0).toFixed(0)} ms`);
+  // versioned auth: the sidecar's protocol and capabilities are exposed
+  assert.equal(c.server.protocol.split(".")[0], PROTOCOL.split(".")[0]);
+  assert.ok(c.server.capabilities.includes("platform.requests"), c.server.capabilities);
   for (const e of events.logins) await c.request("session.login", e);
   for (const e of events.events) await c.request("platform.event", e);
   for (let i = 0; i < 600 && created.length < events.expect_tasks; i++) await new Promise((r) => setTimeout(r, 50));
@@ -74,5 +78,35 @@ test("a SIGKILLed sidecar is restarted, its state restored", { skip, timeout: 24
   const after = await c.listAllTasks(events.logins[0].tu);
   assert.ok(before.length > 0);
   assert.deepEqual(after.map((t) => t.task_id), before.map((t) => t.task_id));
+  assert.equal((await c.shutdown()).code, 0);
+});
+
+test("an unsupported protocol major: refused naming the field, closed 4426, never reconnected", { skip, timeout: 240000 }, async () => {
+  const c = client({ protocol: "2.0" });
+  const unsupported = new Promise((r) => c.once("unsupported", r));
+  const errors = [];
+  c.on("error", (e) => errors.push(e));
+  await assert.rejects(c.start(), (e) => e instanceof RpcError && e.code === -32602 && e.data?.field === "protocol"
+    && e.data?.supported?.length === 1);
+  assert.equal(await unsupported, 4426);
+  await new Promise((r) => setTimeout(r, 300)); // a reconnect would have begun by now
+  assert.ok(errors.some((e) => /4426/.test(e.message)));
+  assert.equal(c["ws"].readyState, 3); // CLOSED, and no new socket was opened
+  assert.equal((await c.shutdown()).code, 0);
+});
+
+test("tasks.list is read page by page to the end", { skip, timeout: 240000 }, async () => {
+  const c = client({ pageSize: 1 });
+  await c.start();
+  for (const e of events.logins) await c.request("session.login", e);
+  for (const e of events.events) await c.request("platform.event", e);
+  const tu = events.logins[0].tu;
+  const whole = await c.request("tasks.list", { tu });
+  const paged = await c.listAllTasks(tu);
+  assert.ok(Array.isArray(whole));
+  assert.deepEqual(paged.map((t) => t.task_id), whole.map((t) => t.task_id));
+  const first = await c.request("tasks.list", { tu, limit: 1 });
+  assert.equal(first.tasks.length, Math.min(1, whole.length));
+  assert.equal(whole.length > 1, "next_cursor" in first);
   assert.equal((await c.shutdown()).code, 0);
 });

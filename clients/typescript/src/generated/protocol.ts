@@ -33,9 +33,14 @@ export type RawEvent =
   | RawPrimeIncomingEmail;
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "Capability".
+ */
+export type Capability = "platform.requests" | "platform.events";
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "CloseCode".
  */
-export type CloseCode = 1001 | 1009 | 4401 | 4403 | 4408 | 4409;
+export type CloseCode = 1001 | 1009 | 4401 | 4403 | 4408 | 4409 | 4426;
 /**
  * every frame Electron sends
  *
@@ -276,7 +281,8 @@ export interface AssignmentsAnswer {
   senders: number;
 }
 /**
- * First frame of every connection; ``token`` is the per-launch secret.
+ * First frame; ``token``: the per-launch secret; ``protocol``: the client's ``"MAJOR.MINOR"`` (another
+ * major: -32602, close 4426); ``capabilities``: what it serves (None: unknown).  ``bridge.auth`` rule 5.
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "Auth".
@@ -285,17 +291,22 @@ export interface Auth {
   token: string;
   client?: string;
   version?: string;
+  protocol?: string;
+  capabilities?: string[] | null;
 }
 /**
- * ``last_seq``: the last stream seq issued; ``stream_id``: this process's stream (a new
- * process starts a new stream: re-read ``tasks.list``).
+ * ``protocol``: the sidecar's contract version ``"MAJOR.MINOR"``; ``capabilities``: what it
+ * supports (:data:`sidecar.protocol.contract.CAPABILITIES`); ``last_seq``: the last stream seq
+ * issued; ``stream_id``: this process's stream (a new process starts a new stream: re-read
+ * ``tasks.list``).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "AuthAnswer".
  */
 export interface AuthAnswer {
   ok: boolean;
-  protocol: number;
+  protocol: string;
+  capabilities: string[];
   last_seq: number;
   stream_id: string;
 }
@@ -1203,7 +1214,8 @@ export interface InStreamAck {
   params: StreamAck;
 }
 /**
- * Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``).
+ * Outbound frames up to ``seq`` are shown (decoded by the bridge, ``bridge.session._Ack``); a
+ * ``seq`` beyond the last issued is -32602 ``seq``, nothing released; an old one is harmless.
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "StreamAck".
@@ -1232,11 +1244,16 @@ export interface InTasksList {
   params?: TasksList;
 }
 /**
+ * The open tasks (of ``tu``; absent: every TU) in the operator's order.  ``limit`` (1..1000)
+ * / ``cursor`` (a page's ``next_cursor``) ask for a page ``{tasks, next_cursor?}``; neither: a bare list.
+ *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "TasksList".
  */
 export interface TasksList {
   tu?: string | null;
+  limit?: number | null;
+  cursor?: string | null;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1896,7 +1913,8 @@ export interface JsonrpcError {
  * params for a raw event's value (``/data/sentAt``), ``params`` for the request as a whole;
  * ``now`` / ``next_due``: the clock
  * after a partial ``clock.advance_to`` and its next timer (unix seconds); ``taken``: events of
- * a ``platform.events`` handled before it was refused.
+ * a ``platform.events`` handled before it was refused; ``supported``: the protocol versions
+ * the sidecar speaks (an ``auth`` refused for its ``protocol``, then close 4426).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "ErrorData".
@@ -1906,6 +1924,7 @@ export interface ErrorData {
   now?: number | null;
   next_due?: number | null;
   taken?: number;
+  supported?: string[];
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -2090,8 +2109,8 @@ export interface CallGoldenOnlineRu {
   method: "online_ru";
   params: NoParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2112,8 +2131,8 @@ export interface CallGoldenChatHistory {
   method: "chat_history";
   params: RuIdsParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * Golden ``chat_history``: the RUs whose chat history to read (online RUs only, DESIGN §7).
@@ -2143,8 +2162,8 @@ export interface CallGoldenGetMail {
   method: "get_mail";
   params: RuParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * A request about one RU (its id on the platform).
@@ -2177,8 +2196,8 @@ export interface CallChathouseScrollAllOnline {
   method: "scroll_all_online";
   params: NoParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2199,8 +2218,8 @@ export interface CallChathouseScrollNew {
   method: "scroll_new";
   params: NoParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2221,8 +2240,8 @@ export interface CallChathouseInmailsChain {
   method: "inmails_chain";
   params: RuParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2243,8 +2262,8 @@ export interface CallPrimeDialogs {
   method: "dialogs";
   params: DialogsParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2265,8 +2284,8 @@ export interface CallPrimeInboxUnanswered {
   method: "inbox_unanswered";
   params: NoParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2287,8 +2306,8 @@ export interface CallPrimeChatRestriction {
   method: "chat_restriction";
   params: RuParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2309,8 +2328,8 @@ export interface CallPrimeCorrespondenceGet {
   method: "correspondence_get";
   params: RuParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * The sidecar asks Electron to call a platform API with the operator's session.
@@ -2331,8 +2350,8 @@ export interface CallPrimeEmailsHistory {
   method: "emails_history";
   params: RuParams;
   at?: number | null;
-  batch_seen?: number | null;
-  batch_skipped?: number[] | null;
+  batch_seen?: number;
+  batch_skipped?: number[];
 }
 /**
  * Several ``platform.request`` of ONE step in one round trip (virtual clock only):
@@ -2363,7 +2382,9 @@ export interface RawMails {
 }
 /**
  * The one JSON line ``sidecar serve`` prints on stdout when it listens (DESIGN §3); logs go
- * to stderr.  ``port``: the bridge's loopback port; ``protocol``: the contract's major.
+ * to stderr.  ``port``: the bridge's loopback port; ``protocol``: the contract's MAJOR as an
+ * integer (unchanged since before versioning, so older readers keep reading it; the whole
+ * ``"MAJOR.MINOR"`` is the ``auth`` answer's).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "ReadyLine".
@@ -2717,7 +2738,7 @@ export interface InClockAdvanceToError {
 export interface InTasksListResult {
   jsonrpc: "2.0";
   id: JsonrpcId;
-  result: TaskView[];
+  result: TaskView[] | TasksPage;
 }
 /**
  * A task as Electron shows it: :class:`sidecar.domain.tasks.Task`'s ``WIRE_FIELDS`` view,
@@ -2763,6 +2784,18 @@ export interface TaskView {
   vip?: ("green" | "yellow" | "red") | null;
   meta?: {};
   overdue?: boolean;
+}
+/**
+ * A page of ``tasks.list`` (asked with ``limit`` or ``cursor``; :mod:`sidecar.app.task_pages`):
+ * ``tasks`` in the operator's order; ``next_cursor``: pass it back as ``cursor`` for the next page,
+ * absent on the last page.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "TasksPage".
+ */
+export interface TasksPage {
+  tasks: TaskView[];
+  next_cursor?: string;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
