@@ -31,6 +31,11 @@ BAD = [  # (method, params, the field named)
     ("platform.poll", {"project": "golden", "tu": "nobody", "pass": "online"}, "tu"),
     ("platform.poll", {"project": "golden", "tu": "g-tu-1", "pass": "nope"}, "pass"),
     ("task.close", {"task_id": "t-1", "reason": "gone"}, "reason"),
+    ("tasks.list", {"tu": "g-tu-1", "cursor": "not-ours"}, "cursor"),
+    ("tasks.list", {"tu": "g-tu-1", "limit": 0}, "limit"),
+    ("stream.ack", {"seq": 10 ** 9}, "seq"),  # beyond the last issued: the bridge's own refusal
+    ("stream.ack", {"seq": -1}, "seq"),
+    ("stream.ack", [], "params"),
 ]
 
 

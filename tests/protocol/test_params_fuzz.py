@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from bridge import jsonrpc
 from bridge.auth import authenticate
-from bridge.errors import INTERNAL_ERROR, RpcError, Unauthorized
+from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError, Unauthorized
 from bridge.session import Session
 from bridge.stream import OutboundStream
 from sidecar.protocol import inbound as p
@@ -264,6 +264,8 @@ def test_no_params_of_any_method_reach_an_internal_error(app_runner, method):
             runner.run(app.handle(method, msgspec.Raw(text.encode("utf-8", "surrogatepass"))))
         except RpcError as exc:
             assert exc.code != INTERNAL_ERROR, (method, text[:300], exc)
+            if exc.code == INVALID_PARAMS:  # every refusal names its field (DESIGN §4)
+                assert isinstance(exc.data, dict) and exc.data.get("field"), (method, text[:300], exc, exc.data)
         assert app.failed is None, (method, text[:300], app.failed)
 
     check()
@@ -309,6 +311,8 @@ def test_no_stream_ack_params_raise_or_answer_an_internal_error(text, is_request
         sink.session.on_ack(msg)
         for answer in sink.sent():
             assert answer.get("error", {}).get("code") != INTERNAL_ERROR, (text[:300], answer)
+            if "error" in answer:  # a refusal names its field
+                assert answer["error"].get("data", {}).get("field"), (text[:300], answer)
 
 
 @settings(max_examples=EXAMPLES * 4, deadline=None, derandomize=True, database=None,
