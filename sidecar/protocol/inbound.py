@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from sidecar import PROTOCOL_MAJOR
 from sidecar.protocol.paging import INT64_MAX, Cursor, Limit, Weight
 from sidecar.protocol.patterns import NO_CONTROL
 from sidecar.protocol.rules import Priority, RuleAction, RuleChanges, RuleConditions
+from sidecar.protocol.version import PROTOCOL_MAJOR
 
 # a TU / RU / task id: no control characters (NUL, newline …), which would reach logs raw
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=NO_CONTROL)]
