@@ -223,6 +223,8 @@ def test_stack_cycles_its_last_step_and_raises_need_check_instead():
         assert s.state == h.COOLDOWN and 60 <= s.cooldown_end - s.cooldown_start <= 120  # delay 1–2 min
         while (item := sched.pop_due(s.exit_at)) is not None:
             gate.on_timer(item[0], item[1])
+        assert gate.probes_due(s.exit_at) == ["stack"]  # its cooldown ends with GET /v1/health
+        gate.probe_result("stack", DELIVERED, s.exit_at + 1)
         assert gate.state("stack").state == h.ACTIVE
         now = gate.state("stack").next_send_at
     assert [e.action for e in events].count("need_check") == 2  # cycles 6 and 7
