@@ -35,7 +35,8 @@ Rule 8.  Stack (DESIGN §10 "Groups"; seed 000 §3 asks a proof of delivery befo
          ``need_check`` fact each time.  The built-in Stack group's cooldown (1–2 min, shorter
          than any slot) ends with a ``GET /v1/health`` probe instead of a warm-up
          (``end_probe``, decided at the start): the Tick at the verdict instant sends it (no
-         history row; no timer while it is in flight); 200 → 105 then 100 ``proven``; anything
+         history row); 200 → 105 then 100 ``proven``; no answer within 5 min (the timer's
+         backstop, :data:`END_PROBE_WAIT`) or anything
          else (terminal included: never path B) → a new cooldown of the group's delay, keyed
          ``(sender, cooldown number, "unproven", k)`` with its own step lag (102 "unproven:
          probe failed"), never the U(55, 70) min extensions; ``cooldown_times`` does not move.
@@ -83,6 +84,7 @@ PROBE_LAST = 75 * MIN
 CONFIRM_WINDOW = 3 * HOUR
 EXTENSIONS, EXTENSION = 2, (55 * MIN, 70 * MIN)
 REST = 10 * MIN
+END_PROBE_WAIT = 5 * MIN  # Stack's probe at a cooldown's end: no answer by then is unproven
 STEP_LAG = (0.0, 7 * MIN)  # scheduler step 2 min + jitter up to 5 min
 
 
@@ -302,7 +304,7 @@ class HealthMachine:
             return _Outcome("probe sent", s, which, send_probe=True)
         return _Outcome("nothing due", s)
 
-    def _end_probe_result(self, s: SenderState, ev: ProbeResult) -> _Outcome:
+    def _end_probe_result(self, s: SenderState, ev: ProbeResult, lost: bool = False) -> _Outcome:
         """The answer of the probe at a Stack cooldown's end (Rule 8): proven → 105 then 100;
         else a new cooldown of the group's delay (102), keyed by the re-probe number."""
         if ev.ok:
@@ -314,12 +316,17 @@ class HealthMachine:
         end = ev.at + self._draw(lo, hi, s, "unproven", k)
         s = replace(s, extensions=k, cooldown_end=end, probe_sent_at=None,
                     exit_at=end + self._draw(*STEP_LAG, s, "unproven step", k))
-        return _Outcome("unproven", s, f"unproven: probe failed; {_until(end, s.exit_at, ev.at)}")
+        why = "probe unanswered" if lost else "probe failed"
+        return _Outcome("unproven", s, f"unproven: {why}; {_until(end, s.exit_at, ev.at)}")
 
     def _verdict(self, s: SenderState, now: float) -> _Outcome:
         if s.end_probe and not s.probe_confirmed:
             if s.probe_in_flight:
-                return _Outcome("nothing due", s)  # its answer is on the way (a restart resends it)
+                if s.probe_sent_at is not None and now < s.probe_sent_at + END_PROBE_WAIT:
+                    return _Outcome("nothing due", s)  # its answer is on the way
+                # no answer in END_PROBE_WAIT (the channel's timeouts are far shorter): unproven
+                return self._end_probe_result(replace(s, probe_in_flight=False),
+                                              ProbeResult(now, ok=False), lost=True)
             return _Outcome("end probe sent", replace(s, probe_in_flight=True, probe_sent_at=now),
                             send_probe=True)
         if s.probe_confirmed:
@@ -393,8 +400,8 @@ def next_timer(s: SenderState) -> float | None:
     if s.state != COOLDOWN:
         return None
     assert s.exit_at is not None
-    if s.end_probe and s.probe_in_flight:
-        return None  # the probe's answer moves it on (Rule 8), not a timer
+    if s.end_probe and s.probe_in_flight and s.probe_sent_at is not None:
+        return s.probe_sent_at + END_PROBE_WAIT  # its answer moves it on (Rule 8); this is the backstop
     if s.probe_at is not None and s.probe_sent_at is None and not s.probe_in_flight:
         return min(s.probe_at, s.exit_at)
     return s.exit_at

@@ -89,6 +89,7 @@ ROWS: tuple[tuple[StateName, str, str, StateName, int | None], ...] = (
     (COOLDOWN, "Tick", "end probe sent", COOLDOWN, None),
     (COOLDOWN, "ProbeResult", "proven at the end", ACTIVE, FINISHED),  # after its 105
     (COOLDOWN, "ProbeResult", "unproven", COOLDOWN, EXTENDED),
+    (COOLDOWN, "Tick", "unproven", COOLDOWN, EXTENDED),  # its answer never came (a lost probe)
     # manual recovery
     (ACTIVE, "Recover", "manual", ACTIVE, RECOVERED),
     (COOLDOWN, "Recover", "manual", ACTIVE, RECOVERED),

@@ -337,7 +337,8 @@ def test_stack_cooldown_ends_with_a_health_probe_proven_105_then_100():
     step = M.handle(s, h.Tick(s.exit_at))
     assert step.send_probe and step.history == [] and step.state.state == h.COOLDOWN
     s = step.state
-    assert s.probe_in_flight and h.next_timer(s) is None  # waits for the answer, no busy timer
+    # waits for the answer; the timer is only the backstop for a lost one (never a busy loop)
+    assert s.probe_in_flight and h.next_timer(s) == s.exit_at + h.END_PROBE_WAIT
     step = M.handle(s, h.ProbeResult(s.exit_at + 0.2, ok=True))
     assert [(r.code, r.note) for r in step.history] == [(105, "GET /v1/health answered 200"), (100, "proven")]
     assert step.state.state == h.ACTIVE and step.state.failed_in_row == 0
@@ -409,3 +410,14 @@ def test_a_stack_probe_in_flight_across_a_restart_is_answered_once():
     ok = M.handle(s, h.ProbeResult(s.exit_at + 31, ok=True))
     late = M.handle(ok.state, h.ProbeResult(s.exit_at + 32, ok=False))
     assert late.history == [] and late.state.state == h.ACTIVE
+
+
+def test_a_lost_stack_probe_is_unproven_at_the_backstop():
+    s = stack_cooldown()
+    s = M.handle(s, h.Tick(s.exit_at)).state
+    assert M.handle(s, h.Tick(s.exit_at + h.END_PROBE_WAIT - 1)).history == []
+    step = M.handle(s, h.Tick(s.exit_at + h.END_PROBE_WAIT))
+    assert [r.code for r in step.history] == [102] and step.history[0].note.startswith("unproven: probe unanswered; ")
+    assert step.state.state == h.COOLDOWN and not step.state.probe_in_flight and not step.send_probe
+    late = M.handle(step.state, h.ProbeResult(s.exit_at + h.END_PROBE_WAIT + 1, ok=True))
+    assert late.history == []  # the lost answer arriving after all: a stale answer
