@@ -220,10 +220,12 @@ class Crash(Base, tag="crash", kw_only=True):
 
 
 class StackFault(Base, tag="stack", kw_only=True):
-    mode: Literal["down", "up", "error_rate", "latency"]
+    mode: Literal["down", "up", "error_rate", "latency", "refuse"]
     value: float | None = None
 
     def check(self) -> str | None:
+        if self.mode == "refuse" and self.value is not None and (self.value < 1 or not float(self.value).is_integer()):
+            return "stack refuse takes a whole number of writes >= 1 (default 1)"
         if self.mode == "error_rate" and (self.value is None or not 0.0 <= self.value <= 1.0):
             return "stack error_rate needs a value in [0, 1]"
         if self.mode == "latency" and (self.value is None or self.value < 0):

@@ -19,7 +19,8 @@ Rules / theory of operation
     "detail"?}`` — a service's candidate and what the Task Factory did with it (DESIGN §9, §13;
     ``outcome`` is ``created``, ``refused:<reason>`` or ``miss``) → ``{"ok": true}``; a body
     without those fields → 400.
-  - ``GET /v1/health`` → ``{"ok": true}`` (not subject to faults).
+  - ``GET /v1/health`` → ``{"ok": true}`` while Stack takes writes (DESIGN §9: the Stack sender's
+    probe, §10); under ``down`` it is dropped like every request; no other fault touches it.
   - ``POST /v1/batch`` body ``{"writes": [{"key", "method", "path", "body"}, …]}`` (1..500) →
     ``{"results": [{"key", "status", "body"}, …]}`` in order (DESIGN §9).  Each write is handled
     exactly like its single call (same idempotency, same keyed ``error_rate`` draw per key); a
@@ -45,7 +46,11 @@ Rules / theory of operation
   (the client sees the connection drop, as with a dead backend behind a proxy); ``up`` — back;
   ``error_rate p`` — a write answers 500 when the keyed draw over ``(seed, idem_key, attempt#)`` is
   below ``p`` (attempt# counts the arrivals of that key, so retries draw anew and a replay of the
-  same run draws the same); ``latency s`` — every request sleeps ``min(s, 2)`` real seconds.
+  same run draws the same); ``latency s`` — every request sleeps ``min(s, 2)`` real seconds;
+  ``refuse n`` (a project extension, electron-stub/README.md; ``n`` default 1) — the next ``n``
+  writes that are not repeats of an acknowledged key answer 422 ``{"error": "injected refusal"}``
+  (a validation error), are not applied and not remembered (counted ``refused_writes``); in a
+  batch the refused write fails its pair's later writes (424) like any failed write.
 * Every acknowledged write is recorded with the sidecar's virtual instant of the call — the
   ``Sidecar-Virtual-At`` header (unix seconds) a virtual-clock sidecar sends with every call,
   the instant of its delivery pass — or, without that header, the harness's current virtual
@@ -116,8 +121,8 @@ class StackServer:
         self.acked: list[dict[str, Any]] = []  # {"at","kind","tu","ru"?,"name"?,"value"?,"key"}
         self.counters = {"acked": 0, "faulted": 0, "duplicates": 0, "bad_requests": 0, "reads": 0,
                          "refused": 0, "key_conflicts": 0, "requests": 0, "batches": 0,
-                         "batched_writes": 0}
-        self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0}
+                         "batched_writes": 0, "refused_writes": 0}
+        self.mode = {"down": False, "error_rate": 0.0, "latency": 0.0, "refuse": 0}
         self.request_kinds: dict[str, int] = {}  # HTTP requests by route name (benchmarks)
         self.write_kinds: dict[str, int] = {}  # writes by route name, single or in a batch
         self._httpd: LoopbackServer | None = None
@@ -201,7 +206,8 @@ class StackServer:
             self._fav(project, tu, ru).update({k: v for k, v in changes.items() if k in FAV_KEYS})
 
     def set_fault(self, mode: str, value: float | None = None) -> None:
-        """Apply a scenario ``stack`` line: ``down``, ``up``, ``error_rate p``, ``latency s``."""
+        """Apply a scenario ``stack`` line: ``down``, ``up``, ``error_rate p``, ``latency s``,
+        ``refuse n`` (the next ``n`` writes answer 422; default 1)."""
         with self.lock:
             if mode == "down":
                 self.mode["down"] = True
@@ -211,6 +217,8 @@ class StackServer:
                 self.mode["error_rate"] = float(value or 0.0)
             elif mode == "latency":
                 self.mode["latency"] = min(float(value or 0.0), MAX_LATENCY_S)
+            elif mode == "refuse":
+                self.mode["refuse"] = int(value if value is not None else 1)
             else:
                 raise ValueError(f"unknown stack fault mode {mode!r}")
 
@@ -259,6 +267,12 @@ class StackServer:
             if kind in WRITE_KINDS:
                 self.write_kinds[kind] = self.write_kinds.get(kind, 0) + 1
         if method == "GET" and path == "/v1/health":
+            with self.lock:
+                down = bool(self.mode["down"])
+            if down:
+                with self.lock:
+                    self.counters["refused"] += 1
+                return None  # it does not take writes: the probe gets no answer either
             return 200, b'{"ok":true}'
         if method == "POST" and path == "/v1/batch" and self.batch and not in_batch:
             return serve_batch(self, body, at)
@@ -290,6 +304,12 @@ class StackServer:
             if key in self.idem:
                 return self._repeat(key, write, at)
             attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
+            refuse = self.mode["refuse"] > 0
+            if refuse:
+                self.mode["refuse"] -= 1
+                self.counters["refused_writes"] += 1
+        if refuse:
+            return 422, dump({"error": "injected refusal", "key": key})
         if rate > 0 and keyed.chance(self.seed, rate, "stack-error", key, attempt):
             with self.lock:
                 self.counters["faulted"] += 1

@@ -46,7 +46,7 @@ from sidecar.router.attempt import Attempts, Next, SenderHealth
 from sidecar.router.cadence import StackCadence
 from sidecar.router.io.channels import Channel, StackChannel, build_channel
 from sidecar.router.config import RouterConfig, load_config
-from sidecar.router.core import Router, StackWatch
+from sidecar.router.core import Router, StackWatch, stack_pass
 from sidecar.router.model import Delivery, RoutingEvent, Status, parse_event
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.state import PREFIX_KEY, Ahead, RouterState, Routing
@@ -140,14 +140,11 @@ class RouterComponent:
         flush_at = self.cadence.after_pass(fresh, retry) if self.stack is not None else None
         out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),
                          stack_pending=pending)
-        failed = 0
+        out.stack_acked, failed, refused = stack_pass(res.settled, now)
+        out.events.extend(refused)  # sidecar/stack/refused: Stack answered, it is no outage
         freed: list[Delivery] = []
         for row, nxt in res.settled:
             if row.channel == "stack":
-                if nxt.status == Status.DELIVERED.value:
-                    out.stack_acked += 1
-                elif nxt.attempts > row.attempts:  # an attempt that failed (held is not one)
-                    failed += 1
                 continue
             out.notes.append(delivery_note(row, nxt.status, nxt.attempts, now, _error(nxt)))
             if nxt.status == Status.FAILED.value:

@@ -16,8 +16,11 @@ Rules / theory of operation
   ``failed`` and have a ladder of their own, :data:`STACK_LADDER` (5 s, 15 s, 30 s, 1 min,
   2 min, then 2 min forever — the old outbox's): DESIGN §10 keeps a Stack outage to minutes
   (the built-in Stack group's 1–2 min cooldown), and the generic ladder's 10 and 30 min steps
-  would hold every marker of a shift that long after Stack is back.  A terminal Stack answer is
-  retried at the last step too (DESIGN §9 "nothing is dropped").
+  would hold every marker of a shift that long after Stack is back.  A terminal Stack answer (a
+  4xx other than 408/409/429: Stack answered and refused the write) fails that write like any
+  delivery — its row keeps Stack's status (``Next.status_code``) and body (``last_error``) — so
+  it holds neither its pair nor a retry forever: each marker write carries the whole marker, so
+  the pair's newer write supersedes it (docs/decisions.md "A refused Stack write").
 * **TTL**: a delivery whose ``expires_at`` has passed when it is about to be sent is ``failed``
   ("expired") without an attempt — checked at send time (in :meth:`Attempts.begin`), not when
   queued.
@@ -139,6 +142,7 @@ class Next(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None
     delivered_at: float | None = None
     final: bool = False  # this attempt was the delivery's last one (sender health: seed 000 §1)
+    status_code: int | None = None  # the receiver's HTTP status of a terminal answer (a refusal)
 
 
 def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None = None) -> Next:
@@ -154,13 +158,15 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
         return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + ladder[0],
                     last_error=outcome.error)
     error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
-    if outcome.kind == Kind.TERMINAL.value and not stack:
+    if outcome.kind == Kind.TERMINAL.value:
+        # a Stack write too: Stack answered and refused it — retrying the same bytes under the
+        # same key cannot change the answer (docs/decisions.md "A refused Stack write")
         return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
-                    final=True)
+                    final=True, status_code=outcome.status)
     if not stack and k >= MAX_ATTEMPTS:
         return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
                     final=True)
-    step = ladder[-1] if outcome.kind == Kind.TERMINAL.value else retry_step(row.channel, k)
+    step = retry_step(row.channel, k)
     if outcome.retry_after is not None and outcome.retry_after > step:
         step = outcome.retry_after
     return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,

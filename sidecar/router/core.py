@@ -15,6 +15,10 @@ Rule 3.  Rules (``rules.create/patch/delete``): :func:`~.model.parse_rule` check
 Rule 4.  :class:`StackWatch` turns the pump's Stack outcomes into ``sidecar`` / ``stack`` /
          ``unreachable`` (no Stack write acknowledged for :data:`UNREACHABLE_AFTER_S` while writes
          were due) and ``reachable`` (the first acknowledgement after that), each once per outage.
+Rule 5.  :func:`stack_pass` reads a pass's settled Stack rows: a write Stack refused (``failed``
+         with Stack's status) raises ``sidecar/stack/refused`` (high) naming key, method, path,
+         status and body, and does not feed the watch — Stack answered it, so it is no sign of an
+         outage (DESIGN §10 as revised; docs/decisions.md "A refused Stack write").
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ import msgspec
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.ops import Op
 
-from .model import RoutingEvent, Rule, RouterInputError, parse_rule, rule_dict
+from .attempt import Next
+from .model import Delivery, RoutingEvent, Rule, RouterInputError, parse_rule, rule_dict
 from .render import TemplateFailure, compile_template
 from .state import Ahead, Routing, RouterState, make_prefix
 from .route import _route, route
@@ -171,6 +176,30 @@ class StackWatch:
             self.down = True
             return _stack_event("unreachable", now, self.waiting_since)
         return None
+
+
+def stack_pass(settled: Sequence[tuple[Delivery, Next]], now: float) -> tuple[int, int, list[RoutingEvent]]:
+    """A pump pass's settled rows at ``now`` (unix seconds) → ``(acked, failed, events)`` for
+    Stack: writes acknowledged, attempts that failed without a refusal (unanswered, 5xx, 408,
+    409, 429 — what :class:`StackWatch` counts; ``held`` rows are no attempt) and one
+    ``sidecar/stack/refused`` event per write Stack refused (Rule 5).  Other channels' rows are
+    skipped."""
+    acked = failed = 0
+    events: list[RoutingEvent] = []
+    for row, nxt in settled:
+        if row.channel != "stack":
+            continue
+        if nxt.status == "delivered":
+            acked += 1
+        elif nxt.status == "failed":
+            events.append(RoutingEvent(source="sidecar", subject="stack", action="refused", priority="high",
+                                       payload={"at": now, "key": row.idem_key, "method": row.method,
+                                                "path": row.path, "tu": row.tu, "ru": row.ru,
+                                                "status": nxt.status_code, "error": nxt.last_error,
+                                                "delivery_id": row.id}))
+        elif nxt.attempts > row.attempts:  # an attempt that failed (held is not one)
+            failed += 1
+    return acked, failed, events
 
 
 def _stack_event(action: str, now: float, since: float | None) -> RoutingEvent:

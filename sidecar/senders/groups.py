@@ -17,7 +17,8 @@ Rules / theory of operation
 * The built-in ``stack`` group (:data:`STACK_GROUP`): ``failed_in_row`` 3, delay 1–2 min and
   ``never_need_check`` — after the fifth cooldown the sender keeps cycling its last step and the
   machine raises a ``sidecar/sender/need_check`` fact instead of parking (DESIGN §10); it has
-  no 10 min rest after a release (:meth:`Group.rest_after_release_s`).
+  no 10 min rest after a release (:meth:`Group.rest_after_release_s`); its cooldown ends with a
+  ``GET /v1/health`` probe (:meth:`Group.probes_at_end`).
 """
 from __future__ import annotations
 
@@ -75,6 +76,14 @@ class Group(msgspec.Struct, frozen=True, kw_only=True):
         The rest is a customer-message sender's (seed 000: reputation after a cooldown); Stack
         is the sidecar's own backend and its writes are paced by their retry ladder."""
         return 0.0 if self.builtin else default
+
+
+    def probes_at_end(self) -> bool:
+        """Does a cooldown of this group end with a health probe (``GET /v1/health``) instead of
+        a warm-up slot?  Only the built-in Stack group's (DESIGN §10 "Groups": its 1–2 min
+        cooldown is shorter than any slot, so for Stack the probe is the proof of delivery seed
+        000 §3 asks before a release)."""
+        return self.builtin
 
 
 #: The built-in group of the ``stack`` sender (DESIGN §10): minutes, never Need Check.

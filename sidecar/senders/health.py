@@ -30,8 +30,16 @@ Rule 6.  Verdict (§3) at the scheduler's step after ``cooldown_end`` (the real 
          (:meth:`~.groups.Group.rest_after_release_s`, decided at the cooldown's start).
 Rule 7.  Late results: an outcome of a delivery started before the current (or last) cooldown
          began changes neither the probe nor the ladder.
-Rule 8.  Stack (DESIGN §10): a group with ``never_need_check`` cycles its fifth step instead of
-         path A and raises the ``need_check`` fact each time.
+Rule 8.  Stack (DESIGN §10 "Groups"; seed 000 §3 asks a proof of delivery before release): a
+         group with ``never_need_check`` cycles its fifth step instead of path A and raises the
+         ``need_check`` fact each time.  The built-in Stack group's cooldown (1–2 min, shorter
+         than any slot) ends with a ``GET /v1/health`` probe instead of a warm-up
+         (``end_probe``, decided at the start): the Tick at the verdict instant sends it (no
+         history row); 200 → 105 then 100 ``proven``; no answer within 5 min (the timer's
+         backstop, :data:`END_PROBE_WAIT`) or anything
+         else (terminal included: never path B) → a new cooldown of the group's delay, keyed
+         ``(sender, cooldown number, "unproven", k)`` with its own step lag (102 "unproven:
+         probe failed"), never the U(55, 70) min extensions; ``cooldown_times`` does not move.
 Rule 9.  Manual recovery (106) from any state resets both counters.
 Rule 10. Pacing: :class:`~.inputs.Sent` (an attempt starts) sets ``next_send_at`` by the active
          group's send interval; :func:`may_send` answers "may this sender send now, and when next?".
@@ -76,6 +84,7 @@ PROBE_LAST = 75 * MIN
 CONFIRM_WINDOW = 3 * HOUR
 EXTENSIONS, EXTENSION = 2, (55 * MIN, 70 * MIN)
 REST = 10 * MIN
+END_PROBE_WAIT = 5 * MIN  # Stack's probe at a cooldown's end: no answer by then is unproven
 STEP_LAG = (0.0, 7 * MIN)  # scheduler step 2 min + jitter up to 5 min
 
 
@@ -103,6 +112,8 @@ class SenderState(msgspec.Struct, frozen=True, kw_only=True):
     sent: int = 0  # attempts started: key of the pacing draws
     deliveries: tuple[float, ...] = ()  # the last 11 delivery times
     rest_s: float = REST  # rest after this cooldown's release: the group's at its start
+    end_probe: bool = False  # this cooldown ends with a health probe (the built-in Stack group)
+    delay: tuple[float, float] = (MIN, 2 * MIN)  # the cooldown's duration range (s), from its start
 
 
 @dataclass(frozen=True)
@@ -251,7 +262,11 @@ class HealthMachine:
         if probe_at is not None and probe_at >= end:
             probe_at = None  # the cooldown is shorter than its slot: no warm-up, verdict neutral
         rest = g.rest_after_release_s(REST) if g is not None else REST
+        end_probe = g is not None and g.probes_at_end()
+        if end_probe:
+            probe_at = None  # its proof is the probe at the end (Rule 8), not a warm-up slot
         s = replace(s, cooldown_start=now, last_cooldown_start=now, cooldown_end=end, rest_s=rest,
+                    end_probe=end_probe, delay=(lo, hi),
                     exit_at=end + self._draw(*STEP_LAG, s, "step", 0), extensions=0, probe_at=probe_at,
                     had_slot=probe_at is not None, probe_sent_at=None, probe_in_flight=False,
                     probe_confirmed=False, probe_failed_terminal=False)
@@ -268,6 +283,8 @@ class HealthMachine:
         if sent_at is None:
             raise MachineInvariantError(f"sender {s.sender!r}: a probe in flight without its send time")
         s = replace(s, probe_in_flight=False)
+        if s.end_probe:
+            return self._end_probe_result(s, ev)
         if ev.ok and ev.at - sent_at <= CONFIRM_WINDOW:
             return _Outcome("confirmed", replace(s, probe_confirmed=True))
         if not ev.ok and ev.terminal:
@@ -287,7 +304,31 @@ class HealthMachine:
             return _Outcome("probe sent", s, which, send_probe=True)
         return _Outcome("nothing due", s)
 
+    def _end_probe_result(self, s: SenderState, ev: ProbeResult, lost: bool = False) -> _Outcome:
+        """The answer of the probe at a Stack cooldown's end (Rule 8): proven → 105 then 100;
+        else a new cooldown of the group's delay (102), keyed by the re-probe number."""
+        if ev.ok:
+            out = self._release(s, ev.at, "proven")
+            first = (History(s.sender, ev.at, WARMUP_OK, "GET /v1/health answered 200"),)
+            return _Outcome("proven at the end", out.state, out.note, first, out.facts)
+        k = s.extensions + 1
+        lo, hi = s.delay
+        end = ev.at + self._draw(lo, hi, s, "unproven", k)
+        s = replace(s, extensions=k, cooldown_end=end, probe_sent_at=None,
+                    exit_at=end + self._draw(*STEP_LAG, s, "unproven step", k))
+        why = "probe unanswered" if lost else "probe failed"
+        return _Outcome("unproven", s, f"unproven: {why}; {_until(end, s.exit_at, ev.at)}")
+
     def _verdict(self, s: SenderState, now: float) -> _Outcome:
+        if s.end_probe and not s.probe_confirmed:
+            if s.probe_in_flight:
+                if s.probe_sent_at is not None and now < s.probe_sent_at + END_PROBE_WAIT:
+                    return _Outcome("nothing due", s)  # its answer is on the way
+                # no answer in END_PROBE_WAIT (the channel's timeouts are far shorter): unproven
+                return self._end_probe_result(replace(s, probe_in_flight=False),
+                                              ProbeResult(now, ok=False), lost=True)
+            return _Outcome("end probe sent", replace(s, probe_in_flight=True, probe_sent_at=now),
+                            send_probe=True)
         if s.probe_confirmed:
             return self._release(s, now, "proven")
         if s.probe_failed_terminal:
@@ -359,6 +400,8 @@ def next_timer(s: SenderState) -> float | None:
     if s.state != COOLDOWN:
         return None
     assert s.exit_at is not None
+    if s.end_probe and s.probe_in_flight and s.probe_sent_at is not None:
+        return s.probe_sent_at + END_PROBE_WAIT  # its answer moves it on (Rule 8); this is the backstop
     if s.probe_at is not None and s.probe_sent_at is None and not s.probe_in_flight:
         return min(s.probe_at, s.exit_at)
     return s.exit_at

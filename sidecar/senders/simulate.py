@@ -172,6 +172,9 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             # turned spells that ended before the verdict into extensions: 5 846 vs §5's 3 252.)
             lag = rng.uniform(5, 60, sd.state.sender, "probe", sd.state.cooldown_no, sd.state.extensions)
             verdict = (sd.state.exit_at or t) - 1.0
+            if sd.state.end_probe:  # Stack's health probe at the verdict: answered by the spell now
+                push(t + lag, i, "probe", not sd.dead and not in_spell(sd, t))
+                return
             ready = None if sd.dead else (sd.spell_end if in_spell(sd, t) else t) + lag
             if ready is not None and ready < verdict:
                 push(ready, i, "probe", True)

@@ -85,6 +85,11 @@ ROWS: tuple[tuple[StateName, str, str, StateName, int | None], ...] = (
     (COOLDOWN, "Tick", "extension", COOLDOWN, EXTENDED),
     (COOLDOWN, "Tick", "probe failed terminally", NEED_CHECK, NEED_CHECK_CODE),
     (COOLDOWN, "Tick", "nothing due", COOLDOWN, None),
+    # the Stack group's health probe at its cooldown's end (DESIGN §10 "Groups")
+    (COOLDOWN, "Tick", "end probe sent", COOLDOWN, None),
+    (COOLDOWN, "ProbeResult", "proven at the end", ACTIVE, FINISHED),  # after its 105
+    (COOLDOWN, "ProbeResult", "unproven", COOLDOWN, EXTENDED),
+    (COOLDOWN, "Tick", "unproven", COOLDOWN, EXTENDED),  # its answer never came (a lost probe)
     # manual recovery
     (ACTIVE, "Recover", "manual", ACTIVE, RECOVERED),
     (COOLDOWN, "Recover", "manual", ACTIVE, RECOVERED),

@@ -7,8 +7,10 @@ Rules
   HTTP 5xx, HTTP 429, and a reply that cannot be decoded.  The write is kept and retried on the
   ladder (:mod:`.outbox`).
 * :class:`StackRejected` (not retryable by nature): any other non-2xx status (4xx, and 3xx, since
-  the client does not follow redirects).  For writes the pump still keeps the row and retries it
-  at the last ladder step — DESIGN §9 "nothing is dropped", §10 markers are never ``failed``.
+  the client does not follow redirects).  For writes the router fails that write (Stack refused
+  it: the same bytes under the same key cannot succeed) and raises ``sidecar/stack/refused``,
+  except 408/409/429, which are retried (DESIGN §10 as revised; docs/decisions.md "A refused
+  Stack write").
 * ``status`` is the HTTP status or ``None`` when no response arrived; ``method``/``path`` name the
   call; ``detail`` carries a short excerpt of the reply body.
 """

@@ -200,3 +200,43 @@ def test_a_tu_without_stack_favorites_gets_startup_data_without_the_key():
     out = st.startup("n")
     assert "favorites" not in out and out["tu"] == "n" and out["history"] == []
     assert [f["ru"] for f in st.startup("g")["favorites"]] == ["r1"]  # the other TU keeps its list
+
+
+def test_health_answers_200_while_stack_takes_writes_and_not_while_it_is_down(stack):
+    """DESIGN §9: ``GET /v1/health`` answers 200 when Stack accepts writes (the Stack sender's
+    probe, §10); a scenario's ``stack down`` drops it like every other request."""
+    assert stack.http.get("/v1/health").status_code == 200
+    stack.set_fault("down")
+    with pytest.raises(httpx.TransportError):
+        stack.http.get("/v1/health")
+    stack.set_fault("up")
+    assert stack.http.get("/v1/health").json() == {"ok": True}
+
+
+def test_refuse_answers_the_next_write_422_once_single_and_in_a_batch(stack):
+    """The project's ``stack refuse`` line (electron-stub/README.md): the next ``value`` writes
+    (default 1) answer 422 with a body naming the refusal, are not applied and not remembered
+    for idempotency; reads, health and later writes are untouched."""
+    stack.set_fault("refuse")
+    r = put(stack, {"step": 1}, key="r-1")
+    assert r.status_code == 422 and r.json()["error"] == "injected refusal"
+    assert stack.marker("g", "r1", "followUpChat") is not None  # the seeded one: unchanged
+    assert stack.http.get("/v1/health").status_code == 200
+    assert put(stack, {"step": 2}, key="r-2").status_code == 200
+    stack.set_fault("refuse", 1)
+    body = {"writes": [
+        {"key": "b-1", "method": "PUT", "path": "/v1/tus/g/favorites/r1/markers/followUpMail", "body": {"value": {"a": 1}}},
+        {"key": "b-2", "method": "PUT", "path": "/v1/tus/g/favorites/r1/markers/followUpMail", "body": {"value": {"a": 2}}},
+        {"key": "b-3", "method": "PUT", "path": "/v1/tus/g/favorites/r2/markers/followUpMail", "body": {"value": {"a": 3}}}]}
+    res = stack.http.post("/v1/batch", json=body).json()["results"]
+    assert [x["status"] for x in res] == [422, 424, 200]
+    assert stack.counters["refused_writes"] == 2
+    assert put(stack, {"step": 1}, key="r-1").status_code == 200  # not remembered: a retry is new
+
+
+def test_refuse_is_a_scenario_line():
+    s = sc.parse_lines([HEADER, json.dumps({"t": 5, "kind": "stack", "mode": "refuse"}),
+                        json.dumps({"t": 6, "kind": "stack", "mode": "refuse", "value": 2})], "x.jsonl")
+    assert [(x.mode, x.value) for x in s.timeline] == [("refuse", None), ("refuse", 2.0)]
+    with pytest.raises(sc.ScenarioError, match="refuse"):
+        sc.parse_lines([HEADER, json.dumps({"t": 5, "kind": "stack", "mode": "refuse", "value": 0.5})], "x.jsonl")

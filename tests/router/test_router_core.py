@@ -319,3 +319,31 @@ def test_a_group_routed_over_ahead_equals_one_over_the_list_and_reads_each_routi
                                             ["pending"], ["duplicate"], ["skipped"]]
     assert fast.next_seq == 8 and fast.dedup == {("electron", "k"): T0, ("electron", "j"): T0 + 2}
     assert len(fast) == 6 and plain_st.seq == fast_st.seq == 1  # nothing applied
+
+
+def test_stack_pass_counts_refusals_apart_and_raises_refused_high():
+    """DESIGN §10 as revised: a refused write (failed: Stack answered a 4xx) raises
+    ``sidecar/stack/refused`` (high) naming key, path and status; only unanswered attempts feed
+    the ``unreachable`` watch."""
+    from sidecar.router.attempt import Next
+    from sidecar.router.core import StackWatch, stack_pass
+    from sidecar.router.model import Delivery
+
+    def row(i, **kw):
+        return Delivery(f"e{i}.0", f"e{i}", 1.0, "markers", "followUpChat", "set", "high", None, "stack",
+                        "stack", "pending", b"{}", pair="tu/A", idem_key=f"k{i}", method="PUT",
+                        path="/v1/tus/tu/favorites/A/markers/followUpChat", tu="tu", ru="A", **kw)
+    refused = Next(status="failed", attempts=1, next_attempt_at=None, last_error="terminal: HTTP 422: no",
+                   final=True, status_code=422)
+    unanswered = Next(status="pending", attempts=1, next_attempt_at=6.0, last_error="retryable: ConnectError")
+    held = Next(status="pending", attempts=0, next_attempt_at=6.0, last_error="held: …")
+    acked, failed, events = stack_pass([(row(1), refused), (row(2), unanswered), (row(3), held)], 5.0)
+    assert (acked, failed) == (0, 1)
+    [ev] = events
+    assert (ev.source, ev.subject, ev.action, ev.priority) == ("sidecar", "stack", "refused", "high")
+    assert ev.payload["key"] == "k1" and ev.payload["status"] == 422
+    assert ev.payload["path"] == "/v1/tus/tu/favorites/A/markers/followUpChat" and ev.payload["tu"] == "tu"
+    w = StackWatch()
+    for t in range(0, 1000, 10):  # Stack answers every write with a refusal: never "unreachable"
+        a, f, _ = stack_pass([(row(t), refused)], float(t))
+        assert w.observe(float(t), acked=a, failed=f) is None

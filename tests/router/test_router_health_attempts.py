@@ -104,13 +104,17 @@ async def test_an_answered_batch_counts_once_by_its_per_write_results(store, rst
     rig.client.mode = [503]  # Stack answered, every write 503: ONE failure
     await rig.pump.run_due(T0)
     assert rig.gate.state("stack").failed_in_row == 1
-    rig.client.mode = [400]  # every write refused (4xx): terminal, never counts
-    await rig.pump.run_due(T0 + 5)
-    assert rig.gate.state("stack").failed_in_row == 1
+    rig.client.mode = [400, 400, 503, 503]  # two writes refused (4xx: terminal, they fail and
+    await rig.pump.run_due(T0 + 5)  # never count), two 503: the request's ONE failure
+    assert rig.gate.state("stack").failed_in_row == 2
+    rig.client.mode = [400]  # every write refused: terminal, never counts
+    await rig.pump.run_due(T0 + 5 + 15)
+    assert rig.gate.state("stack").failed_in_row == 2
+    await rig.put(4, at=T0 + 20)  # (the refused writes failed: new ones for the last pass)
     rig.client.mode = [200, 503]  # some acknowledged: the sender delivered (a write's failure
     await rig.pump.run_due(T0 + 5 + 120)  # is that write's, DESIGN §9): back to 0
     assert rig.gate.state("stack").failed_in_row == 0
-    assert [c for _, c in await rig.codes()] == [109]
+    assert [c for _, c in await rig.codes()] == [109, 109]
 
 
 def test_request_outcome_rules():

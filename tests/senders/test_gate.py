@@ -223,6 +223,8 @@ def test_stack_cycles_its_last_step_and_raises_need_check_instead():
         assert s.state == h.COOLDOWN and 60 <= s.cooldown_end - s.cooldown_start <= 120  # delay 1–2 min
         while (item := sched.pop_due(s.exit_at)) is not None:
             gate.on_timer(item[0], item[1])
+        assert gate.probes_due(s.exit_at) == ["stack"]  # its cooldown ends with GET /v1/health
+        gate.probe_result("stack", DELIVERED, s.exit_at + 1)
         assert gate.state("stack").state == h.ACTIVE
         now = gate.state("stack").next_send_at
     assert [e.action for e in events].count("need_check") == 2  # cycles 6 and 7
@@ -278,3 +280,36 @@ def test_a_failing_update_leaves_the_sender_as_it_was():
     sched.refuse = False
     gate.report("crm-hook", "webhook", retryable("down"), T0 + 60, final=False)
     assert gate.state("crm-hook").state == h.COOLDOWN and 101 in [n.code for n in gate.take_notes()]
+
+
+def test_stack_probe_at_the_cooldown_end_through_the_gate():
+    """DESIGN §10 "Groups": the verdict timer hands the pump one ``GET /v1/health``; no timer
+    while it is in flight; a failed answer re-arms the timer at the new (1–2 min) cooldown's
+    verdict and refreshes the waiting rows' reason; a 200 releases the rows (105, 100)."""
+    from sidecar.router.attempt import RefreshWaiting
+
+    sched = Scheduler()
+    gate = HealthGate(h.HealthMachine(KeyedRandom(SEED)), sched)
+    gate.load(Registry(), [])
+    for i in range(3):
+        gate.may_send("stack", "stack", T0 + i)
+        gate.report("stack", "stack", retryable("ConnectError"), T0 + i, final=False)
+    s = gate.state("stack")
+    assert sched.due_of(timer_key("stack")) == s.exit_at
+    gate.on_timer(timer_key("stack"), s.exit_at)
+    # the answer moves it on; the timer is the backstop for a lost answer only
+    assert sched.due_of(timer_key("stack")) == s.exit_at + h.END_PROBE_WAIT
+    assert not gate.may_send("stack", "stack", s.exit_at).allowed
+    assert gate.probes_due(s.exit_at) == ["stack"] and gate.probes_due(s.exit_at) == []
+    rep = gate.probe_result("stack", retryable("ConnectError"), s.exit_at + 1)
+    again = gate.state("stack")
+    assert again.state == h.COOLDOWN and 60 <= again.cooldown_end - (s.exit_at + 1) <= 120
+    assert sched.due_of(timer_key("stack")) == again.exit_at
+    assert any(isinstance(op, RefreshWaiting) for op in rep.ops)
+    gate.on_timer(timer_key("stack"), again.exit_at)
+    assert gate.probes_due(again.exit_at) == ["stack"]
+    rep = gate.probe_result("stack", DELIVERED, again.exit_at + 1)
+    assert gate.state("stack").state == h.ACTIVE
+    assert any(isinstance(op, ReleaseTarget) for op in rep.ops)
+    assert [e.action for e in rep.events] == ["recovered"] and rep.events[0].payload["verdict"] == "proven"
+    assert [n.code for n in gate.take_notes()] == [109, 109, 109, 101, 102, 105, 100]

@@ -157,16 +157,21 @@ def test_unconfirmed_extends_twice_then_fail_open():
     assert rows[-1].at - T0 <= 2 * 3600 + 2 * 70 * 60 + 3 * 7 * 60 + 2
 
 
-def test_no_slot_is_neutral_and_stack_never_parks():
-    s = h.SenderState(sender="stack")
+SHORT = Group(id="s", name="short", priority=1, failed_in_row=3, cooldown_delay_from=1, cooldown_delay_to=2)
+
+
+def test_no_slot_is_neutral():
+    """A (non-built-in) group whose cooldown is shorter than its slot gets no warm-up: neutral.
+    (The built-in Stack group is probed at the end instead: the tests below.)"""
+    s = h.SenderState(sender="w")
     t = T0
-    for n in range(8):
-        s, _ = run(s, *[fail(t + i, group=STACK_GROUP) for i in range(3)])
+    for n in range(3):
+        s, _ = run(s, *[fail(t + i, group=SHORT) for i in range(3)])
         assert s.state == h.COOLDOWN and s.probe_at is None and s.cooldown_end - s.cooldown_start <= 120
+        assert not s.end_probe
         step = M.handle(s, h.Tick(s.exit_at))
         assert step.history[-1].note == "neutral"
         s, t = step.state, step.state.next_send_at
-    assert s.cooldown_times == 5 and s.cooldown_no == 8
 
 
 def test_stack_raises_need_check_fact_after_fifth():
@@ -308,8 +313,111 @@ def test_cooldown_notes_name_the_verdict_instant_after_the_step_lag(group):
     step = M.handle(s, h.Tick(exit_at - 0.001))
     assert step.state.state == h.COOLDOWN and not step.history  # not before the stated instant
     step = M.handle(s, h.Tick(exit_at))
+    if step.send_probe and s.end_probe:  # Stack: the verdict is the health probe's answer
+        assert not step.history
+        step = M.handle(step.state, h.ProbeResult(exit_at + 1, ok=False))
     assert step.history and step.history[-1].code in (100, 102)  # the verdict: released or extended
     if step.history[-1].code == 102:
         e = step.state
         assert step.history[-1].note.endswith(f"verdict at {h.utc_text(e.exit_at)} "
                                               f"(+{(e.exit_at - e.cooldown_end) / 60:.1f} min step lag)")
+
+
+# ---- the Stack sender's probe at its cooldown's end (DESIGN §10 "Groups") ----------------------
+
+def stack_cooldown(s=None, at=T0):
+    s, _ = run(s or h.SenderState(sender="stack"), *[fail(at + i, group=STACK_GROUP) for i in range(3)])
+    assert s.state == h.COOLDOWN and s.end_probe and s.probe_at is None
+    return s
+
+
+def test_stack_cooldown_ends_with_a_health_probe_proven_105_then_100():
+    s = stack_cooldown()
+    assert h.next_timer(s) == s.exit_at  # the modelled step: the verdict instant, keyed
+    step = M.handle(s, h.Tick(s.exit_at))
+    assert step.send_probe and step.history == [] and step.state.state == h.COOLDOWN
+    s = step.state
+    # waits for the answer; the timer is only the backstop for a lost one (never a busy loop)
+    assert s.probe_in_flight and h.next_timer(s) == s.exit_at + h.END_PROBE_WAIT
+    step = M.handle(s, h.ProbeResult(s.exit_at + 0.2, ok=True))
+    assert [(r.code, r.note) for r in step.history] == [(105, "GET /v1/health answered 200"), (100, "proven")]
+    assert step.state.state == h.ACTIVE and step.state.failed_in_row == 0
+    assert [f.action for f in step.facts] == ["recovered"] and step.facts[0].payload["verdict"] == "proven"
+    assert step.state.next_send_at == s.exit_at + 0.2  # the built-in group rests 0
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_stack_unproven_is_a_new_cooldown_of_the_group_delay_never_an_extension(terminal):
+    s = stack_cooldown()
+    rows = []
+    for k in range(1, 6):
+        step = M.handle(s, h.Tick(s.exit_at))
+        assert step.send_probe
+        at = s.exit_at + 1
+        step = M.handle(step.state, h.ProbeResult(at, ok=False, terminal=terminal))
+        s, rows = step.state, rows + step.history
+        assert s.state == h.COOLDOWN and s.need_check_path is None  # never path B
+        assert 60 <= s.cooldown_end - at <= 120  # the group's 1–2 min, not U(55, 70) min
+        assert 0 <= s.exit_at - s.cooldown_end <= 7 * 60  # the scheduler's modelled step
+        assert not s.probe_in_flight and s.probe_sent_at is None and s.probe_at is None
+    assert [r.code for r in rows] == [102] * 5
+    assert all(r.note.startswith("unproven: probe failed; ") for r in rows)
+    assert s.cooldown_times == 1  # the ladder moves at a threshold, not at a re-probe
+    step = M.handle(s, h.Tick(s.exit_at))
+    step = M.handle(step.state, h.ProbeResult(s.exit_at + 1, ok=True))
+    assert [r.code for r in step.history] == [105, 100] and step.state.state == h.ACTIVE
+
+
+def test_stack_unproven_draws_are_keyed():
+    def cycle():
+        s = stack_cooldown()
+        step = M.handle(s, h.Tick(s.exit_at))
+        return M.handle(step.state, h.ProbeResult(s.exit_at + 1, ok=False)).state
+    a = cycle()
+    b = h.HealthMachine(KeyedRandom(7)).handle(
+        M.handle(stack_cooldown(), h.Tick(stack_cooldown().exit_at)).state,
+        h.ProbeResult(stack_cooldown().exit_at + 1, ok=False)).state
+    assert (a.cooldown_end, a.exit_at) == (b.cooldown_end, b.exit_at)
+    c = h.HealthMachine(KeyedRandom(8)).handle(
+        M.handle(stack_cooldown(), h.Tick(stack_cooldown().exit_at)).state,
+        h.ProbeResult(stack_cooldown().exit_at + 1, ok=False)).state
+    assert (a.cooldown_end, a.exit_at) != (c.cooldown_end, c.exit_at)
+
+
+def test_stack_never_parks_and_cycles_its_last_step_raising_need_check():
+    s = h.SenderState(sender="stack")
+    t = T0
+    actions = []
+    for n in range(8):
+        s, _ = run(s, *[fail(t + i, group=STACK_GROUP) for i in range(3)])
+        assert s.state == h.COOLDOWN and s.cooldown_end - s.cooldown_start <= 120
+        tick = M.handle(s, h.Tick(s.exit_at))
+        step = M.handle(tick.state, h.ProbeResult(s.exit_at + 1, ok=True))
+        assert step.history[-1].note == "proven"
+        s, t = step.state, step.state.next_send_at + 1
+    assert s.cooldown_times == 5 and s.cooldown_no == 8 and s.state == h.ACTIVE
+    for i in range(3):
+        step = M.handle(s, fail(t + i, group=STACK_GROUP))
+        s, actions = step.state, actions + [(f.action, f.priority) for f in step.facts]
+    assert s.state == h.COOLDOWN and ("need_check", "critical") in actions
+
+
+def test_a_stack_probe_in_flight_across_a_restart_is_answered_once():
+    s = stack_cooldown()
+    s = M.handle(s, h.Tick(s.exit_at)).state
+    again = M.handle(s, h.Tick(s.exit_at + 30))  # a stale timer while the answer is due
+    assert not again.send_probe and again.history == [] and again.state == s
+    ok = M.handle(s, h.ProbeResult(s.exit_at + 31, ok=True))
+    late = M.handle(ok.state, h.ProbeResult(s.exit_at + 32, ok=False))
+    assert late.history == [] and late.state.state == h.ACTIVE
+
+
+def test_a_lost_stack_probe_is_unproven_at_the_backstop():
+    s = stack_cooldown()
+    s = M.handle(s, h.Tick(s.exit_at)).state
+    assert M.handle(s, h.Tick(s.exit_at + h.END_PROBE_WAIT - 1)).history == []
+    step = M.handle(s, h.Tick(s.exit_at + h.END_PROBE_WAIT))
+    assert [r.code for r in step.history] == [102] and step.history[0].note.startswith("unproven: probe unanswered; ")
+    assert step.state.state == h.COOLDOWN and not step.state.probe_in_flight and not step.send_probe
+    late = M.handle(step.state, h.ProbeResult(s.exit_at + h.END_PROBE_WAIT + 1, ok=True))
+    assert late.history == []  # the lost answer arriving after all: a stale answer

@@ -41,7 +41,8 @@ def test_worst_first_cooldown_is_about_two_plus_two_hours():
 
 def test_stack_group_never_parks():
     st = simulate(20, 3, group=STACK_GROUP, seed=1)
-    assert not st.need_check and st.verdicts["neutral"] > 0
+    # its cooldown ends with the health probe (DESIGN §10 "Groups"): never neutral any more
+    assert not st.need_check and st.verdicts["proven"] > 0 and not st.verdicts["neutral"]
 
 
 def test_cli_prints_tables_and_rejects_bad_group(capsys):

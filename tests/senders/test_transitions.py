@@ -10,7 +10,7 @@ import pytest
 from sidecar.core.rng import KeyedRandom
 from sidecar.senders import health as h
 from sidecar.senders import table
-from sidecar.senders.groups import STACK_GROUP
+from sidecar.senders.groups import STACK_GROUP, Group
 
 M = h.HealthMachine(KeyedRandom(5))
 T0 = 1_780_000_000.0
@@ -66,8 +66,12 @@ def verdict_after(*answers: h.HealthInput) -> tuple[h.SenderState, h.HealthInput
     return s, h.Tick(s.exit_at)
 
 
+SHORT = Group(id="s", name="short", priority=1, failed_in_row=3, cooldown_delay_from=1, cooldown_delay_to=2)
+
+
 def neutral() -> tuple[h.SenderState, h.HealthInput]:
-    s = cooling_stack()
+    # a group whose 1–2 min cooldown is shorter than any slot, not the built-in Stack group
+    s = run(h.SenderState(sender="x", failed_in_row=2), h.Failed(T0, T0, group=SHORT))
     assert not s.had_slot and s.exit_at is not None
     return s, h.Tick(s.exit_at)
 
@@ -75,6 +79,12 @@ def neutral() -> tuple[h.SenderState, h.HealthInput]:
 def cooling_stack() -> h.SenderState:
     # the Stack group's 1–2 min cooldown is shorter than any warm-up slot: no probe
     return run(h.SenderState(sender="x", failed_in_row=2), h.Failed(T0, T0, group=STACK_GROUP))
+
+
+def stack_probing() -> h.SenderState:
+    """The Stack sender at its verdict with its GET /v1/health probe in flight."""
+    s = cooling_stack()
+    return run(s, h.Tick(s.exit_at or 0.0))
 
 
 def released() -> h.SenderState:
@@ -116,6 +126,10 @@ CASES: dict[tuple[str, str, str], Build] = {
     (C, "Tick", "extension"): extension_tick,
     (C, "Tick", "probe failed terminally"): lambda: verdict_after(h.ProbeResult(T0 + 3600, ok=False, terminal=True)),
     (C, "Tick", "nothing due"): lambda: (cooling(), h.Tick(T0 + 1)),
+    (C, "Tick", "end probe sent"): lambda: (cooling_stack(), h.Tick(cooling_stack().exit_at or 0.0)),
+    (C, "ProbeResult", "proven at the end"): lambda: (stack_probing(), h.ProbeResult(T0 + 600, ok=True)),
+    (C, "ProbeResult", "unproven"): lambda: (stack_probing(), h.ProbeResult(T0 + 600, ok=False)),
+    (C, "Tick", "unproven"): lambda: (stack_probing(), h.Tick((stack_probing().probe_sent_at or 0.0) + h.END_PROBE_WAIT)),
     (A, "Recover", "manual"): lambda: (ACTIVE_S, h.Recover(T0)),
     (C, "Recover", "manual"): lambda: (cooling(), h.Recover(T0 + 5)),
     (N, "Recover", "manual"): lambda: (need_check(), h.Recover(T0 + 5)),
@@ -126,8 +140,8 @@ CASES: dict[tuple[str, str, str], Build] = {
 }
 
 
-def test_the_table_has_33_distinct_rows_and_each_has_a_driving_case():
-    assert len(table.ROWS) == len(h.TRANSITIONS) == 33  # no key written twice (a dict literal hides it)
+def test_the_table_has_37_distinct_rows_and_each_has_a_driving_case():
+    assert len(table.ROWS) == len(h.TRANSITIONS) == 37  # no key written twice (a dict literal hides it)
     assert set(CASES) == set(h.TRANSITIONS)
 
 

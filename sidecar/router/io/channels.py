@@ -33,7 +33,9 @@ Rules / theory of operation
   pairs' heads one by one — the old outbox's behaviour.
   Per-write results of a batch: 2xx delivered; 424 (Failed Dependency: Stack did not try it
   because an earlier write of its pair failed in this batch) → ``held`` (not an attempt; it
-  waits behind its head); anything else classified like a single answer.  A batch request that
+  waits behind its head); anything else classified like a single answer.  A write Stack refuses
+  (a 4xx other than 408/409/429) fails: one ERROR line names its key, method, path and status
+  on either path (single or batched), and the row keeps Stack's status and body.  A batch request that
   fails as a whole (connection, timeout, 5xx, 429) fails every write retryably; any other whole
   failure (a 4xx on the batch itself) is retryable too and logged loudly: no write is lost for a
   protocol mismatch, and Stack's contract says a batch never fails for one write's fault.
@@ -67,7 +69,7 @@ from sidecar.stack.virtual_at import at_headers
 from sidecar.store.ops import Op
 
 from sidecar.router.config import Target
-from sidecar.router.attempt import DELIVERED, STACK_LADDER, Outcome, classify_exc, classify_status, held, retryable, terminal
+from sidecar.router.attempt import DELIVERED, Outcome, classify_exc, classify_status, held, retryable, terminal
 from sidecar.router.model import Delivery
 from sidecar.router.ops import PutJournal
 
@@ -299,6 +301,7 @@ class JournalChannel(Channel):
 
 
 HELD_STATUS = 424
+CONFLICT_STATUS = 409  # Stack: the key is in use by a concurrent request — retried, not refused
 
 
 class StackChannel(Channel):
@@ -323,10 +326,25 @@ class StackChannel(Channel):
         return {"at": now} if self.stamp_at else {}
 
     @staticmethod
-    def _outcome(exc: StackError) -> Outcome:
+    def _outcome_of(status: int, detail: str) -> Outcome:
+        """Stack's answer → outcome: as any HTTP answer, except 409 (Conflict: the key is being
+        written by a concurrent request) is retryable — the write was not refused."""
+        if status == CONFLICT_STATUS:
+            return retryable(f"HTTP {status}" + (f": {detail[:200]}" if detail else ""), status)
+        return classify_status(status, detail)
+
+    @classmethod
+    def _outcome(cls, exc: StackError) -> Outcome:
         if exc.status is None:
             return retryable(exc.short())
-        return classify_status(exc.status, exc.detail)
+        return cls._outcome_of(exc.status, exc.detail or "")
+
+    @staticmethod
+    def _refused(row: Delivery, out: Outcome, how: str) -> None:
+        """One ERROR line per refused write, single or batched: key, method, path, status."""
+        log.error("STACK REFUSED write %s (%s %s) with HTTP %s%s: %s — the write failed (%s);"
+                  " the pair's later writes go on", row.idem_key, row.method, row.path, out.status,
+                  " in a batch" if how == "batch" else "", out.error, row.pair)
 
     async def send(self, row: Delivery, now: float) -> Outcome:
         if row.method is None or row.path is None or row.idem_key is None:
@@ -337,12 +355,7 @@ class StackChannel(Channel):
         except StackError as exc:
             out = self._outcome(exc)
             if out.kind == "terminal":
-                # kept and retried at the Stack ladder's last step (DESIGN §9: nothing is
-                # dropped), holding its pair: loud, because only a fix on either side ends it
-                log.error("STACK REJECTED write %s (%s %s) with HTTP %s: %s — kept and retried"
-                          " every %gs; pair %s is held until it is accepted", row.idem_key,
-                          row.method, row.path, exc.status, exc.detail or exc, STACK_LADDER[-1],
-                          row.pair)
+                self._refused(row, out, "single")  # loud: only a fix on either side helps
             return out
         return DELIVERED
 
@@ -365,12 +378,15 @@ class StackChannel(Channel):
                       "retried", len(rows), exc.status, exc.detail or exc)
             return [retryable(exc.short(), exc.status)] * len(rows)
         out: list[Outcome] = []
-        for r in results:
+        for row, r in zip(rows, results):
             if r.status == HELD_STATUS:
                 out.append(held("held: an earlier write of the pair failed in the same batch"))
-            else:
-                detail = "" if r.body is None else str(r.body)[:200]
-                out.append(classify_status(r.status, detail))
+                continue
+            detail = "" if r.body is None else _encode(r.body).decode(errors="replace")[:200]
+            o = self._outcome_of(r.status, detail)
+            if o.kind == "terminal":
+                self._refused(row, o, "batch")  # the same line as a single write's
+            out.append(o)
         return out
 
     async def probe(self, now: float) -> Outcome:

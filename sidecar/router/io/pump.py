@@ -32,8 +32,9 @@ Rules / theory of operation
   target's row), not the untried rows' "due now": it does not walk the whole queue into
   timeouts, in one pass or in many.
 * A channel or client that raises (a bug) fails the attempt retryably and is logged: the row is
-  kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses with a
-  4xx is kept too, retried at the Stack ladder's last step, and logged at ERROR every time.
+  kept, the round's other outcomes are recorded.  A ``stack`` write that Stack refuses (a 4xx
+  other than 408/409/429) fails like any delivery (logged at ERROR by the channel); the pair's
+  later writes become heads and go on in the same pass.
 * Rows of a target with no channel (removed from the config) fail terminally ("bad target").
 * Sender health failing (a bug) never loses a round: asked "may it send?", the row waits
   (``Attempts.health_error``, not an attempt); told an outcome or a probe answer, the outcome

@@ -12,7 +12,6 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer
-from sidecar.router.attempt import STACK_LADDER
 from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import RoutingEvent, StackWrite
@@ -132,11 +131,15 @@ async def test_stack_batch_against_the_reference_stack(stack_server, rstore):
     await emit(rstore, st, [bad, marker(1000, "r1", {"step": 1000}), marker(1001, "r2", {"step": 1001})], T0 + 10)
     await pump.run_due(T0 + 10)
     rows = {d.idem_key: d for d in await rstore.deliveries(since=T0 + 10)}
-    assert (rows["bad"].status, rows["bad"].attempts) == ("pending", 1)
-    assert rows["bad"].next_attempt_at == T0 + 10 + STACK_LADDER[-1]  # a terminal Stack answer: kept, last step
+    # a terminal Stack answer fails that write with Stack's status and body (DESIGN §10 as
+    # revised); its pair's later write was held in this batch and goes with the next pass
+    assert (rows["bad"].status, rows["bad"].attempts, rows["bad"].next_attempt_at) == ("failed", 1, None)
+    assert rows["bad"].last_error == 'terminal: HTTP 400: {"error":"body needs value (null clears)"}'
     later = rows["followUpChat:g:r1:src:1000:set"]
     assert (later.status, later.attempts) == ("pending", 0) and later.last_error.startswith("held")
     assert rows["followUpChat:g:r2:src:1001:set"].status == "delivered"
+    await pump.run_due(later.next_attempt_at)
+    assert {d.idem_key: d for d in await rstore.deliveries(since=T0 + 10)}[later.idem_key].status == "delivered"
     await client.close()
 
 

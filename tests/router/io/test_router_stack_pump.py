@@ -121,26 +121,24 @@ async def test_backoff_ladder_exact_one_key_then_recovery(rstore, state, client,
     assert [s.headers["idempotency-key"] for s in stack_server.applied] == [a0, a1]
 
 
-async def test_rejected_write_is_kept_retried_at_last_step_and_logged(rstore, state, client,
-                                                                      stack_server, caplog):
+async def test_rejected_write_fails_is_logged_and_its_pair_goes_on(rstore, state, client,
+                                                                   stack_server, caplog):
+    """A terminal Stack answer fails that write (DESIGN §10 as revised; docs/decisions.md "A
+    refused Stack write"): it is logged at ERROR once, keeps Stack's status, and the pair's later
+    write goes out in the same pass — no retry every 2 min for good, no pair held behind it."""
     a0, a1 = await put(rstore, state, "A", 0), await put(rstore, state, "A", 1)
     b0 = await put(rstore, state, "B", 0)
-    stack_server.fail(400, path_contains="/favorites/A/")
-    pump = pump_of(rstore, client)
+    stack_server.fail(400, key=a0, times=1)
+    pump = pump_of(rstore, client, concurrency=1)
     with caplog.at_level(logging.ERROR, logger="sidecar.router.io.channels"):
         res = await pump.run_due(NOW)
-    assert delivered(res) == [b0]
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(errors) == 1 and "STACK REJECTED" in caplog.text and a0 in caplog.text
-    head = (await rows_of(rstore, "A"))[0]
-    assert (head.idem_key, head.status, head.attempts, head.next_attempt_at) == (a0, "pending", 1, NOW + 120)
-    res = await pump.run_due(NOW + 120)
-    assert [row.idem_key for row, _ in res.settled] == [a0]
-    assert (await rows_of(rstore, "A"))[0].next_attempt_at == NOW + 240
-    stack_server.heal()  # fixed on Stack's side: the kept writes go out, in order
-    res = await pump.run_due(NOW + 240)
-    assert delivered(res) == [a0, a1]
-    assert all(d.status == "delivered" for d in await rstore.deliveries())
+    assert len(errors) == 1 and "STACK REFUSED" in caplog.text and a0 in caplog.text and "HTTP 400" in caplog.text
+    head, second = await rows_of(rstore, "A")
+    assert (head.idem_key, head.status, head.attempts, head.next_attempt_at) == (a0, "failed", 1, None)
+    assert head.last_error.startswith("terminal: HTTP 400")
+    assert (second.idem_key, second.status) == (a1, "delivered")
+    assert sorted(delivered(res)) == sorted([a1, b0]) and res.next_due is None
 
 
 async def test_outage_stops_the_pass_and_comes_back_at_the_first_retry(rstore, state, client,
