@@ -114,7 +114,7 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     if json_out:
         report.write_json(summary, json_out)
     if html_out:
-        from electron_stub.report_html import write_html
+        from sidecar.cli.report_html import write_html
         write_html(summary, html_out)
     if trace and not quiet:
         print(f"trace: {n} lines → {trace}" + (f"  {TEMPORARY}" if temporary else ""))
@@ -126,7 +126,7 @@ def _report(a: argparse.Namespace) -> int:
     """Re-read a saved JSON report (``replay --json``) and write its HTML view, without replaying."""
     import json
 
-    from electron_stub.report_html import write_html
+    from sidecar.cli.report_html import write_html
 
     try:
         summary = json.loads(Path(a.report).read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ import pytest
 
 from electron_stub import report
 from electron_stub.cli import main
-from electron_stub.report_html import render
+from sidecar.cli.report_html import render
 from electron_stub.trace import Recorder
 
 START = 1796025600.0  # 2026-11-30T08:00:00Z

@@ -1,11 +1,12 @@
 """The report as one self-contained HTML file a shift lead opens in a browser
-(``sidecar-stub replay SCENARIO --html OUT``, ``sidecar-stub report REPORT.json --html OUT``).
+(``sidecar-stub replay SCENARIO --html OUT``, ``sidecar-stub report REPORT.json --html OUT``,
+``sidecar report --data-dir DIR --html OUT``: one renderer for the harness and a live data dir).
 
 Rules / theory of operation
 ---------------------------
-* Input: the JSON report of :func:`electron_stub.report.summarize` (its ``series`` key holds the
-  plot rows, :mod:`electron_stub.report_series`); times on the axes are virtual hours from the
-  run's start.
+* Input: the JSON report of ``electron_stub.report.summarize`` or of :mod:`sidecar.cli.report`
+  (its ``series`` key holds the plot rows — ``{end_s, tasks, deliveries, senders}``, shapes in
+  ``electron_stub.report_series``); times on the axes are hours from the report's start.
 * Plots (plotly, its JS inlined once: the file works offline, no CDN): per TU the open and the
   overdue queue over time with the timeline's events (logins, shift changes, crashes, Stack
   faults) as vertical marks; the answer-latency and overdue-age distributions; deliveries per
@@ -14,7 +15,8 @@ Rules / theory of operation
   the fleet simulator's recipe-vs-baseline table (``summary["fleet"]``, rows of dicts).
 * Every plot is a ``<div class="plot" data-plot=NAME>`` (the tests find them by it).
 * Templates: a sandboxed, autoescaping jinja2 environment; plotly is imported lazily (only the
-  harness's report side needs it).
+  harness's report side needs it; the frozen sidecar binary leaves it out, see
+  docs/decisions.md).
 """
 from __future__ import annotations
 
@@ -83,7 +85,7 @@ def _queue_figs(s: dict[str, Any], events: list[dict[str, Any]]) -> list[tuple[s
             if e.get("what") in EVENT_KINDS and e.get("at") is not None:
                 fig.add_vline(x=_hours(e["at"]), line_dash="dot", line_color="#888",
                               annotation_text=e["what"], annotation_textangle=-90)
-        fig.update_layout(xaxis_title="virtual hours", yaxis_title="tasks")
+        fig.update_layout(xaxis_title="hours from the start", yaxis_title="tasks")
         out.append((f"Queue of TU {tu}", fig))
     return out
 
@@ -110,7 +112,7 @@ def _figures(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
         ats.sort()
         fig.add_trace(go.Scatter(x=[_hours(a) for a in ats], y=list(range(1, len(ats) + 1)),
                                  mode="lines+markers", line_shape="hv", name=f"{target} {status}"))
-    fig.update_layout(xaxis_title="virtual hours", yaxis_title="deliveries (cumulative)")
+    fig.update_layout(xaxis_title="hours from the start", yaxis_title="deliveries (cumulative)")
     _empty(fig, "deliveries")
     figs.append(("deliveries", "Deliveries per target by status", fig))
     fig = go.Figure()
@@ -128,7 +130,7 @@ def _figures(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
         fig.add_trace(go.Bar(y=[b[0] for b in mine], x=[_hours(b[2] - b[1]) for b in mine],
                              base=[_hours(b[1]) for b in mine], orientation="h", name=st,
                              marker_color=STATE_COLOURS.get(st)))
-    fig.update_layout(barmode="overlay", xaxis_title="virtual hours")
+    fig.update_layout(barmode="overlay", xaxis_title="hours from the start")
     _empty(fig, "sender transitions")
     figs.append(("senders", "Sender states", fig))
     return figs
