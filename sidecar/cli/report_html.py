@@ -112,7 +112,7 @@ def _figures(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
         ats.sort()
         fig.add_trace(go.Scatter(x=[_hours(a) for a in ats], y=list(range(1, len(ats) + 1)),
                                  mode="lines+markers", line_shape="hv", name=f"{target} {status}"))
-    fig.update_layout(xaxis_title="hours from the start", yaxis_title="deliveries (cumulative)")
+    fig.update_layout(xaxis_title="hours from the start", yaxis_title="deliveries (cumulative)", showlegend=True)
     _empty(fig, "deliveries")
     figs.append(("deliveries", "Deliveries per target by status", fig))
     fig = go.Figure()
@@ -145,7 +145,8 @@ def _empty(fig: Any, what: str) -> None:
 
 def _checks(s: dict[str, Any]) -> list[dict[str, Any]]:
     e, c = s.get("expectations") or {}, s.get("consistency") or {}
-    rows = [{"check": f"expectations ({kind})", "ok": True, "detail": f"{n} checked"}
+    rows = [{"check": kind if kind.startswith("decisions") else f"expectations ({kind})", "ok": True,
+             "detail": f"{n} rows" if kind.startswith("decisions") else f"{n} checked"}
             for kind, n in (e.get("by_kind") or {}).items()]
     rows += [{"check": f"expectation line {f.get('line')}", "ok": False, "detail": f.get("detail")}
              for f in e.get("failed") or []]
