@@ -81,7 +81,8 @@ def _check_binary(binary: str | None) -> None:
 
 
 def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool,
-            json_out: str | None = None, temporary: bool = False, batch: bool = True) -> int:
+            json_out: str | None = None, temporary: bool = False, batch: bool = True,
+            html_out: str | None = None) -> int:
     from electron_stub import report
     from electron_stub.machine import MachineError
     from electron_stub.replay import Replay
@@ -91,7 +92,7 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     except sc.ScenarioError as exc:
         raise InputError(str(exc)) from None
     _check_binary(binary)
-    for out, flag in ((trace, "--trace"), (json_out, "--json")):
+    for out, flag in ((trace, "--trace"), (json_out, "--json"), (html_out, "--html")):
         if out:
             _check_output(out, flag)
     if data_dir and any(Path(data_dir).glob("m*/*")):
@@ -112,10 +113,31 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     summary = report.summarize(rp.rec, rp.results, violations, rp.stats)
     if json_out:
         report.write_json(summary, json_out)
+    if html_out:
+        from sidecar.cli.report_html import write_html
+        write_html(summary, html_out)
     if trace and not quiet:
         print(f"trace: {n} lines → {trace}" + (f"  {TEMPORARY}" if temporary else ""))
     report.show(summary, quiet=quiet)
     return report.exit_code(rp.results, violations, rp.stats)
+
+
+def _report(a: argparse.Namespace) -> int:
+    """Re-read a saved JSON report (``replay --json``) and write its HTML view, without replaying."""
+    import json
+
+    from sidecar.cli.report_html import write_html
+
+    try:
+        summary = json.loads(Path(a.report).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{a.report}: cannot read the JSON report: {exc}") from None
+    if not isinstance(summary, dict) or "series" not in summary:
+        raise InputError(f"{a.report}: not a JSON report of sidecar-stub replay --json (no 'series')")
+    _check_output(a.html, "--html")
+    write_html(summary, a.html)
+    print(f"html: {a.html}")
+    return 0
 
 
 def _generate(a: argparse.Namespace) -> int:
@@ -209,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", help="where the machines' data dirs go (default: a temp dir)")
     r.add_argument("--quiet", action="store_true", help="print only failures and the result")
     r.add_argument("--json", help="also write the report's summary as JSON here (for tools)")
+    r.add_argument("--html", help="also write the report as one self-contained HTML file here (plots)")
     r.add_argument("--no-batch", action="store_true",
                    help="send each world event after its own clock.advance_to instead of one "
                         "platform.events frame that advances too (same result, more round trips)")
@@ -243,6 +266,9 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--limit", type=int, metavar="N", default=DIFF_LIMIT,
                    help=f"show at most N tasks per side (default: {DIFF_LIMIT}; 0 = all)")
     f.add_argument("--all", dest="limit", action="store_const", const=0, help="show every task (= --limit 0)")
+    rr = sub.add_parser("report", help="write the HTML view of a saved JSON report (replay --json), without replaying")
+    rr.add_argument("report", metavar="REPORT_JSON")
+    rr.add_argument("--html", required=True, help="the HTML file to write")
     s = sub.add_parser("senders", help="sender health tools (seed 000)")
     ss = s.add_subparsers(dest="senders_cmd", required=True)
     sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet; print seed 000 §5's tables")
@@ -260,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         a = parser().parse_args(argv)
         if a.cmd == "replay":
             return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet, a.json,
-                           batch=not a.no_batch)
+                           batch=not a.no_batch, html_out=a.html)
+        if a.cmd == "report":
+            return _report(a)
         if a.cmd == "generate":
             return _generate(a)
         if a.cmd == "diff":

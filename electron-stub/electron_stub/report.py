@@ -37,6 +37,7 @@ import msgspec
 
 from electron_stub.expect import Result, Violation
 from electron_stub.report_queue import queue
+from electron_stub.report_series import series
 from electron_stub.report_timeline import clock_of, timeline, whole_s
 from electron_stub.trace import Recorder
 
@@ -260,6 +261,7 @@ def summarize(rec: Recorder, results: list[Result], violations: list[Violation],
         "timeline": timeline(lines, rec.start),
         "tasks": {**_tasks(lines), "reannounced_ignored": rec.redelivered},
         "queue": queue(lines, stats.virtual_s),
+        "series": series(lines, stats.virtual_s),  # the HTML view's plot rows (report_html)
         "follow_up_mail": follow_up_mail(lines, stats.mail_candidates),
         "markers_acked": {"total": len(markers), "by_name": dict(Counter(x.get("name") for x in markers))},
         "deliveries": _deliveries(lines),

@@ -104,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     add_router(sub)
     from sidecar.store.repair import add_parser as add_repair
     add_repair(sub)
+    from sidecar.cli.report import add_parser as add_report
+    add_report(sub)
     return ap
 
 
@@ -157,6 +159,9 @@ def _command(args: argparse.Namespace) -> int:
     if args.cmd in ("rules", "deliveries"):
         from sidecar.cli.router import run as router_cli
         return router_cli(args)
+    if args.cmd == "report":
+        from sidecar.cli.report import run as report
+        return report(args)
     if args.cmd == "repair":
         from sidecar.store.repair import run as repair
         return repair(args)

@@ -79,7 +79,8 @@ def test_a_damaged_database_is_refused_at_start_in_one_line_and_left_byte_for_by
     assert f"sidecar repair --data-dir {data_dir}" in lines[0]
     assert {s: digest(db.with_name(db.name + s)) for s in ("", "-wal")} == before
     # the readers say the same, with the same code
-    for cmd in (["why", TU, "g-ru-1"], ["deliveries"], ["rules"], ["senders", "list"], ["groups", "list"]):
+    for cmd in (["why", TU, "g-ru-1"], ["deliveries"], ["rules"], ["senders", "list"], ["groups", "list"],
+                ["report", "--json", str(data_dir.parent / "report.json")]):
         r = sidecar(*cmd, "--data-dir", str(data_dir))
         assert r.returncode == 7, (cmd, r.stdout[-500:], r.stderr[-1000:])
         assert r.stderr.splitlines() == lines, cmd
