@@ -304,8 +304,15 @@ UPDATE sender_groups SET data = json_set(data,
     '$.send_to_message_interval', coalesce(json_extract(data, '$.send_to_message_interval'), 0) / 60.0);
 """
 
+# The pump reads each target's due head (DESIGN §10 "Targets are isolated"): an index on
+# (target, next attempt) over pending rows, so a pass costs the heads it reads, not the backlog
+# (a 20,000-row Stack backlog made every other target's read scan it).
+V9 = """
+CREATE INDEX deliveries_head ON deliveries (target, next_attempt_at, seq) WHERE status = 'pending';
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

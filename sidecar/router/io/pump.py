@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
@@ -75,7 +75,7 @@ class PumpResult:
 class DeliveryPump:
     def __init__(self, store: RouterStore, channels: Mapping[str, Channel], *,
                  stack: StackChannel | None = None, attempts: Attempts | None = None,
-                 concurrency: int = 8) -> None:
+                 concurrency: int = 8, wake: Callable[[], None] | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.store = store
@@ -83,23 +83,45 @@ class DeliveryPump:
         self.stack = stack
         self.gate = attempts or Attempts()
         self.concurrency = concurrency
+        self.wake = wake  # called when a detached attempt lands: run a pass to settle it
         self._lock = asyncio.Lock()
+        self._orphans_checked = False  # rows of targets no longer configured: asked once
+        self._flying: dict[str, asyncio.Task] = {}  # target -> its detached attempt
+        self._landed: list[tuple[str, list[tuple[Delivery, Begin, Outcome]]]] = []
+        self._stack_stalled: float | None = None  # detached: no Stack answer, hold until then
 
-    async def run_due(self, now: float, *, stack: bool = True) -> PumpResult:
+    async def run_due(self, now: float, *, stack: bool = True, detach: bool = False) -> PumpResult:
         """One pass at ``now`` (see module rules).  ``stack`` False: only the other targets
         (the virtual clock sends those at their due instants and Stack's writes of a whole
-        advance together).  Raises ``StoreError`` if the store fails."""
+        advance together).  ``detach`` (the wall clock): the pass claims each free target's
+        head and hands the attempt to a task of its own, settling the attempts that landed
+        since the last pass — it never waits for a send, so a hanging receiver holds only its
+        own target (at most one attempt in flight per target; ``wake`` is called when one
+        lands).  Without ``detach`` a pass first waits for any detached attempt, then sends
+        and settles in rounds as before.  Raises ``StoreError`` if the store fails."""
         async with self._lock:
+            if not detach:
+                await self.drain()
             res = PumpResult()
+            stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
+            await self._land(now, res, stack_retry)
             await self._probes(now, res)
             tried: set[str] = set()
-            stack_open = self.stack is not None and stack
+            stalled_until = self._stack_stalled
+            if stalled_until is not None and now >= stalled_until:
+                self._stack_stalled = stalled_until = None
+            stack_open = (self.stack is not None and stack and "stack" not in self._flying
+                          and stalled_until is None)
             stalled = False
-            stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
+            targets = tuple(self.channels)
             while True:
                 # one read per round; the last round's (nothing due) brings the pass's end too
-                due = await self.store.due(now, 4 * self.concurrency, MAX_BATCH if stack_open else None,
-                                           self.stack is not None)
+                skip = frozenset(self._flying)
+                due = await self.store.due(now, self.concurrency, MAX_BATCH if stack_open else None,
+                                           self.stack is not None, targets, skip,
+                                           not self._orphans_checked)
+                if len(due.other) < self.concurrency:
+                    self._orphans_checked = True
                 other = _one_per_target(r for r in due.other if r.id not in tried)[:self.concurrency]
                 runs: list[list[Delivery]] = []
                 if stack_open:
@@ -115,6 +137,11 @@ class DeliveryPump:
                 await self.store.commit(claims)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
+                if detach:
+                    self._fly(go_other, go_stack, now)
+                    due = await self.store.due(now, 0, None, self.stack is not None, targets,
+                                               frozenset(self._flying), False)
+                    break
                 outcomes = await self._send_other(go_other, now)
                 attempts, requests = await self._send_stack(go_stack, now)
                 stack_out = [x for a in attempts for x in a]
@@ -125,9 +152,16 @@ class DeliveryPump:
                 await self.store.commit(self._settle(outcomes, now, res, stack_retry)
                                         + self._settle_attempts(attempts, now, res, stack_retry))
             # due rows all tried in this pass already: the end is read on its own
-            end = due.end if due.end is not None else await self.store.pass_end(self.stack is not None)
+            end = due.end if due.end is not None else await self.store.pass_end(
+                self.stack is not None, targets, frozenset(self._flying))
             res.other_due, res.stack_heads = end.other_due, end.stack_heads
             fresh, retry, count = res.stack_heads
+            if "stack" in self._flying:  # its landing wakes the pump: no pass before that
+                fresh = retry = None
+                res.stack_heads = (fresh, retry, count)
+            elif self._stack_stalled is not None and fresh is not None:
+                fresh = max(fresh, self._stack_stalled)
+                res.stack_heads = (fresh, retry, count)
             if stalled and fresh is not None:
                 # Stack is unreachable: the heads not tried are still "due now", but the next
                 # pass is at the first retry of the rows tried — not now, which would walk the
@@ -136,6 +170,60 @@ class DeliveryPump:
                 res.stack_heads = (fresh, retry, count)
             res.next_due = _earliest(res.other_due, fresh, retry) if stack else res.other_due
             return res
+
+    def _fly(self, go_other: list[tuple[Delivery, Begin]], go_stack: list[tuple[Delivery, Begin]],
+             now: float) -> None:
+        """Detached sends: one task per target (Stack's round is one task); each lands its
+        outcomes in ``_landed`` and calls ``wake`` (the next pass settles them)."""
+        def landed(target: str) -> Callable[[asyncio.Task], None]:
+            def done(task: asyncio.Task) -> None:
+                self._flying.pop(target, None)
+                if not task.cancelled() and self.wake is not None:
+                    self.wake()
+            return done
+
+        async def other(row: Delivery, b: Begin) -> None:
+            self._landed.append(("other", await self._send_other([(row, b)], now)))
+
+        async def stack() -> None:
+            attempts, requests = await self._send_stack(go_stack, now)
+            for group in attempts:
+                self._landed.append(("stack", group))
+
+        for row, b in go_other:
+            task = asyncio.get_running_loop().create_task(other(row, b))
+            self._flying[row.target] = task
+            task.add_done_callback(landed(row.target))
+        if go_stack:
+            task = asyncio.get_running_loop().create_task(stack())
+            self._flying["stack"] = task
+            task.add_done_callback(landed("stack"))
+
+    async def drain(self) -> None:
+        """Wait for every detached attempt to land (a waiting pass, close)."""
+        while self._flying:
+            await asyncio.gather(*list(self._flying.values()), return_exceptions=True)
+            await asyncio.sleep(0)  # noqa: TID251 - an I/O yield: the done callbacks run
+
+    async def _land(self, now: float, res: PumpResult, stack_retry: list[float]) -> None:
+        """Settle the detached attempts that landed, in ONE commit (sender health told as a
+        round's would be); a Stack request with no answer at all holds Stack's writes until the
+        first retry of the rows it carried (the outage stop of the module rules)."""
+        if not self._landed:
+            return
+        landed, self._landed = self._landed, []
+        ops: list[Op] = []
+        for kind, group in landed:
+            if kind == "other":
+                ops += self._settle(group, now, res, stack_retry)
+                continue
+            retry: list[float] = []
+            ops += self._settle_attempts([group], now, res, retry)
+            stack_retry += retry
+            res.stack_requests += 1
+            if group and retry and all(o.kind == "retryable" and o.status is None for _, _, o in group):
+                self._stack_stalled = min(retry)
+        await self.store.commit(ops)
 
     async def _probes(self, now: float, res: PumpResult) -> None:
         """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
@@ -290,6 +378,9 @@ class DeliveryPump:
         return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
 
     async def close(self) -> None:
+        for task in list(self._flying.values()):
+            task.cancel()  # the claimed rows are retried at their ladder time (module rules)
+        await asyncio.gather(*list(self._flying.values()), return_exceptions=True)
         for ch in self.channels.values():
             await ch.close()
 

@@ -81,6 +81,41 @@ def due_other(conn: sqlite3.Connection, now: float, limit: int) -> list[Delivery
 
 
 _STACK_PENDING = "status = 'pending' AND channel = 'stack'"
+_HEAD = (f"SELECT {_COLS} FROM deliveries INDEXED BY deliveries_head WHERE status = 'pending'"
+         " AND target = ? AND channel != 'stack' AND next_attempt_at <= ? ORDER BY next_attempt_at, seq LIMIT ?")
+
+
+def due_heads(conn: sqlite3.Connection, now: float, targets: tuple[str, ...], skip: frozenset[str],
+              limit: int) -> list[Delivery]:
+    """The due head of each of ``targets`` but ``skip`` (their oldest pending row due at ``now``,
+    through the ``deliveries_head`` index: a backlog elsewhere costs nothing), oldest first, at
+    most ``limit`` targets — and, when ``targets`` is empty, nothing."""
+    heads: list[Delivery] = []
+    for t in targets:
+        if t in skip:
+            continue
+        heads.extend(delivery_from_row(r) for r in conn.execute(_HEAD, (t, now, 1)))
+    heads.sort(key=lambda d: (d.next_attempt_at, d.seq))
+    return heads[:limit]
+
+
+def orphans(conn: sqlite3.Connection, now: float, targets: tuple[str, ...], limit: int) -> list[Delivery]:
+    """Pending non-Stack rows due at ``now`` whose target is none of ``targets`` (left by an
+    earlier config; routing fails such a row at once, so the pump asks once per process)."""
+    marks = ",".join("?" * len(targets))
+    sql = (f"SELECT {_COLS} FROM deliveries WHERE status = 'pending' AND channel != 'stack'"
+           f" AND target NOT IN ({marks}) AND next_attempt_at <= ? ORDER BY next_attempt_at, seq LIMIT ?")
+    return [delivery_from_row(r) for r in conn.execute(sql, (*targets, now, limit))]
+
+
+def others_due(conn: sqlite3.Connection, targets: tuple[str, ...], skip: frozenset[str]) -> float | None:
+    """The earliest next attempt of the pending rows of ``targets`` but ``skip`` (unix seconds;
+    None = none): one index probe per target."""
+    sql = ("SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_head"
+           " WHERE status = 'pending' AND target = ? AND channel != 'stack'")
+    vals = [conn.execute(sql, (t,)).fetchone()[0] for t in targets if t not in skip]
+    dues = [v for v in vals if v is not None]
+    return min(dues) if dues else None
 
 
 def due_stack(conn: sqlite3.Connection, now: float, limit: int) -> list[list[Delivery]]:
@@ -154,19 +189,32 @@ class Due(msgspec.Struct, frozen=True):
     end: PassEnd | None = None  # read only when neither kind had a due row
 
 
-def pass_end(conn: sqlite3.Connection, stack: bool) -> PassEnd:
-    """:class:`PassEnd`; ``stack``: a Stack is configured (its heads are read)."""
-    return PassEnd(next_due(conn, stack=False), stack_heads(conn) if stack else (None, None, 0))
+def pass_end(conn: sqlite3.Connection, stack: bool, targets: tuple[str, ...] | None = None,
+             skip: frozenset[str] = frozenset()) -> PassEnd:
+    """:class:`PassEnd`; ``stack``: a Stack is configured (its heads are read); ``targets``: the
+    configured ones (their heads alone, but ``skip``: :func:`others_due`)."""
+    other = next_due(conn, stack=False) if targets is None else others_due(conn, targets, skip)
+    return PassEnd(other, stack_heads(conn) if stack else (None, None, 0))
 
 
 def due(conn: sqlite3.Connection, now: float, other_limit: int, stack_limit: int | None,
-        stack: bool) -> Due:
-    """A pump round's rows in one read: :func:`due_other` (``other_limit``) and, unless
+        stack: bool, targets: tuple[str, ...] | None = None, skip: frozenset[str] = frozenset(),
+        with_orphans: bool = True) -> Due:
+    """A pump round's rows in one read: :func:`due_other` (``other_limit``) — or, given the
+    configured ``targets``, their due heads (:func:`due_heads`, not ``skip``: targets whose
+    attempts are all in flight) plus, ``with_orphans``, :func:`orphans` — and, unless
     ``stack_limit`` is None, :func:`due_stack`; when both are empty, :func:`pass_end` too
     (``stack``: a Stack is configured)."""
-    other = due_other(conn, now, other_limit)
+    if targets is None:
+        other = due_other(conn, now, other_limit)
+    else:
+        other = due_heads(conn, now, targets, skip, other_limit)
+        if with_orphans:
+            other = orphans(conn, now, targets, other_limit) + other
     runs = due_stack(conn, now, stack_limit) if stack_limit is not None else []
-    return Due(other, runs, None if other or runs else pass_end(conn, stack))
+    if other or runs:
+        return Due(other, runs, None)
+    return Due(other, runs, pass_end(conn, stack, targets, skip))
 
 
 def last_live(conn: sqlite3.Connection, channel: str, target: str) -> float | None:
@@ -219,11 +267,15 @@ class RouterStore:
     async def due_stack(self, now: float, limit: int = 500) -> list[list[Delivery]]:
         return await self.store.read(due_stack, now, limit)
 
-    async def due(self, now: float, other_limit: int, stack_limit: int | None, stack: bool) -> Due:
-        return await self.store.read(due, now, other_limit, stack_limit, stack)
+    async def due(self, now: float, other_limit: int, stack_limit: int | None, stack: bool,
+                  targets: tuple[str, ...] | None = None, skip: frozenset[str] = frozenset(),
+                  with_orphans: bool = True) -> Due:
+        return await self.store.read(due, now, other_limit, stack_limit, stack, targets, skip,
+                                     with_orphans)
 
-    async def pass_end(self, stack: bool) -> PassEnd:
-        return await self.store.read(pass_end, stack)
+    async def pass_end(self, stack: bool, targets: tuple[str, ...] | None = None,
+                       skip: frozenset[str] = frozenset()) -> PassEnd:
+        return await self.store.read(pass_end, stack, targets, skip)
 
     async def next_due(self, stack: bool = True) -> float | None:
         return await self.store.read(next_due, stack)
