@@ -122,7 +122,7 @@ class PlatformClient:
             raise UnknownRawEvent(f"{cls.project}: unknown socket event {name!r}", field="name")
         try:
             return fn(tu, data)
-        except (BadRawEvent, msgspec.ValidationError, TypeError, KeyError) as exc:
+        except (BadRawEvent, msgspec.DecodeError, TypeError, KeyError) as exc:  # ValidationError too
             raise BadRawEvent(f"{cls.project} {name}: {exc}", field=raw_pointer(str(exc))) from exc
 
     @classmethod
@@ -208,7 +208,7 @@ def list_field(result: Any, name: str, project: str) -> list:
 
 
 def convert(data: Any, typ: type):
-    """``data`` as ``typ``, BadRawEvent when it does not match.  Undecoded JSON
+    """``data`` as ``typ``, BadRawEvent when it does not match or is not JSON text.  Undecoded JSON
     (:class:`msgspec.Raw`, what the bridge hands the sidecar) is decoded once, straight into
     ``typ`` with its one decoder; a Python value (tests, a poll row) is converted."""
     try:
@@ -217,6 +217,11 @@ def convert(data: Any, typ: type):
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
         raise BadRawEvent(str(exc)) from exc
+    except (msgspec.DecodeError, RecursionError) as exc:
+        # Undecoded JSON the envelope's decoder passed through unread: invalid UTF-8 inside a
+        # string (a binary frame may carry it), or nesting past the decoder's depth.  A refusal
+        # of the data as a whole, never a failed step (that would stop the sidecar).
+        raise BadRawEvent(f"data is not valid JSON text ({exc})") from exc
 
 
 # RawId's pattern as one search for "any control character": msgspec runs a pattern through
@@ -264,7 +269,7 @@ def convert_ids(data: Any, typ: type, unchecked: type, ids: Callable[[Any], tupl
             v = _decoder(unchecked).decode(data)
         else:
             return convert(data, typ)
-    except msgspec.DecodeError:  # ValidationError or bad JSON: the full path says which
+    except (msgspec.DecodeError, RecursionError):  # bad value or JSON: the full path says which
         return convert(data, typ)
     if _CONTROL.search("".join(ids(v))) is None:
         return v

@@ -126,3 +126,25 @@ def test_send_fast_path_equals_the_full_decode_of_raw_json(data, tail):
 
     assert outcome(lambda: convert_ids(raw, Send, _SendUnchecked, _SEND_IDS)) \
         == outcome(lambda: convert(raw, Send))
+
+
+_NOT_JSON_TEXT = [
+    b'{"\xed\xa0\x80":1}',  # a lone surrogate as UTF-8 (a binary frame may carry it)
+    b'{"a":"\xed\xa0\x80"}',
+    b'{"text":"\xff"}',
+    b'{"a":' + b'[' * 2000 + b']' * 2000 + b'}',  # past the decoder's depth
+]
+
+
+@pytest.mark.parametrize("project", ["golden", "chathouse", "prime"])
+@pytest.mark.parametrize("raw", _NOT_JSON_TEXT)
+def test_undecoded_data_that_is_not_json_text_is_a_refusal_of_data_never_a_crash(project, raw):
+    """The envelope leaves ``data`` undecoded (msgspec.Raw); what it did not read — invalid UTF-8
+    in a string, nesting too deep — surfaces in the project's decoder, for every event it knows.
+    It must be BadRawEvent naming ``/data`` (-32602), not DecodeError / RecursionError (a failed
+    step stops the sidecar: the params fuzz found ``"text":"\\ud800"`` in CI)."""
+    client = client_for(project)
+    for name in client.decoders:
+        with pytest.raises(BadRawEvent) as info:
+            client.decode_event(TU, name, msgspec.Raw(raw))
+        assert info.value.field.startswith("/data"), (name, info.value.field)
