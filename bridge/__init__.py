@@ -24,6 +24,7 @@ from .errors import (
     CLOSE_UNAUTHORIZED,
     AnswerTooLarge,
     BridgeError,
+    CutShort,
     InternalError,
     InvalidParams,
     InvalidRequest,
@@ -33,6 +34,7 @@ from .errors import (
     RemoteError,
     RequestTimeout,
     RpcError,
+    ShuttingDown,
     Unauthorized,
 )
 from .lifecycle import wait_for_shutdown
@@ -65,6 +67,8 @@ __all__ = [
     "MethodNotFound",
     "InvalidParams",
     "InternalError",
+    "ShuttingDown",
+    "CutShort",
     "Unauthorized",
     "RemoteError",
     "RequestTimeout",

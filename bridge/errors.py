@@ -40,6 +40,8 @@ __all__ = [
     "InternalError",
     "Unauthorized",
     "UnsupportedProtocol",
+    "ShuttingDown",
+    "CutShort",
     "RemoteError",
     "RequestTimeout",
     "NotConnected",
@@ -50,6 +52,8 @@ __all__ = [
     "INVALID_PARAMS",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
+    "SHUTTING_DOWN",
+    "CUT_SHORT",
     "CLOSE_GOING_AWAY",
     "CLOSE_TOO_BIG",
     "CLOSE_UNAUTHORIZED",
@@ -67,6 +71,12 @@ METHOD_NOT_FOUND = -32601  # the handler does not know the method
 INVALID_PARAMS = -32602  # the method is known, its params are not what it takes
 INTERNAL_ERROR = -32603  # the handler failed unexpectedly (its message is passed on)
 UNAUTHORIZED = -32001  # server-defined range: the first frame was not a valid ``auth``
+# the server is stopping and never began this request: nothing of it was done (send it again to
+# the next process); apart from -32603 so a client never reads a clean stop as a failed step
+SHUTTING_DOWN = -32002
+# the server stopped while this request was under way: what it completed is kept and ``data``
+# says how far it got (``now`` of an advance, ``taken`` of ``platform.events``)
+CUT_SHORT = -32003
 
 # ---- websocket close codes -----------------------------------------------------------------
 
@@ -147,6 +157,19 @@ class InternalError(_FixedCode):
     code = INTERNAL_ERROR
 
 
+class ShuttingDown(_FixedCode):
+    """-32002: the server is stopping; this request was refused before anything of it was done."""
+
+    code = SHUTTING_DOWN
+
+
+class CutShort(_FixedCode):
+    """-32003: the server stopped while this request was under way; what it completed before is
+    kept and ``data`` says how far it got (``now``, ``taken``; None when nothing partial)."""
+
+    code = CUT_SHORT
+
+
 class Unauthorized(_FixedCode):
     """-32001: the first frame was not a valid ``auth`` request (followed by close 4401)."""
 
@@ -210,13 +233,14 @@ class ErrorObject(Protocol):
 
 
 # an error object's code → the standard class a caller catches it as (``except InvalidParams``)
-_STANDARD: dict[int, type[_FixedCode]] = {c.code: c for c in (MethodNotFound, InvalidParams, InternalError)}
+_STANDARD: dict[int, type[_FixedCode]] = {
+    c.code: c for c in (MethodNotFound, InvalidParams, InternalError, ShuttingDown, CutShort)}
 
 
 def as_rpc_error(exc: BaseException) -> RpcError | None:
     """The :class:`RpcError` answering a request that ``exc`` ended: an RpcError as it is, an
-    :class:`ErrorObject`'s own error object (as :class:`InvalidParams`, :class:`InternalError` or
-    :class:`MethodNotFound` for their codes), else None (the caller answers -32603)."""
+    :class:`ErrorObject`'s own error object (as :class:`InvalidParams`, :class:`InternalError`,
+    :class:`MethodNotFound`, :class:`ShuttingDown` or :class:`CutShort` for their codes), else None (the caller answers -32603)."""
     if isinstance(exc, RpcError):
         return exc
     if not isinstance(exc, ErrorObject):

@@ -46,9 +46,10 @@ Rules / theory of operation
   accepting connections, keeps the current one open while the handler call in flight gets up to
   ``grace`` seconds (so a handler awaiting the client's answer to :meth:`request` — the virtual
   clock's platform requests — still gets it), and answers it with its result if it ends in time,
-  else -32603 :data:`~bridge.worker.CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
+  else -32003 :data:`~bridge.worker.CUT_SHORT` (the worker is then cancelled).  A request taken off the queue
   after the close began — queued behind the call in flight, or sent meanwhile — is never handed
-  to the handler: it is answered -32603 :data:`~bridge.worker.NOT_BEGUN`; so is a request the
+  to the handler: it is answered -32002 :data:`~bridge.worker.NOT_BEGUN` (counted; the count is
+  logged once, at the end of the close); so is a request the
   reader reads once the worker is done (or finds no queue room for), by the reader itself, until
   the 1001 — every request read is answered.  Those answers are flushed to the socket (bounded,
   :data:`FLUSH_S`) before the connection is closed with 1001.  Only frames still on the wire when
@@ -159,7 +160,7 @@ class BridgeServer:
         self._background: set[asyncio.Task] = set()  # retire-the-old-connection tasks
         # set by close() once the worker is done: the reader answers requests NOT_BEGUN itself
         self._settled = False
-        self._refused_notes = 0  # notifications the reader refused while closing (logged)
+        self._closed = False  # close() began (quiesce() may have run before it)
         # the one worker: the handler calls, in arrival order (bridge.worker)
         self._work = Worker(self._queue, handler, self._closing, raw_params=raw_params,
                             group_handler=group_handler, group_methods=group_methods,
@@ -237,14 +238,12 @@ class BridgeServer:
         finally:
             session.pending.pop(request_id, None)
 
-    async def close(self, *, grace: float = 5.0) -> None:
-        """Answer what was asked, then close the connection (1001) — see the module rules.
-        Idempotent.
-
-        Bounded: the handler call in flight gets ``grace`` seconds, the last answers
-        :data:`FLUSH_S`, the closing handshake ``grace`` again, then the connections are
-        aborted.  Nothing here waits on a cancellation to finish (the process must
-        exit within 2 s)."""
+    async def quiesce(self, *, grace: float = 5.0) -> None:
+        """The first half of :meth:`close`: stop accepting connections and frames, and settle the
+        worker — the handler call in flight gets ``grace`` seconds, then is answered CUT_SHORT;
+        the queued frames NOT_BEGUN.  The current connection stays open (a :class:`Deferred`
+        answer, ``sidecar.shutdown``'s, can still go out on it) until :meth:`close`.
+        Idempotent."""
         if self._closing.is_set():
             return
         self._closing.set()  # from here the worker answers every frame it takes NOT_BEGUN
@@ -258,6 +257,19 @@ class BridgeServer:
                 self._worker.cancel()
             self._work.answer_queued()
         self._settled = True  # from here the reader answers what it reads (module rules)
+
+    async def close(self, *, grace: float = 5.0) -> None:
+        """Answer what was asked, then close the connection (1001) — see the module rules.
+        Idempotent.
+
+        Bounded: the handler call in flight gets ``grace`` seconds (:meth:`quiesce`, unless it
+        ran already), the last answers :data:`FLUSH_S`, the closing handshake ``grace`` again,
+        then the connections are aborted.  Nothing here waits on a cancellation to finish (the
+        process must exit within 2 s)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.quiesce(grace=grace)
         session = self._session
         if session is not None and not await session.flush(FLUSH_S):
             log.warning("bridge close: the last answers did not reach the socket in %.1f s", FLUSH_S)
@@ -273,9 +285,9 @@ class BridgeServer:
         if self._worker is not None:
             self._worker.cancel()
             await within(asyncio.gather(self._worker, return_exceptions=True), 0.2)
-        dropped = self._refused_notes + self._queue.qsize()
-        if dropped:
-            log.warning("bridge close: %d inbound frames were not handled", dropped)
+        if self._work.refused:  # once, with the count (bridge.worker rules)
+            log.info("bridge close: %d frames refused while stopping (-32002, nothing done)",
+                     self._work.refused)
         log.info("bridge closed")
 
     # ---- handshake and reader ---------------------------------------------------------------
@@ -394,7 +406,5 @@ class BridgeServer:
 
     def _refuse(self, session: Session, msg: Any) -> None:
         """Closing: ``msg`` never reaches the handler; a request is answered NOT_BEGUN."""
-        if type(msg) is jsonrpc.Notification:
-            self._refused_notes += 1
-        Worker.refuse(session, msg)
+        self._work.refuse(session, msg)
 

@@ -25,10 +25,17 @@ Rules / theory of operation
   raise of the group handler is every frame's answer.  A lone frame still goes to ``handler``.  Frames of a replaced connection are still handled (nothing
   Electron sent is lost); their answers are dropped.
 * Once the server's close began (``closing`` set), a frame taken off the queue is never handed
-  to the handler: it is answered -32603 :data:`NOT_BEGUN`; the call in flight that outlives the
-  close's grace is answered -32603 :data:`CUT_SHORT` (see :mod:`bridge.server`), with the
-  ``data`` the server's ``cut_short_data(method)`` gives (what the call kept so far; the sidecar:
-  ``{now}`` of an advance, ``{taken, now}`` of ``platform.events``).
+  to the handler: it is answered -32002 :data:`NOT_BEGUN` (:class:`~bridge.errors.ShuttingDown`);
+  the call in flight that outlives the close's grace is answered -32003 :data:`CUT_SHORT`
+  (:class:`~bridge.errors.CutShort`; see :mod:`bridge.server`), with the ``data`` the server's
+  ``cut_short_data(method)`` gives (what the call kept so far; the sidecar: ``{now}`` of an
+  advance, ``{taken, now}`` of ``platform.events``).  Neither is -32603, a failed step's code.
+* A stop's refusals are counted, not logged one by one (a flood during a stop once wrote 7–13 k
+  INFO lines): :attr:`Worker.refused` counts every -32002 answer (the handler's own included),
+  and the server logs the count once when it closes.
+* A handler may return a :class:`Deferred`: the request is answered when the application
+  resolves it (``sidecar.shutdown`` is answered once the store is flushed, after the worker
+  stopped); the worker goes on with the next frame meanwhile.
 """
 from __future__ import annotations
 
@@ -41,11 +48,11 @@ import msgspec
 from msgspec import UNSET
 
 from . import jsonrpc
-from .errors import INTERNAL_ERROR, InternalError, RpcError, as_rpc_error
+from .errors import INTERNAL_ERROR, CutShort, InternalError, RpcError, ShuttingDown, as_rpc_error
 from .inbound import InboundQueue
 from .session import Session
 
-__all__ = ["CUT_SHORT", "EMPTY_RAW", "GroupHandler", "Handler", "NOT_BEGUN", "Worker", "error_frame"]
+__all__ = ["CUT_SHORT", "Deferred", "EMPTY_RAW", "GroupHandler", "Handler", "NOT_BEGUN", "Worker", "error_frame"]
 
 # the worker is the server's: it logs under the server's name, as before it had a module
 log = logging.getLogger("bridge.server")
@@ -56,9 +63,9 @@ Handler = Callable[[str, Any], Awaitable[Any]]  # handler(method, params) -> res
 GroupHandler = Callable[[str, list[Any]], Awaitable[list[Any]]]
 
 EMPTY_RAW = msgspec.Raw(b"{}")  # absent params, undecoded (raw_params)
-#: -32603 to a request taken off the queue after close() began (the handler never saw it)
+#: -32002 to a request taken off the queue after close() began (the handler never saw it)
 NOT_BEGUN = "the sidecar is shutting down; nothing was done"
-#: -32603 to the request in flight when close() began that did not end within its grace
+#: -32003 to the request in flight when close() began that did not end within its grace
 CUT_SHORT = ("the sidecar is shutting down; this request did not finish within the shutdown"
              " budget (what it completed before is kept)")
 
@@ -85,6 +92,7 @@ class Worker:
         self._closing = closing  # set by the server's close(): answer NOT_BEGUN from then on
         # method -> the ``data`` of its CUT_SHORT answer (what the call kept so far), or None
         self._cut_short_data = cut_short_data
+        self.refused = 0  # frames answered (or, notifications, dropped) -32002 "shutting down"
         self.idle = asyncio.Event()  # set while the worker waits for the next frame
         # the frames the worker's handler call is working on (one, or a group's), unanswered yet
         self.in_flight: list[tuple[Session, Any]] = []
@@ -100,7 +108,7 @@ class Worker:
             session, msg, _ = await queue.get()
             self.idle.clear()
             if self._closing.is_set():  # the handler never sees it (module rules)
-                self._answer(session, msg, InternalError(NOT_BEGUN))
+                self._answer(session, msg, ShuttingDown(NOT_BEGUN))
                 continue
             if msg.method in grouped and (head := queue.peek()) is not None and head[1].method == msg.method:
                 batch = [(session, msg)]
@@ -149,16 +157,22 @@ class Worker:
         log.error("handler for %s was cancelled from inside", method)
         return InternalError("cancelled")
 
-    @staticmethod
-    def _answer(session: Session, msg: Any, outcome: Any) -> None:
+    def _answer(self, session: Session, msg: Any, outcome: Any) -> None:
         """Queue the answer of a request: its :class:`_Result` or its :class:`RpcError`
-        (logged for a notification, which gets no answer)."""
+        (logged for a notification, which gets no answer; a -32002 refusal is only counted,
+        module rules).  A :class:`Deferred` result is bound to the request, answered later."""
         if isinstance(outcome, RpcError):
-            log.info("%s failed: %r", msg.method, outcome)
+            if isinstance(outcome, ShuttingDown):
+                self.refused += 1
+            else:
+                log.info("%s failed: %r", msg.method, outcome)
             if type(msg) is jsonrpc.Request:
                 session.send(error_frame(msg.id, outcome))
             return
         if type(msg) is not jsonrpc.Request:
+            return
+        if isinstance(outcome.value, Deferred):
+            outcome.value.bind(session, msg.id)
             return
         try:
             frame = jsonrpc.encode_result(msg.id, outcome.value)
@@ -180,19 +194,66 @@ class Worker:
                     data = self._cut_short_data(msg.method)
                 except Exception:  # noqa: BLE001 — the answer goes out anyway, without data
                     log.exception("cut_short_data(%s) raised", msg.method)
-            self._answer(session, msg, InternalError(CUT_SHORT, data=data))
+            self._answer(session, msg, CutShort(CUT_SHORT, data=data))
 
-    @classmethod
-    def refuse(cls, session: Session, msg: Any) -> None:
-        """Answer a frame the handler will never see (the server is closing) -32603
-        :data:`NOT_BEGUN` (a notification is only logged)."""
-        cls._answer(session, msg, InternalError(NOT_BEGUN))
+    def refuse(self, session: Session, msg: Any) -> None:
+        """Answer a frame the handler will never see (the server is closing) -32002
+        :data:`NOT_BEGUN` (a notification is only counted)."""
+        self._answer(session, msg, ShuttingDown(NOT_BEGUN))
 
     def answer_queued(self) -> None:
-        """Frames still queued once the call in flight is settled: -32603 :data:`NOT_BEGUN`."""
+        """Frames still queued once the call in flight is settled: -32002 :data:`NOT_BEGUN`."""
         while self._queue.qsize():
             session, msg, _ = self._queue.get_nowait()
-            self._answer(session, msg, InternalError(NOT_BEGUN))
+            self._answer(session, msg, ShuttingDown(NOT_BEGUN))
+
+
+class Deferred:
+    """A result the application gives later: a handler returns it, the worker binds it to the
+    request (:meth:`bind`) and moves on; :meth:`resolve` sends the answer on that request's
+    connection — if it is still open — exactly once.  Resolved before it is bound (the handler
+    resolved its own answer), the answer goes out at the bind.  ``value``: any JSON-encodable
+    result; an :class:`RpcError` is sent as the error answer."""
+
+    __slots__ = ("_target", "_value", "_done")
+
+    def __init__(self) -> None:
+        self._target: tuple[Session, Any] | None = None  # (session, request id) once bound
+        self._value: Any = None
+        self._done = False  # resolve() was called
+
+    @property
+    def bound(self) -> bool:
+        """True once a request waits for this answer."""
+        return self._target is not None
+
+    def bind(self, session: Session, request_id: Any) -> None:
+        self._target = (session, request_id)
+        if self._done:
+            self._send()
+
+    def resolve(self, value: Any) -> None:
+        """Answer the bound request with ``value`` (once; later calls are ignored)."""
+        if self._done:
+            return
+        self._done, self._value = True, value
+        if self._target is not None:
+            self._send()
+
+    def _send(self) -> None:
+        assert self._target is not None
+        session, request_id = self._target
+        if session.closed:
+            return
+        value = self._value
+        if isinstance(value, RpcError):
+            session.send(error_frame(request_id, value))
+            return
+        try:
+            frame = jsonrpc.encode_result(request_id, value)
+        except Exception as exc:  # noqa: BLE001 — unencodable result
+            frame = error_frame(request_id, InternalError(f"result not encodable: {exc}"))
+        session.send(frame)
 
 
 class _Result:

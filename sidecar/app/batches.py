@@ -29,7 +29,7 @@ import math
 from functools import partial
 from typing import Callable
 
-from bridge.errors import InternalError, InvalidParams, RpcError, as_rpc_error
+from bridge.errors import CutShort, InternalError, InvalidParams, RpcError, ShuttingDown, as_rpc_error
 from sidecar.protocol import inbound as p
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.clockwork import Clockwork
@@ -110,13 +110,11 @@ class EventBatches:
                         self.taken = len(results)  # a cut short at shutdown says it (app.py)
             except StepFailed as exc:
                 raise InternalError(str(exc)) from exc
-            except (Stopping, InternalError) as exc:
-                if isinstance(exc, InternalError) and not (self.executor.stopping and self.executor.failed is None):
-                    raise
+            except (Stopping, ShuttingDown, CutShort):
                 # shutdown began inside the call (a step refused, or an advance cut short): the
                 # events before it were committed with the group — say how many
                 taken = len(results)
-                raise InternalError(
+                raise CutShort(
                     f"the sidecar is shutting down; platform.events took {taken} of {len(a.events)}"
                     f" events (kept); send the rest after a restart",
                     data={"taken": taken, "now": self._now_or_none()}) from None

@@ -18,9 +18,10 @@ Rules / theory of operation
   1,000 events/s): after each step's commit (:meth:`Clockwork.step_done_wall`) a delivery timer
   due by then goes straight to the pump (no ticker round, no timer step per event) and the
   ticker is woken only for a timer sooner than the one it sleeps to.
-* A failed step or shutdown (:class:`StepFailed`, :class:`Stopping`) is a -32603 to the caller
-  (crash-only, :mod:`sidecar.app.root`); the ticker then just ends.  An advance cut short by
-  shutdown says the instant it reached (``data.now``): the timers before it ran and are kept.
+* A failed step (:class:`StepFailed`) is a -32603 to the caller (crash-only,
+  :mod:`sidecar.app.root`); shutdown (:class:`Stopping`) cuts an advance short: -32003 with the
+  instant it reached (``data.now``): the timers before it ran and are kept.  The ticker then
+  just ends.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import asyncio
 import math
 from typing import Callable
 
-from bridge.errors import InternalError, InvalidParams
+from bridge.errors import CutShort, InternalError, InvalidParams, RpcError
 from sidecar.app.aio import wait_event
 from sidecar.app.deliveries import Deliveries, StepLocked
 from sidecar.config import Settings
@@ -134,7 +135,7 @@ class Clockwork:
         except Stopping:
             # the timers before it ran and were committed: "nothing was done" would be untrue
             now = clock.now()
-            raise InternalError(
+            raise CutShort(
                 f"the sidecar is shutting down; {method} stopped at {now}: every timer due before"
                 f" that ran and is kept, the rest run after a restart", data={"now": now}) from None
         clock.advance_to(t)
@@ -157,7 +158,7 @@ class Clockwork:
                     async with self.executor.group():  # the timers due now: one commit
                         while (nd := self.engine.scheduler.next_due()) is not None and nd <= now:
                             await self._step_locked(self.engine.fire, now=now)
-                except (InternalError, StepFailed, Stopping):
+                except (RpcError, StepFailed, Stopping):
                     return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 nd = self.engine.scheduler.next_due()
                 alarm.tick_at = now + 60.0 if nd is None else nd

@@ -31,7 +31,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Protocol
 
-from bridge.errors import InternalError
+from bridge.errors import InternalError, ShuttingDown
 from sidecar.app.aio import wait_event
 from sidecar.core.clock import Clock
 from sidecar.app.router import PassResult, RouterComponent
@@ -67,7 +67,7 @@ class Deliveries:
     ``ports.notify`` sends ``sender.state`` notes; ``step(fn)`` runs ``fn`` as a step of its own
     (outside the step lock), ``step_locked(fn)`` as a step while the caller holds the lock,
     ``locked(coro_fn)`` awaits ``coro_fn()`` under the step lock — each raises
-    :class:`bridge.errors.InternalError` once the process stopped or shuts down.  ``wake()``
+    :class:`bridge.errors.InternalError` once the process stopped (``ShuttingDown`` once it shuts down).  ``wake()``
     wakes the wall clock's ticker, ``wake_if_sooner()`` only when its next timer is now sooner
     than the instant it sleeps to (:class:`sidecar.app.clockwork.Alarm`).  :attr:`acked` counts the
     Stack writes acknowledged (``status``)."""
@@ -195,6 +195,8 @@ class Deliveries:
                 now = self.clock.now()
                 try:
                     res = await self.route_pass(now)
+                except ShuttingDown:
+                    return  # the close flushes what it can (sidecar.app.root)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued
                     log.exception("delivery pump failed")
                     try:  # sender health may be ahead of what the pass committed: take SQLite's
@@ -212,7 +214,7 @@ class Deliveries:
                 if res.events:
                     try:
                         await self._step(lambda s: s.events.extend(res.events))
-                    except InternalError:
+                    except (InternalError, ShuttingDown):
                         return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)

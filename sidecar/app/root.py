@@ -44,10 +44,10 @@ Rules / theory of operation
   would exit 6).
   ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
   a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
-  events — is refused (-32603 "shutting down" to a caller, silently for background work) and no
+  events — is refused (-32002 "shutting down" to a caller, silently for background work) and no
   platform request starts.  Then it cancels the background tasks, closes the bridge — which
   answers every request asked before the 1001 close (the one in flight its result if it ends
-  within the grace, else -32603 "shutting down"; :mod:`bridge.server`) — and takes the step
+  within the grace, else -32003 "cut short"; :mod:`bridge.server`) — and takes the step
   lock (bounded) so the step under way commits before the delivery flush, the router channels
   and the store close; it keeps the lock, so nothing touches the router state after.  An
   answer cut short by shutdown says what was kept: an advance the instant it reached
@@ -62,7 +62,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from bridge import BridgeServer
-from bridge.errors import INTERNAL_ERROR, InternalError, InvalidParams, RpcError, as_rpc_error
+from bridge.worker import Deferred
+from bridge.errors import INTERNAL_ERROR, InternalError, InvalidParams, RpcError, ShuttingDown, as_rpc_error
 from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION, __version__
 from sidecar.app import requests as app_requests
 from sidecar.protocol import inbound as p
@@ -99,10 +100,12 @@ EXIT_STEP_FAILED = 6  # a step could not commit (or crashed): restart restores f
 REFUSALS = (*DOMAIN_REFUSALS, ManageError, RpcError)
 
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
-SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32603 to a late request
+SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32002 to a late request
 # seconds SidecarApp.close may take at most: each stage's own bound is cut to what is left of it,
-# so close() + the database close (0.3 s, sidecar.cli.main) end before the 1.5 s watchdog (exit 5)
-CLOSE_BUDGET_S = 1.0
+# so close() + the database close (0.3 s, sidecar.cli.main) + goodbye() end before the 1.5 s
+# watchdog (exit 5)
+CLOSE_BUDGET_S = 0.95
+GOODBYE_S = 0.2  # goodbye(): sidecar.shutdown's answer and the 1001 close, at most
 
 GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
 
@@ -149,6 +152,9 @@ class SidecarApp:
         self.routing.plug_health(self.senders.gate)  # the router's one attempt gate asks it
         self.senders.route_events = lambda step, events: step.events.extend(events)
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED
+        # set by a sidecar.shutdown request: ``sidecar serve`` stops as on SIGTERM
+        self.shutdown_requested = asyncio.Event()
+        self._shutdown_answers: list[Deferred] = []  # sidecar.shutdown requests, answered by goodbye()
         # the ONE step executor (commit, then notify, then requests); this app is its ports
         self.executor = StepExecutor(self.engine, self.clock, self, refusals=REFUSALS,
                                      spawn=None if self.clock.virtual else self._spawn,
@@ -195,13 +201,17 @@ class SidecarApp:
             self._spawn(self.deliveries.pump_loop())
         return port
 
-    async def close(self) -> list[str]:
+    async def close(self, *, final: bool = True) -> list[str]:
         """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state:
         each stage has its own deadline, and a stage that overruns (or fails) is logged and left
         behind — the process exits anyway (``sidecar.cli.main`` enforces the hard limit).  Returns
         the stages left behind, e.g. ``["delivery flush at exit (over 0.40 s)"]`` (empty: all
         done): ``sidecar serve`` must then not wait for them or close the loop under them
-        (:mod:`sidecar.app.aio` "Abandoned is not done"), and names them in its exit log."""
+        (:mod:`sidecar.app.aio` "Abandoned is not done"), and names them in its exit log.
+
+        ``final=False`` leaves the connection open (the bridge only quiesced): the caller closes
+        the store, then calls :meth:`goodbye` — so ``sidecar.shutdown`` is answered once the
+        store is closed.  ``final=True`` (tests, embedding) ends with :meth:`goodbye` itself."""
         left: list[str] = []
         loop = asyncio.get_running_loop()
         end = loop.time() + CLOSE_BUDGET_S
@@ -211,7 +221,7 @@ class SidecarApp:
 
         self.executor.stop()  # from here no step begins (module rules)
         await cancel_all(self._bg, cap(0.3), "background tasks", left)
-        await bounded(self.bridge.close(grace=0.3), cap(0.6), "bridge close", left)
+        await bounded(self.bridge.quiesce(grace=0.3), cap(0.6), "bridge quiesce", left)
         # the step under way (a frame's, an answer's) commits before the store and channels
         # close; the lock is kept: nothing runs a step or touches the router state after this
         locked = await bounded(self._lock.acquire(), cap(0.2), "the step under way", left)
@@ -227,7 +237,17 @@ class SidecarApp:
         await bounded(self.routing.close(), cap(0.1), "router channels close", left)
         if self.stack is not None:
             await bounded(self.stack.close(), cap(0.2), "Stack client close", left)
+        if final:
+            await self.goodbye(left)
         return left
+
+    async def goodbye(self, left: list[str]) -> None:
+        """The last of a close: answer every ``sidecar.shutdown`` (``abandoned``: ``left``, the
+        stages that overran so far), then close the connection with 1001 — within
+        :data:`GOODBYE_S`; an overrun is added to ``left``."""
+        for answer in self._shutdown_answers:
+            answer.resolve({"ok": True, "abandoned": list(left)})
+        await bounded(self.bridge.close(grace=0.1), GOODBYE_S, "bridge close", left)
 
     def _now_or_none(self) -> float | None:
         try:
@@ -294,17 +314,27 @@ class SidecarApp:
         reg("task.close", p.TaskClose, lambda a: self.inputs.task_close(a))
         reg("tasks.list", p.TasksList, lambda a: self.inputs.tasks_list(a))
         reg("stack.flush", p.StackFlush, lambda a: self.deliveries.flush_stack())
+        reg("sidecar.shutdown", p.SidecarShutdown, self._shutdown, needs_clock=False)
         self.routing.register(reg, self.step, self._locked, self.clock.now)
 
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
         (a rule) never interleaves with one."""
         if self.executor.stopping:
-            raise InternalError(SHUTTING_DOWN)
+            raise ShuttingDown(SHUTTING_DOWN)
         async with self._lock:
             if self.executor.stopping:
-                raise InternalError(SHUTTING_DOWN)
+                raise ShuttingDown(SHUTTING_DOWN)
             return await fn()
+
+    async def _shutdown(self, a: p.SidecarShutdown) -> Deferred:
+        """``sidecar.shutdown`` (DESIGN §3): no step begins from here (a later frame gets -32002);
+        ``sidecar serve`` sees :attr:`shutdown_requested` and closes; :meth:`goodbye` answers."""
+        self.executor.stop()
+        answer = Deferred()
+        self._shutdown_answers.append(answer)
+        self.shutdown_requested.set()
+        return answer
 
     async def _status(self, a: p.Status) -> dict:
         return self.status()
@@ -329,7 +359,7 @@ class SidecarApp:
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
         except Stopping:
-            raise InternalError(SHUTTING_DOWN) from None
+            raise ShuttingDown(SHUTTING_DOWN) from None
 
     async def _step_locked(self, fn: Callable[[Step], Any], now: float | None = None) -> Any:
         try:
@@ -337,7 +367,7 @@ class SidecarApp:
         except StepFailed as exc:
             raise InternalError(str(exc)) from exc
         except Stopping:
-            raise InternalError(SHUTTING_DOWN) from None
+            raise ShuttingDown(SHUTTING_DOWN) from None
 
     # executor ports -----------------------------------------------------------------------------
     async def commit(self, ops: list) -> None:

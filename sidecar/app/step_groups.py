@@ -20,7 +20,7 @@ Rules / theory of operation
   method; a refusal (``refusals``: unknown TU, bad raw event — raised before anything changed)
   → -32602 for that frame only, the others go on; the process stopped after a failed step →
   -32603; shutdown began (:class:`~sidecar.runtime.ports.Stopping`) → the frames whose steps
-  ran are committed and answered, the rest get -32603 "shutting down".
+  ran are committed and answered, the rest get -32002 "shutting down" (nothing of them done).
 * The virtual clock never groups here: its driver awaits each answer, and ``platform.events``
   is its batch (:mod:`sidecar.app.batches`).
 """
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import InternalError, RpcError, as_rpc_error
+from bridge.errors import InternalError, RpcError, ShuttingDown, as_rpc_error
 from sidecar.protocol.methods import Methods
 from sidecar.runtime.executor import StepExecutor
 from sidecar.runtime.ports import StepFailed, Stopping
@@ -94,7 +94,7 @@ class StepGroups:
             return out
         stopped = self._stopped()
         if stopped is not None or self._executor.stopping:
-            err = stopped if stopped is not None else InternalError(self._shutting_down)
+            err = stopped if stopped is not None else ShuttingDown(self._shutting_down)
             for i, _ in todo:
                 out[i] = err
             return out
@@ -119,14 +119,14 @@ class StepGroups:
                         continue
                     except Stopping:  # shutdown began: the steps so far commit, the rest never run
                         for j, _ in todo[k:]:
-                            out[j] = InternalError(self._shutting_down)
+                            out[j] = ShuttingDown(self._shutting_down)
                         break
                     out[i] = spec.answer_of(value)
                     ran.append(i)
         except StepFailed as exc:  # nothing of the group was committed or sent (crash-only)
             self._fail(todo, ran, out, InternalError(str(exc)))
         except Stopping:  # the group's commit met the closing store: abandoned, not written
-            self._fail(todo, ran, out, InternalError(self._shutting_down))
+            self._fail(todo, ran, out, ShuttingDown(self._shutting_down))
 
     @staticmethod
     def _fail(todo: list[tuple[int, Any]], ran: list[int], out: list[Any], err: RpcError) -> None:

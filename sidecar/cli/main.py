@@ -266,7 +266,8 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
         others = asyncio.ensure_future(wait_for_shutdown(
             poll_s=PARENT_POLL_S, original_ppid=_STARTED_BY, signals=False))
         fatal = asyncio.ensure_future(app.fatal.wait())  # a step failed: crash-only (DESIGN §13)
-        waits = {stop_signal, others, fatal}
+        asked = asyncio.ensure_future(app.shutdown_requested.wait())  # a sidecar.shutdown request
+        waits = {stop_signal, others, fatal, asked}
         await asyncio.sleep(0)  # noqa: TID251 - lets wait_for_shutdown install its hooks first
         if not stop_signal.done():
             ready = {"event": "ready", "port": port, "pid": os.getpid(), "version": __version__,
@@ -278,6 +279,8 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
             reason = stop_signal.result()
         elif others.done() and not others.cancelled():
             reason = others.result()
+        elif asked.done():
+            reason = "sidecar.shutdown request"
         else:
             reason = "a step failed"
         guard.request(reason)
@@ -288,10 +291,12 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
             if w is not stop_signal:
                 w.cancel()
         if app is not None:
-            left.extend(await app.close())
+            left.extend(await app.close(final=False))  # the connection stays for goodbye()
         # releases the data-dir lock; abandoned, it loses nothing committed (SQLite's WAL,
         # sidecar.store.db "Closing") and the OS releases the lock when the process ends
         await bounded(store.close(), 0.3, "database close", left)
+        if app is not None:  # sidecar.shutdown is answered once the store is closed, then 1001
+            await app.goodbye(left)
     if left:
         log.warning("shut down, abandoned: %s — nothing committed is lost (SQLite WAL); unsent "
                     "Stack writes stay queued for the next start", "; ".join(left))

@@ -56,7 +56,10 @@ ERROR_CODES: dict[int, str] = {
     E.INVALID_REQUEST: "JSON but not a JSON-RPC 2.0 object (a batch array included), or auth again",
     E.METHOD_NOT_FOUND: "unknown method",
     E.INVALID_PARAMS: "bad params: data.field names the field; nothing was changed",
-    E.INTERNAL_ERROR: "a step failed (the sidecar exits 6 and restarts clean) or it is shutting down",
+    E.INTERNAL_ERROR: "a step failed: nothing of it was kept; the sidecar exits 6 (restart it, it restores clean)",
+    E.SHUTTING_DOWN: "the sidecar is stopping: nothing of this request was done (send it to the next process)",
+    E.CUT_SHORT: "the sidecar stopped during this request: what it did is kept, data says how far"
+                 " (now: the clock it reached; taken: the events it took)",
     E.UNAUTHORIZED: "the first frame was not a valid auth (the connection closes with 4401)",
 }
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "IOFailure", "InputError", "Refusal", "SidecarError",
+__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "SHUTTING_DOWN", "IOFailure", "InputError", "Refusal", "SidecarError",
            "StepFailed"]
 
 # the JSON-RPC 2.0 codes the hints use (the same values as bridge.errors, which this floor may
 # not import)
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SHUTTING_DOWN = -32002  # the process is stopping: nothing of the request was done (DESIGN §4)
 
 
 class SidecarError(Exception):

@@ -116,6 +116,16 @@ class StackFlushAnswer(Answer, kw_only=True):
     waiting: StackWaiting | None = None  # why they stay queued; None when pending is 0
 
 
+class ShutdownAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``sidecar.shutdown``'s answer, sent once the store is closed, just before the 1001 close
+    (no ``next_due``: the process is ending).  ``abandoned``: the close stages that overran their
+    bound, e.g. ``"delivery flush at exit (over 0.40 s)"`` — what they had not sent stays queued
+    in SQLite for the next start; empty after a clean stop."""
+
+    ok: bool = True
+    abandoned: list[str]
+
+
 class TasksPage(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A page of ``tasks.list`` (asked with ``limit`` or ``cursor``; :mod:`sidecar.app.task_pages`):
     ``tasks`` in the operator's order; ``next_cursor``: pass it back as ``cursor`` for the next page,
@@ -311,6 +321,7 @@ ANSWERS: dict[str, Any] = {
     "tasks.list": list[TaskView] | TasksPage,
     "status": StatusAnswer,
     "stack.flush": StackFlushAnswer,
+    "sidecar.shutdown": ShutdownAnswer,
     "why": WhyAnswer,
     "groups.list": GroupsAnswer,
     "groups.get": GroupAnswer,

@@ -13,7 +13,7 @@ import msgspec
 
 EXIT_CODES = """\
 exit codes:
-  0    shutdown (SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s; the log names any abandoned close
+  0    shutdown (sidecar.shutdown, SIGTERM, SIGINT, SIGHUP, stdin EOF, parent death) within 2 s; the log names any abandoned close
   1    unexpected internal error (logged with its traceback)
   2    bad setting or command line (one line on stderr names it); nothing was started
   3    the data dir is locked by another running sidecar
@@ -33,6 +33,9 @@ CAPABILITIES: dict[str, str] = {
                          " round trip (virtual clock); a client that lists it serves them, one that sends"
                          " capabilities without it is asked one platform.request at a time",
     "platform.events": "a burst of raw events may go as one platform.events {events: [...]} request",
+    "shutdown": "sidecar.shutdown stops the sidecar gracefully: answered once the store is closed, then"
+                " the connection closes 1001 and the process exits 0 (DESIGN §3; the graceful path on"
+                " Windows, where child.kill() is a hard kill)",
 }
 
 

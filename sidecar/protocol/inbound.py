@@ -189,6 +189,15 @@ class Status(Params, kw_only=True):
     pass
 
 
+class SidecarShutdown(Params, kw_only=True):
+    """Stop this sidecar gracefully (DESIGN §3) — the one graceful path on Windows, where Node's
+    ``child.kill()`` is a hard kill.  Requests already read are answered first; every later one is
+    refused -32002 (nothing done).  Answered ``{"ok": true, "abandoned": [...]}`` once the step
+    under way committed, the delivery flush at exit ran and the store is closed; then the
+    connection closes (1001) and the process exits 0 (``abandoned``: close stages that overran
+    their bound — unsent deliveries stay queued for the next start; empty normally)."""
+
+
 class StackFlush(Params, kw_only=True):
     """Send every due Stack write now, ignoring the flush cadence (``stack_flush_interval_s``,
     virtual clock): call it before reading Stack elsewhere (another machine's login, a check of
@@ -387,6 +396,7 @@ INBOUND: dict[str, type[Params]] = {
     "tasks.list": TasksList,
     "status": Status,
     "stack.flush": StackFlush,
+    "sidecar.shutdown": SidecarShutdown,
     "why": Why,
     "groups.list": GroupsList,
     "groups.get": GroupRef,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sidecar.domain.errors import INTERNAL_ERROR, Refusal, StepFailed
+from sidecar.domain.errors import SHUTTING_DOWN, Refusal, StepFailed
 from sidecar.runtime.step import Request
 
 __all__ = ["NoLock", "Ports", "RouterPort", "StepFailed", "Stopping", "TooManyTimers"]
@@ -30,7 +30,7 @@ __all__ = ["NoLock", "Ports", "RouterPort", "StepFailed", "Stopping", "TooManyTi
 class Stopping(Refusal):
     """The process is shutting down: the step was refused before it began (not a failure)."""
 
-    error_status_hint = INTERNAL_ERROR  # what a late request was always answered with
+    error_status_hint = SHUTTING_DOWN  # -32002, never a failed step's -32603 (DESIGN §4)
 
 
 class TooManyTimers(Refusal):

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from bridge import BridgeClient
-from bridge.errors import InternalError, InvalidParams, RpcError
+from bridge.errors import InternalError, InvalidParams, RpcError, ShuttingDown
 from sidecar.app.root import SidecarApp
 from sidecar.config import Settings
 from sidecar.core.clock import Clock
@@ -200,7 +200,7 @@ async def test_once_shutdown_began_no_step_of_a_group_begins(tmp_path):
     try:
         run.app.executor.stop()
         out = await run.app._handle_group("platform.event", [event(0), event(1)])
-        assert all(isinstance(o, InternalError) and "shutting down" in o.message for o in out)
+        assert all(isinstance(o, ShuttingDown) and "shutting down" in o.message for o in out)
         assert run.log == [] and run.app.failed is None
     finally:
         await run.stop()

@@ -3,7 +3,7 @@
 A request in flight when the sidecar is told to stop (SIGTERM) used to get no answer: close()
 shut the connection with 1001 first and let the handler finish into a closed socket.  Now the
 connection stays open while the handler gets its ``grace``: its result goes out if it ends in
-time, else -32603 "shutting down"; frames queued behind it are answered -32603 ("nothing was
+time, else -32003 "shutting down … did not finish"; frames queued behind it are answered -32002 ("nothing was
 done"); then 1001.  A handler that asks the client something meanwhile still gets its answer.
 """
 import asyncio
@@ -86,12 +86,12 @@ async def test_a_request_still_running_after_the_grace_is_answered_shutting_down
     assert time.monotonic() - began < 2.0  # bounded: the answers wait for no one
     with pytest.raises(RemoteError) as info:
         await call
-    assert info.value.code == -32603 and "shutting down" in info.value.message
+    assert info.value.code == -32003 and "shutting down" in info.value.message
     assert "did not finish" in info.value.message
     for q in queued:
         with pytest.raises(RemoteError) as info:
             await q
-        assert info.value.code == -32603 and "nothing was done" in info.value.message
+        assert info.value.code == -32002 and "nothing was done" in info.value.message
     assert app.handled == ["slow"]  # nothing queued began after the close
     assert await _closed(client) == 1001
 
@@ -121,7 +121,7 @@ async def test_a_frame_sent_during_the_close_is_answered_shutting_down(bridge):
     assert await call == {"done": True}
     with pytest.raises(RemoteError) as info:
         await late
-    assert info.value.code == -32603 and "nothing was done" in info.value.message
+    assert info.value.code == -32002 and "nothing was done" in info.value.message
     await closing
     assert app.handled == ["slow"]
     assert await _closed(client) == 1001
@@ -131,7 +131,7 @@ async def test_a_frame_read_after_the_cut_short_until_the_1001_is_answered(bridg
     """F3 (breaker 16): after the call in flight is cut short (worker cancelled, queue settled)
     the connection stays open a moment for the last answers; a request read then used to sit in
     the queue unanswered ("N inbound frames were not handled").  Every request read until the
-    close is answered -32603 "nothing was done".  (The flush is slowed to hold that moment open.)"""
+    close is answered -32002 "nothing was done".  (The flush is slowed to hold that moment open.)"""
     server, app, client = bridge
     call = asyncio.create_task(client.call("slow", {"seconds": None}))
     await app.started.wait()
@@ -153,7 +153,7 @@ async def test_a_frame_read_after_the_cut_short_until_the_1001_is_answered(bridg
     for q in late:
         with pytest.raises(RemoteError) as info:
             await q
-        assert info.value.code == -32603 and "nothing was done" in info.value.message
+        assert info.value.code == -32002 and "nothing was done" in info.value.message
     await closing
     assert app.handled == ["slow"]
     assert await _closed(client) == 1001

@@ -141,7 +141,7 @@ def _alive(pid: int) -> bool:
 
 
 async def test_a_request_in_flight_at_sigterm_that_cannot_finish_is_answered_shutting_down(tmp_path):
-    """A login held by a Stack startup read that hangs: SIGTERM answers it -32603 "shutting
+    """A login held by a Stack startup read that hangs: SIGTERM answers it -32003 "shutting
     down" (it used to get nothing, only the 1001 close), and the exit stays 0 within 2 s; a
     request queued behind it is answered too ("nothing was done")."""
     stack = StackServer()
@@ -158,10 +158,10 @@ async def test_a_request_in_flight_at_sigterm_that_cannot_finish_is_answered_shu
             behind = asyncio.create_task(c.call("tasks.list", {}))
             await asyncio.sleep(0.05)
             assert await sc.stop("SIGTERM") == 0
-            for call, words in ((login, "did not finish"), (behind, "nothing was done")):
+            for call, words, code in ((login, "did not finish", -32003), (behind, "nothing was done", -32002)):
                 with pytest.raises(RemoteError) as info:
                     await call
-                assert info.value.code == -32603 and "shutting down" in info.value.message
+                assert info.value.code == code and "shutting down" in info.value.message
                 assert words in info.value.message
             async with asyncio.timeout(2):
                 await c.wait_closed()
@@ -202,7 +202,7 @@ async def test_a_request_in_flight_at_sigterm_that_finishes_in_time_gets_its_res
 
 
 async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
-    """An advance under way at SIGTERM stops at its next timer: its answer is -32603 and says
+    """An advance under way at SIGTERM stops at its next timer: its answer is -32003 and says
     the instant it reached (the timers before it ran and are kept) — not "nothing was done"."""
     asked = [0]
 
@@ -222,7 +222,7 @@ async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
         assert await sc.stop("SIGTERM") in (0, 5)
         with pytest.raises(RemoteError) as info:
             await far
-        assert info.value.code == -32603 and "shutting down" in info.value.message, info.value
+        assert info.value.code == -32003 and "shutting down" in info.value.message, info.value
         assert "nothing was done" not in info.value.message
         assert T0 < info.value.data["now"] < T0 + 86400 * 365
         assert "stopped at" in info.value.message
@@ -232,7 +232,7 @@ async def test_an_advance_cut_short_at_sigterm_says_how_far_it_got(tmp_path):
 @pytest.mark.parametrize("method", ["clock.advance_to", "platform.events"])
 async def test_an_advance_or_batch_cut_short_at_sigterm_says_what_was_kept(tmp_path, method):
     """F4 (breaker 16): a ``clock.advance_to`` / ``platform.events`` whose step awaits a platform
-    answer that never comes is cut short after the grace; its -32603 still says what was kept —
+    answer that never comes is cut short after the grace; its -32003 still says what was kept —
     ``data.now`` (the instant it reached), and for ``platform.events`` ``data.taken`` (the
     events it took) — as the late path always did."""
     hold, asked = asyncio.Event(), asyncio.Event()
@@ -259,7 +259,7 @@ async def test_an_advance_or_batch_cut_short_at_sigterm_says_what_was_kept(tmp_p
         assert await sc.stop("SIGTERM") == 0
         with pytest.raises(RemoteError) as info:
             await call
-        assert info.value.code == -32603 and "shutting down" in info.value.message
+        assert info.value.code == -32003 and "shutting down" in info.value.message
         data = info.value.data
         assert isinstance(data, dict) and T0 <= data["now"] < T0 + 3600
         if method == "platform.events":

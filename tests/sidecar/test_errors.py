@@ -14,7 +14,7 @@ import pytest
 
 import platform_clients
 import sidecar
-from bridge.errors import (INTERNAL_ERROR, INVALID_PARAMS, InternalError, InvalidParams, RemoteError,
+from bridge.errors import (INTERNAL_ERROR, INVALID_PARAMS, InternalError, InvalidParams, RemoteError, ShuttingDown,
                            RpcError, as_rpc_error)
 from sidecar.domain.errors import InputError, IOFailure, Refusal, SidecarError, StepFailed
 
@@ -105,7 +105,8 @@ def test_the_re_parented_ones_answer_as_before():
     bad = as_rpc_error(BadRawEvent("bad shape"))
     assert isinstance(bad, InvalidParams) and (bad.message, bad.data) == ("bad shape", None)
     assert isinstance(BadRawEvent("x"), ValueError) and isinstance(me, ValueError)  # second bases kept
-    assert isinstance(as_rpc_error(Stopping("shutting down")), InternalError)
+    stopping = as_rpc_error(Stopping("shutting down"))  # a stop's refusal is not a failed step (-32603)
+    assert isinstance(stopping, ShuttingDown) and stopping.code == -32002
     assert as_rpc_error(StackUnavailable("down", status=503)).message == "StackUnavailable: down"
 
 

@@ -202,7 +202,7 @@ def test_an_if_open_event_runs_only_while_its_task_is_open_and_is_skipped_after(
 
 def test_a_batch_cut_short_by_shutdown_says_how_many_events_were_taken(tmp_path):
     """Shutdown begins while the 2nd event's step runs: that step and the one before it are
-    committed, the rest are refused — the -32603 says 2 of 5 were taken (``data.taken``), never
+    committed, the rest are refused — the -32003 says 2 of 5 were taken (``data.taken``), never
     "nothing was done"."""
     async def main() -> None:
         run = await _start(tmp_path)
@@ -222,7 +222,7 @@ def test_a_batch_cut_short_by_shutdown_says_how_many_events_were_taken(tmp_path)
                 err = exc
             else:
                 raise AssertionError("a batch cut short by shutdown answered a result")
-            assert getattr(err, "code", None) == -32603 and "shutting down" in str(err), err
+            assert getattr(err, "code", None) == -32003 and "shutting down" in str(err), err
             assert "nothing was done" not in str(err) and "2 of 5" in str(err)
             assert err.data["taken"] == 2
             open_rus = {t.ru for t in run.app.engine.factory.open_of_tu(TU)}

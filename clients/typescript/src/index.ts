@@ -21,9 +21,15 @@ export class RpcError extends Error {
 export interface ReadyLine { event: "ready"; port: number; pid: number; version: string; protocol: number }
 
 /** The contract version this client was written against ("MAJOR.MINOR", docs/protocol.md "Versions"). */
-export const PROTOCOL = "1.1";
+export const PROTOCOL = "1.2";
 /** What this client serves, sent in `auth`: it answers `platform.requests` (several requests, one round trip). */
 export const CAPABILITIES = ["platform.requests"];
+/** Error code: the sidecar is stopping and did nothing of this request (send it to the next process). */
+export const SHUTTING_DOWN = -32002;
+/** Error code: the sidecar stopped during this request; what it did is kept, `data` says how far (`now`, `taken`). */
+export const CUT_SHORT = -32003;
+/** Error code: a step failed — nothing of it was kept; the sidecar exits 6 and is restarted. */
+export const INTERNAL_ERROR = -32603;
 /** Close code: the sidecar does not speak this client's protocol major — never reconnect. */
 export const CLOSE_UNSUPPORTED_PROTOCOL = 4426;
 
@@ -227,20 +233,25 @@ export class SidecarClient extends EventEmitter {
     return this.on(method, fn as any);
   }
 
-  /** Graceful stop: `sidecar.shutdown` when the auth answer lists the "shutdown" capability (no probing), else stdin EOF; SIGKILL after the timeout. */
-  async shutdown(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  /**
+   * Graceful stop: `sidecar.shutdown` when the auth answer lists the "shutdown" capability (no
+   * probing) — answered once the sidecar's store is closed, `abandoned` naming any close stage that
+   * overran — else stdin EOF; SIGKILL after the timeout.  Resolves with the exit and that answer.
+   */
+  async shutdown(): Promise<{ code: number | null; signal: NodeJS.Signals | null; answer?: Requests["sidecar.shutdown"]["result"] }> {
     this.stopping = true;
     const child = this.child;
     if (!child) return { code: null, signal: null };
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       child.once("exit", (code, signal) => r({ code, signal })));
-    if (this.server?.capabilities.includes("shutdown")) {
-      try { await this.request("sidecar.shutdown" as any, {} as any); } catch { /* connection gone: stdin EOF below */ }
-    }
-    child.stdin?.end();
     const timer = setTimeout(() => child.kill("SIGKILL"), this.opts.shutdownTimeoutMs ?? 10000);
+    let answer: Requests["sidecar.shutdown"]["result"] | undefined;
+    if (this.server?.capabilities.includes("shutdown")) {
+      try { answer = await this.request("sidecar.shutdown", {}); } catch { /* connection gone: stdin EOF below */ }
+    }
+    child.stdin?.end(); // after the answer the process is exiting anyway; without one this stops it
     const r = await exited;
     clearTimeout(timer);
-    return r;
+    return answer === undefined ? r : { ...r, answer };
   }
 }

@@ -8,7 +8,7 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { SidecarClient, RpcError, PROTOCOL } from "../dist/index.js";
+import { SidecarClient, RpcError, PROTOCOL, SHUTTING_DOWN } from "../dist/index.js";
 import { generate } from "../scripts/gen.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -40,6 +40,7 @@ test("a whole session: login, a raw event of each project → task.created, acke
   // versioned auth: the sidecar's protocol and capabilities are exposed
   assert.equal(c.server.protocol.split(".")[0], PROTOCOL.split(".")[0]);
   assert.ok(c.server.capabilities.includes("platform.requests"), c.server.capabilities);
+  assert.ok(c.server.capabilities.includes("shutdown"), c.server.capabilities);
   for (const e of events.logins) await c.request("session.login", e);
   for (const e of events.events) await c.request("platform.event", e);
   for (let i = 0; i < 600 && created.length < events.expect_tasks; i++) await new Promise((r) => setTimeout(r, 50));
@@ -56,11 +57,22 @@ test("a whole session: login, a raw event of each project → task.created, acke
   const a = await connected;
   console.log(`timing: reconnect ${ms(t0).toFixed(0)} ms`);
   assert.equal(a.last_seq, created.at(-1).seq);
-  // shutdown
+  // shutdown: the sidecar.shutdown request (the graceful path on Windows), answered once the store is closed
   t0 = process.hrtime.bigint();
   const r = await c.shutdown();
   console.log(`timing: shutdown ${ms(t0).toFixed(0)} ms`);
   assert.equal(r.code, 0);
+  assert.deepEqual(r.answer, { ok: true, abandoned: [] });
+});
+
+test("a request after sidecar.shutdown is refused -32002 (nothing done), not -32603", { skip, timeout: 240000 }, async () => {
+  const c = client();
+  await c.start();
+  const stop = c.request("sidecar.shutdown", {});
+  const late = c.request("session.login", events.logins[0]);
+  await assert.rejects(late, (e) => e instanceof RpcError && e.code === SHUTTING_DOWN && /nothing was done/.test(e.message));
+  assert.deepEqual(await stop, { ok: true, abandoned: [] });
+  assert.equal((await c.shutdown()).code, 0);
 });
 
 test("a SIGKILLed sidecar is restarted, its state restored", { skip, timeout: 240000 }, async () => {

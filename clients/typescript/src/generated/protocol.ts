@@ -35,7 +35,7 @@ export type RawEvent =
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "Capability".
  */
-export type Capability = "platform.requests" | "platform.events";
+export type Capability = "platform.requests" | "platform.events" | "shutdown";
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "CloseCode".
@@ -62,6 +62,7 @@ export type ElectronToSidecar =
   | InTasksList
   | InStatus
   | InStackFlush
+  | InSidecarShutdown
   | InWhy
   | InGroupsList
   | InGroupsGet
@@ -194,6 +195,8 @@ export type SidecarToElectron =
   | InStatusError
   | InStackFlushResult
   | InStackFlushError
+  | InSidecarShutdownResult
+  | InSidecarShutdownError
   | InWhyResult
   | InWhyError
   | InGroupsListResult
@@ -250,7 +253,7 @@ export type SidecarToElectron =
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "jsonrpc.ErrorCode".
  */
-export type JsonrpcErrorCode = -32700 | -32600 | -32601 | -32602 | -32603 | -32001;
+export type JsonrpcErrorCode = -32700 | -32600 | -32601 | -32602 | -32603 | -32002 | -32003 | -32001;
 
 export interface ProtocolDefs {}
 /**
@@ -1295,6 +1298,28 @@ export interface InStackFlush {
  * via the `definition` "StackFlush".
  */
 export interface StackFlush {}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.sidecar.shutdown".
+ */
+export interface InSidecarShutdown {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  method: "sidecar.shutdown";
+  params?: SidecarShutdown;
+}
+/**
+ * Stop this sidecar gracefully (DESIGN §3) — the one graceful path on Windows, where Node's
+ * ``child.kill()`` is a hard kill.  Requests already read are answered first; every later one is
+ * refused -32002 (nothing done).  Answered ``{"ok": true, "abandoned": [...]}`` once the step
+ * under way committed, the delivery flush at exit ran and the store is closed; then the
+ * connection closes (1001) and the process exits 0 (``abandoned``: close stages that overran
+ * their bound — unsent deliveries stay queued for the next start; empty normally).
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "SidecarShutdown".
+ */
+export interface SidecarShutdown {}
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "in.why".
@@ -2490,6 +2515,19 @@ export interface SendersAnswer {
   senders: SenderView[];
 }
 /**
+ * ``sidecar.shutdown``'s answer, sent once the store is closed, just before the 1001 close
+ * (no ``next_due``: the process is ending).  ``abandoned``: the close stages that overran their
+ * bound, e.g. ``"delivery flush at exit (over 0.40 s)"`` — what they had not sent stays queued
+ * in SQLite for the next start; empty after a clean stop.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "ShutdownAnswer".
+ */
+export interface ShutdownAnswer {
+  ok?: boolean;
+  abandoned: string[];
+}
+/**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "in.auth.result".
  */
@@ -2904,6 +2942,28 @@ export interface StackWaiting {
  * via the `definition` "in.stack.flush.error".
  */
 export interface InStackFlushError {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  error: {
+    code: number;
+    message: string;
+    data?: ErrorData;
+  };
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.sidecar.shutdown.result".
+ */
+export interface InSidecarShutdownResult {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  result: ShutdownAnswer;
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.sidecar.shutdown.error".
+ */
+export interface InSidecarShutdownError {
   jsonrpc: "2.0";
   id: JsonrpcId;
   error: {
@@ -3711,6 +3771,7 @@ export interface Requests {
   "senders.recover": { params: InSendersRecover["params"]; result: InSendersRecoverResult["result"] };
   "session.login": { params: InSessionLogin["params"]; result: InSessionLoginResult["result"] };
   "session.logout": { params: InSessionLogout["params"]; result: InSessionLogoutResult["result"] };
+  "sidecar.shutdown": { params: InSidecarShutdown["params"]; result: InSidecarShutdownResult["result"] };
   "stack.flush": { params: InStackFlush["params"]; result: InStackFlushResult["result"] };
   "status": { params: InStatus["params"]; result: InStatusResult["result"] };
   "stream.ack": { params: InStreamAck["params"]; result: InStreamAckResult["result"] };
