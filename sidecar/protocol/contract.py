@@ -33,6 +33,8 @@ CAPABILITIES: dict[str, str] = {
                          " round trip (virtual clock); a client that lists it serves them, one that sends"
                          " capabilities without it is asked one platform.request at a time",
     "platform.events": "a burst of raw events may go as one platform.events {events: [...]} request",
+    "logs": "logs.subscribe {level} sends this connection the sidecar's log records as `log` notifications"
+            " outside the stream (no seq, never replayed; a reconnecting client subscribes again)",
 }
 
 
