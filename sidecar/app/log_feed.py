@@ -1,4 +1,4 @@
-"""Logs over the bridge (DESIGN §4, issue 20): ``logs.subscribe {level}`` / ``logs.unsubscribe``
+"""Logs over the bridge (DESIGN §4): ``logs.subscribe {level}`` / ``logs.unsubscribe``
 and the ``log`` notifications, so Electron need not parse the sidecar's stderr.
 
 Rules / theory of operation
