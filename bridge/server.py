@@ -71,8 +71,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as HttpRequest, Response as HttpResponse
 
 from . import jsonrpc
-from .auth import (AUTH_FRAME, Hello, auth_frame_cap, authenticate, check_handshake, check_protocol,
-                   is_loopback_bind)
+from .auth import AUTH_FRAME, Hello, auth_frame_cap, authenticate, check_handshake, check_protocol, is_loopback_bind
 from .errors import (CLOSE_AUTH_TIMEOUT, CLOSE_REPLACED, CLOSE_TOO_BIG, AnswerTooLarge, InvalidRequest,
                      NotConnected, RemoteError, RequestTimeout, RpcError, Unauthorized, UnsupportedProtocol)
 from .inbound import InboundQueue
@@ -183,14 +182,16 @@ class BridgeServer:
         """The current client's auth params (``client``, ``version``), or None."""
         return self._session.hello if self._session is not None else None
 
+    @property
+    def session(self) -> Session | None:
+        """The current connection (:meth:`Session.tell`: a note outside the stream), or None."""
+        return self._session
+
     async def start(self) -> int:
         """Bind and start serving; return the real port."""
         self._worker = asyncio.create_task(self._work.run(), name="bridge-worker")
         self._server = await serve(
-            self._serve_connection,
-            self._host,
-            self._port,
-            process_request=self._check_handshake,
+            self._serve_connection, self._host, self._port, process_request=self._check_handshake,
             max_size=self._auth_frame,  # until auth; then hard_frame (_serve_connection)
             open_timeout=self._open_timeout,
             compression=None,  # loopback: compression costs CPU and buys nothing

@@ -12,6 +12,12 @@ Rules / theory of operation
   :class:`~bridge.errors.NotConnected` (a request never outlives its connection).
 * After :meth:`Session.shutdown` the session is inert: :meth:`Session.send` drops frames (answers
   to frames of a replaced connection have nowhere to go).
+* :meth:`Session.tell` sends a notification OUTSIDE the stream (no ``seq``, never kept nor
+  replayed: the ``log`` records, :mod:`sidecar.app.log_feed`), best effort: it is dropped —
+  ``False`` — once the session is closed or while ``room`` bytes already wait for the writer, so
+  a client that does not read loses these, never its answers, and is never cut off for them.
+* :meth:`Session.on_shutdown` runs a callback once, when the session ends (closed or replaced):
+  what was bound to this connection (a log subscription) ends with it.
 * :meth:`Session.flush` waits (bounded) until the writer has handed every frame queued so far to
   the socket — how a closing server makes sure its last answers leave before the close frame.
 * Draining: websockets stops reading the socket while received frames are not consumed, so a
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -78,6 +84,7 @@ class Session:
         # is cut off (it may reconnect and resume) instead of the sidecar buffering without bound
         self.control_limit = control_limit
         self._cutoff: asyncio.Task | None = None  # the close of a client that stopped reading
+        self._ended: list[Callable[[], None]] | None = []  # on_shutdown callbacks; None once run
 
     def start(self) -> None:
         """Start the writer task."""
@@ -97,6 +104,22 @@ class Session:
             # a plain close, not close_and_drain: the server's reader is still in ws.recv() and
             # drains the socket itself; a second recv() raised websockets' ConcurrencyError
             self._cutoff = asyncio.create_task(close_or_abort(self.ws, 1008, "not reading answers"))
+
+    def tell(self, method: str, params: Any, room: int) -> bool:
+        """Queue a notification outside the stream (module rules): ``params`` a Struct or a
+        mapping (TypeError if not encodable); ``room``: bytes of frames that may already wait
+        for the writer.  False, nothing queued, when the session is closed or that full."""
+        if self.closed or self.delivery.control_bytes >= room:
+            return False
+        self.send(jsonrpc.encode_notification(method, params))
+        return True
+
+    def on_shutdown(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once when this session ends (at once if it has ended)."""
+        if self._ended is None:
+            fn()
+        else:
+            self._ended.append(fn)
 
     def refuse_oversized(self, raw: bytes, cap: int) -> None:
         """A frame over the ``cap`` bytes (:mod:`bridge.server` rules): the client gets -32600
@@ -197,6 +220,12 @@ class Session:
         for future in pending.values():
             if not future.done():
                 future.set_exception(NotConnected("the connection closed before the answer"))
+        ended, self._ended = self._ended or [], None
+        for fn in ended:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 — one callback's bug must not keep the others from running
+                log.exception("a callback on the end of a connection raised")
 
 
 async def drain(ws: ServerConnection) -> int:

@@ -71,6 +71,7 @@ from sidecar.app.aio import bounded, cancel_all
 from sidecar.app.batches import EventBatches
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.inputs import Inputs
+from sidecar.app.log_feed import LogFeed
 from sidecar.app.clockwork import Alarm, Clockwork, make_clock
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, VirtualClock
@@ -149,6 +150,8 @@ class SidecarApp:
         self.senders = SendersComponent(self.engine, store, KeyedRandom(settings.seed),
                                         max_frame=settings.max_frame)
         self.senders.attach(self.methods, self.step)
+        self.logs = LogFeed(self.bridge)  # logs.subscribe / logs.unsubscribe, the `log` notes
+        self.logs.attach(self.methods)
         self.routing.plug_health(self.senders.gate)  # the router's one attempt gate asks it
         self.senders.route_events = lambda step, events: step.events.extend(events)
         self.fatal = asyncio.Event()  # set with ``failed``: ``sidecar serve`` exits EXIT_STEP_FAILED

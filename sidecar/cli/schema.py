@@ -11,7 +11,8 @@ Layout (everything under ``$defs``; the root validates any frame either side sen
   also be sent as a notification (no ``id``: handled, not answered); ``stream.ack`` usually is
   (``in.stream.ack.notification``).
 * ``out.<method>`` — a sidecar → Electron frame: a **notification** for the stream methods (``seq``
-  required) or a **request** (``platform.request``, ``platform.requests``), with
+  required) and for ``log`` (outside the stream: no ``seq``, :data:`~sidecar.cli.schema_tables.STREAM_METHODS`
+  lists the stream's), or a **request** (``platform.request``, ``platform.requests``), with
   ``out.<method>.result`` — what Electron answers.
 * ``ElectronToSidecar`` / ``SidecarToElectron`` — every frame of one direction (``anyOf``).
 * ``RawEvent`` — ``platform.event``'s ``(project, name, data)`` as a union tagged by
@@ -206,7 +207,7 @@ def json_schema() -> dict:
         "description": (f"protocol {PROTOCOL_VERSION}. JSON-RPC 2.0 text frames over a loopback websocket;"
                         " $defs in.<method> are Electron → sidecar requests (in.<method>.result /"
                         " .error the answers), out.<method> sidecar → Electron notifications (seq"
-                        " required) and requests (platform.request, platform.requests); see"
+                        " required, but for log: outside the stream) and requests (platform.request, platform.requests); see"
                         " docs/protocol.md."),
         "anyOf": [_ref("ElectronToSidecar"), _ref("SidecarToElectron")],
         "$defs": dict(sorted(defs.items())),

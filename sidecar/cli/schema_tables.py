@@ -103,7 +103,8 @@ ENUMS: dict[str, dict[str, dict]] = {
 }
 
 #: notifications of the resumable stream: ``seq`` (1-based, no gaps) is stamped by the bridge,
-#: so the wire Structs default it; on the wire it is always there
+#: so the wire Structs default it; on the wire it is always there.  ``log`` is not one: it goes
+#: outside the stream, without ``seq`` (:mod:`sidecar.app.log_feed`)
 STREAM_METHODS = ("task.created", "task.closed", "task.updated", "chain.attempt", "sender.state", "delivery")
 
 

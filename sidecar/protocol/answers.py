@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from sidecar.protocol.contract import ErrorData
+from sidecar.protocol.inbound import LogLevel
 from sidecar.protocol.outbound import TaskView
 
 __all__ = ["ANSWERS", "PLATFORM_ANSWER"]
@@ -90,6 +91,15 @@ class EventsAnswer(Answer, kw_only=True):
 
 class CloseAnswer(Ok, kw_only=True):
     closed: bool  # False: the task was already closed (idempotent)
+
+
+class LogsAnswer(Ok, kw_only=True):
+    """``logs.subscribe``: ``ok`` false when the connection that asked is gone (nothing was
+    subscribed); ``level`` the one asked; ``process_level`` the sidecar's ``--log-level``: records
+    below it are never made, so none below it arrive whatever ``level`` says."""
+
+    level: LogLevel
+    process_level: LogLevel
 
 
 class AdvanceAnswer(Answer, kw_only=True):
@@ -320,6 +330,8 @@ ANSWERS: dict[str, Any] = {
     "clock.advance_to": AdvanceAnswer,
     "tasks.list": list[TaskView] | TasksPage,
     "status": StatusAnswer,
+    "logs.subscribe": LogsAnswer,
+    "logs.unsubscribe": Ok,
     "stack.flush": StackFlushAnswer,
     "sidecar.shutdown": ShutdownAnswer,
     "why": WhyAnswer,

@@ -36,6 +36,8 @@ CAPABILITIES: dict[str, str] = {
     "shutdown": "sidecar.shutdown stops the sidecar gracefully: answered once the store is closed, then"
                 " the connection closes 1001 and the process exits 0 (DESIGN §3; the graceful path on"
                 " Windows, where child.kill() is a hard kill)",
+    "logs": "logs.subscribe {level} sends this connection the sidecar's log records as `log` notifications"
+            " outside the stream (no seq, never replayed; a reconnecting client subscribes again)",
 }
 
 

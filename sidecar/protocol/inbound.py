@@ -198,6 +198,21 @@ class SidecarShutdown(Params, kw_only=True):
     their bound — unsent deliveries stay queued for the next start; empty normally)."""
 
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # logging's names, a closed enum
+
+
+class LogsSubscribe(Params, kw_only=True):
+    """Send this connection the sidecar's log records at ``level`` or above as ``log``
+    notifications, outside the stream (:mod:`sidecar.app.log_feed`); again: the level changes live.
+    Ends with ``logs.unsubscribe`` or the connection.  Answer ``{"ok", "level", "process_level"}``."""
+
+    level: LogLevel
+
+
+class LogsUnsubscribe(Params, kw_only=True):
+    """No more ``log`` notifications (harmless without a subscription).  Answer ``{"ok": true}``."""
+
+
 class StackFlush(Params, kw_only=True):
     """Send every due Stack write now, ignoring the flush cadence (``stack_flush_interval_s``,
     virtual clock): call it before reading Stack elsewhere (another machine's login, a check of
@@ -395,6 +410,8 @@ INBOUND: dict[str, type[Params]] = {
     "clock.advance_to": ClockAdvance,
     "tasks.list": TasksList,
     "status": Status,
+    "logs.subscribe": LogsSubscribe,
+    "logs.unsubscribe": LogsUnsubscribe,
     "stack.flush": StackFlush,
     "sidecar.shutdown": SidecarShutdown,
     "why": Why,

@@ -1,7 +1,7 @@
 """The bridge's method catalogue (DESIGN §4), sidecar → Electron: one msgspec Struct per
 notification's params (``OUTBOUND``: task created / closed / updated, chain attempts, sender
-states, deliveries) and per request the sidecar makes (``platform.request`` /
-``platform.requests``).  The app builds them from the domain's notes (:mod:`sidecar.app.wire`); the
+states, deliveries — the resumable stream — and log records, outside it) and per request the
+sidecar makes (``platform.request`` / ``platform.requests``).  The app builds them from the domain's notes (:mod:`sidecar.app.wire`); the
 Electron → sidecar side is :mod:`sidecar.protocol.inbound`, whose ``Params`` base these share.
 ``sidecar schema`` prints their JSON Schema.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from sidecar.protocol.inbound import Params
+from sidecar.protocol.inbound import LogLevel, Params
 
 
 class TaskView(msgspec.Struct, kw_only=True):
@@ -115,6 +115,22 @@ class DeliveryNote(Params, kw_only=True):
     error: str | None = None
 
 
+class LogNote(Params, kw_only=True):
+    """One log record for a client that subscribed (``logs.subscribe``), sent OUTSIDE the stream:
+    no ``seq``, never acked nor replayed, dropped when nobody reads (:mod:`sidecar.app.log_feed`).
+    The fields of the JSON-lines log file (:class:`sidecar.logs.JsonLines`): ``ts`` the record's
+    instant (unix seconds, ms), ``level``, ``logger`` (e.g. ``sidecar.app.root``), ``msg`` the
+    message, ``exc`` the traceback text (absent when none); ``dropped``: records lost just
+    before this one (buffer full or client not reading; 0 none)."""
+
+    ts: float
+    level: LogLevel
+    logger: str
+    msg: str
+    exc: str | msgspec.UnsetType = msgspec.UNSET
+    dropped: int = 0
+
+
 class PlatformRequest(Params, kw_only=True):
     """The sidecar asks Electron to call a platform API with the operator's session.
 
@@ -151,6 +167,7 @@ OUTBOUND: dict[str, type[Params]] = {
     "chain.attempt": ChainAttempt,
     "sender.state": SenderState,
     "delivery": DeliveryNote,
+    "log": LogNote,
     "platform.request": PlatformRequest,
     "platform.requests": PlatformRequests,
 }

@@ -52,6 +52,7 @@ def test_the_session_shows_every_part():
     tags = {t[0] for t, _ in blocks()}
     assert {"ReadyLine", "in.auth", "in.auth.result", "in.session.login", "in.platform.event",
             "out.platform.request", "out.platform.request.result", "out.task.created",
-            "in.stream.ack.notification", "in.tasks.list", "in.sidecar.shutdown"} <= tags
+            "in.stream.ack.notification", "in.tasks.list", "in.sidecar.shutdown", "in.logs.subscribe",
+            "out.log"} <= tags
     projects = {json.loads(b)["params"]["project"] for t, b in blocks() if t[0] == "in.platform.event"}
     assert projects == {"golden", "chathouse", "prime"}

@@ -56,13 +56,19 @@ export interface SidecarOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+/** A log level of `logs.subscribe` (logging's names). */
+export type LogLevel = Requests["logs.subscribe"]["params"]["level"];
+/** One `log` record: ts (unix seconds), level, logger, msg, exc?, dropped. */
+export type LogRecord = ServerNotifications["log"];
+
 type NoteHandler = { [M in keyof ServerNotifications]: (params: ServerNotifications[M]) => void };
 
 /**
  * Events: "ready" (ReadyLine), "connected" ({stream_id, last_seq}), "reset" (tasks re-read after
  * a new stream_id: Task[] per TU asked via `resetTus`), "replaced" (4409: stop), "unsupported"
  * (4426: the sidecar does not speak our protocol major — stop, also an "error"), "restarted",
- * "exit" ({code, signal}), "stderr" (line), plus each server notification by method name.
+ * "exit" ({code, signal}), "stderr" (line), "logsFailed" (renewing the log subscription after a
+ * reconnect failed), plus each server notification by method name ("log": see subscribeLogs).
  */
 export class SidecarClient extends EventEmitter {
   child?: ChildProcess;
@@ -79,6 +85,8 @@ export class SidecarClient extends EventEmitter {
   private restarts = 0;
   /** the TUs whose tasks a "reset" re-reads */
   resetTus = new Set<string>();
+  /** the log subscription, renewed after every auth (the sidecar ends it with the connection) */
+  private logs?: { level: LogLevel; handler: (record: LogRecord) => void };
 
   constructor(readonly opts: SidecarOptions) { super(); }
 
@@ -135,6 +143,9 @@ export class SidecarClient extends EventEmitter {
     if (a.stream_id !== this.streamId) this.lastAcked = 0;
     this.streamId = a.stream_id;
     this.emit("connected", a);
+    if (this.logs) { // a subscription is the connection's: ask again on this one
+      try { await this.request("logs.subscribe", { level: this.logs.level }); } catch (e) { this.emit("logsFailed", e); }
+    }
     if (fresh) {
       const tasks: Record<string, unknown[]> = {};
       for (const tu of this.resetTus) tasks[tu] = await this.listAllTasks(tu);
@@ -226,6 +237,28 @@ export class SidecarClient extends EventEmitter {
       this.pending.set(id, { resolve, reject });
       this.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
     });
+  }
+
+  /**
+   * The sidecar's log records at `level` or above, each to `handler` (a `log` notification: outside
+   * the stream, no seq, best effort — `dropped` counts records lost before it). Calling it again
+   * changes the level live (and the handler); the subscription is renewed after every reconnect.
+   * Resolves with the answer: `process_level` is the sidecar's own `--log-level`, below which no
+   * record is ever made.
+   */
+  async subscribeLogs(level: LogLevel, handler: (record: LogRecord) => void): Promise<Requests["logs.subscribe"]["result"]> {
+    if (this.logs) this.off("log", this.logs.handler);
+    this.logs = { level, handler };
+    this.on("log", handler);
+    return this.request("logs.subscribe", { level });
+  }
+
+  /** No more log records (the handler is removed at once). */
+  async unsubscribeLogs(): Promise<void> {
+    if (!this.logs) return;
+    this.off("log", this.logs.handler);
+    this.logs = undefined;
+    await this.request("logs.unsubscribe", {});
   }
 
   /** Typed notification listeners. */

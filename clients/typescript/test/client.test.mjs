@@ -122,3 +122,33 @@ test("tasks.list is read page by page to the end", { skip, timeout: 240000 }, as
   assert.equal(whole.length > 1, "next_cursor" in first);
   assert.equal((await c.shutdown()).code, 0);
 });
+
+test("logs over the bridge: subscribe, the level changed live, renewed after a reconnect, unsubscribe", { skip, timeout: 240000 }, async () => {
+  const c = client();
+  await c.start();
+  assert.ok(c.server.capabilities.includes("logs"), c.server.capabilities);
+  const records = [];
+  // a known INFO line: the sidecar logs "<method> failed: <error>" for each refused request, before
+  // its answer — so a record sent for it has arrived by the time the request rejects
+  const refused = async (marker) => {
+    await assert.rejects(c.request("session.login", { tu: "g-tu-01", project: marker }), (e) => e instanceof RpcError && e.code === -32602);
+    return records.filter((r) => r.msg.includes(marker));
+  };
+  const answer = await c.subscribeLogs("INFO", (r) => records.push(r));
+  assert.deepEqual([answer.ok, answer.level, answer.process_level], [true, "INFO", "INFO"]);
+  const [record] = await refused("marker-info-1");
+  assert.equal(record.level, "INFO");
+  assert.equal(record.logger, "bridge.server");
+  assert.equal("seq" in record, false); // outside the stream: nothing to ack
+  await c.subscribeLogs("ERROR", (r) => records.push(r)); // the level changes live
+  assert.deepEqual(await refused("marker-error-2"), []);
+  await c.subscribeLogs("INFO", (r) => records.push(r));
+  const connected = new Promise((r) => c.once("connected", r));
+  c["ws"].terminate(); // the sidecar ends the subscription with the connection; the client renews it
+  await connected;
+  assert.equal((await refused("marker-reconnected-3")).length, 1);
+  await c.unsubscribeLogs();
+  assert.deepEqual(await refused("marker-off-4"), []);
+  assert.equal(c.lastAcked, 0); // no log record was ever a stream frame
+  assert.equal((await c.shutdown()).code, 0);
+});

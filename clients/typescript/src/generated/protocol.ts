@@ -35,7 +35,7 @@ export type RawEvent =
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "Capability".
  */
-export type Capability = "platform.requests" | "platform.events" | "shutdown";
+export type Capability = "platform.requests" | "platform.events" | "shutdown" | "logs";
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "CloseCode".
@@ -61,6 +61,8 @@ export type ElectronToSidecar =
   | InClockAdvanceTo
   | InTasksList
   | InStatus
+  | InLogsSubscribe
+  | InLogsUnsubscribe
   | InStackFlush
   | InSidecarShutdown
   | InWhy
@@ -193,6 +195,10 @@ export type SidecarToElectron =
   | InTasksListError
   | InStatusResult
   | InStatusError
+  | InLogsSubscribeResult
+  | InLogsSubscribeError
+  | InLogsUnsubscribeResult
+  | InLogsUnsubscribeError
   | InStackFlushResult
   | InStackFlushError
   | InSidecarShutdownResult
@@ -247,6 +253,7 @@ export type SidecarToElectron =
   | OutChainAttempt
   | OutSenderState
   | OutDelivery
+  | OutLog
   | OutPlatformRequest
   | OutPlatformRequests;
 /**
@@ -1275,6 +1282,44 @@ export interface InStatus {
 export interface Status {}
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.subscribe".
+ */
+export interface InLogsSubscribe {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  method: "logs.subscribe";
+  params: LogsSubscribe;
+}
+/**
+ * Send this connection the sidecar's log records at ``level`` or above as ``log``
+ * notifications, outside the stream (:mod:`sidecar.app.log_feed`); again: the level changes live.
+ * Ends with ``logs.unsubscribe`` or the connection.  Answer ``{"ok", "level", "process_level"}``.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "LogsSubscribe".
+ */
+export interface LogsSubscribe {
+  level: "CRITICAL" | "DEBUG" | "ERROR" | "INFO" | "WARNING";
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.unsubscribe".
+ */
+export interface InLogsUnsubscribe {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  method: "logs.unsubscribe";
+  params?: LogsUnsubscribe;
+}
+/**
+ * No more ``log`` notifications (harmless without a subscription).  Answer ``{"ok": true}``.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "LogsUnsubscribe".
+ */
+export interface LogsUnsubscribe {}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "in.stack.flush".
  */
 export interface InStackFlush {
@@ -2082,6 +2127,25 @@ export interface InboxUnanswered {
   mails?: UnansweredMail[];
 }
 /**
+ * One log record for a client that subscribed (``logs.subscribe``), sent OUTSIDE the stream:
+ * no ``seq``, never acked nor replayed, dropped when nobody reads (:mod:`sidecar.app.log_feed`).
+ * The fields of the JSON-lines log file (:class:`sidecar.logs.JsonLines`): ``ts`` the record's
+ * instant (unix seconds, ms), ``level``, ``logger`` (e.g. ``sidecar.app.root``), ``msg`` the
+ * message, ``exc`` the traceback text (absent when none); ``dropped``: records lost just
+ * before this one (buffer full or client not reading; 0 none).
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "LogNote".
+ */
+export interface LogNote {
+  ts: number;
+  level: "CRITICAL" | "DEBUG" | "ERROR" | "INFO" | "WARNING";
+  logger: string;
+  msg: string;
+  exc?: string;
+  dropped?: number;
+}
+/**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "LoginAnswer".
  */
@@ -2092,6 +2156,20 @@ export interface LoginAnswer {
   restored_from_stack: boolean;
   no_favorites_list: boolean;
   open_tasks: number;
+}
+/**
+ * ``logs.subscribe``: ``ok`` false when the connection that asked is gone (nothing was
+ * subscribed); ``level`` the one asked; ``process_level`` the sidecar's ``--log-level``: records
+ * below it are never made, so none below it arrive whatever ``level`` says.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "LogsAnswer".
+ */
+export interface LogsAnswer {
+  next_due?: number | null;
+  ok: boolean;
+  level: "CRITICAL" | "DEBUG" | "ERROR" | "INFO" | "WARNING";
+  process_level: "CRITICAL" | "DEBUG" | "ERROR" | "INFO" | "WARNING";
 }
 /**
  * A request without params (``{}``).
@@ -2903,6 +2981,50 @@ export interface InStatusError {
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.subscribe.result".
+ */
+export interface InLogsSubscribeResult {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  result: LogsAnswer;
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.subscribe.error".
+ */
+export interface InLogsSubscribeError {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  error: {
+    code: number;
+    message: string;
+    data?: ErrorData;
+  };
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.unsubscribe.result".
+ */
+export interface InLogsUnsubscribeResult {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  result: Ok;
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "in.logs.unsubscribe.error".
+ */
+export interface InLogsUnsubscribeError {
+  jsonrpc: "2.0";
+  id: JsonrpcId;
+  error: {
+    code: number;
+    message: string;
+    data?: ErrorData;
+  };
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "in.stack.flush.result".
  */
 export interface InStackFlushResult {
@@ -3586,6 +3708,16 @@ export interface OutDelivery {
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "out.log".
+ */
+export interface OutLog {
+  jsonrpc: "2.0";
+  method: "log";
+  params: LogNote;
+  id?: never;
+}
+/**
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "out.platform.request".
  */
 export interface OutPlatformRequest {
@@ -3757,6 +3889,8 @@ export interface Requests {
   "groups.senders.add": { params: InGroupsSendersAdd["params"]; result: InGroupsSendersAddResult["result"] };
   "groups.senders.remove": { params: InGroupsSendersRemove["params"]; result: InGroupsSendersRemoveResult["result"] };
   "groups.senders.set": { params: InGroupsSendersSet["params"]; result: InGroupsSendersSetResult["result"] };
+  "logs.subscribe": { params: InLogsSubscribe["params"]; result: InLogsSubscribeResult["result"] };
+  "logs.unsubscribe": { params: InLogsUnsubscribe["params"]; result: InLogsUnsubscribeResult["result"] };
   "platform.event": { params: InPlatformEvent["params"]; result: InPlatformEventResult["result"] };
   "platform.events": { params: InPlatformEvents["params"]; result: InPlatformEventsResult["result"] };
   "platform.poll": { params: InPlatformPoll["params"]; result: InPlatformPollResult["result"] };
@@ -3792,6 +3926,7 @@ export interface ServerRequests {
 export interface ServerNotifications {
   "chain.attempt": OutChainAttempt["params"];
   "delivery": OutDelivery["params"];
+  "log": OutLog["params"];
   "sender.state": OutSenderState["params"];
   "task.closed": OutTaskClosed["params"];
   "task.created": OutTaskCreated["params"];
