@@ -40,19 +40,9 @@ Rules / theory of operation
   restores from SQLite and Stack — where the failed step left nothing.  Refusals
   (:data:`REFUSALS`: unknown TU, bad raw event, …) are raised before anything changes and stay
   -32602 answers; no other exception (a bare ``KeyError`` included) is ever turned into one.
-* **Shutdown refuses new steps; it never fails one** (a step failed at shutdown
-  would exit 6).
-  ``close()`` first stops the executor (:meth:`StepExecutor.stop`): every step not yet begun —
-  a frame the bridge still hands over, a platform answer, a timer, the pump loop's router
-  events — is refused (-32002 "shutting down" to a caller, silently for background work) and no
-  platform request starts.  Then it cancels the background tasks, closes the bridge — which
-  answers every request asked before the 1001 close (the one in flight its result if it ends
-  within the grace, else -32003 "cut short"; :mod:`bridge.server`) — and takes the step
-  lock (bounded) so the step under way commits before the delivery flush, the router channels
-  and the store close; it keeps the lock, so nothing touches the router state after.  An
-  answer cut short by shutdown says what was kept: an advance the instant it reached
-  (``data.now``), ``platform.events`` the events it took (``data.taken``); a step's own
-  platform request answered after ``stop()`` is dropped, not the step (it is committed).
+* **Shutdown refuses new steps; it never fails one** (a step failed at shutdown would exit 6):
+  :mod:`sidecar.app.closing` has the close's rules; a ``sidecar.shutdown`` request stops the
+  executor at once and is answered by :meth:`SidecarApp.goodbye`, after the store closed.
 """
 from __future__ import annotations
 
@@ -65,9 +55,9 @@ from bridge import BridgeServer
 from bridge.worker import Deferred
 from bridge.errors import INTERNAL_ERROR, InternalError, InvalidParams, RpcError, ShuttingDown, as_rpc_error
 from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION, __version__
-from sidecar.app import requests as app_requests
+from sidecar.app import closing, requests as app_requests
+from sidecar.app.closing import CLOSE_BUDGET_S, GOODBYE_S  # noqa: F401 - re-exported (tests, serve)
 from sidecar.protocol import inbound as p
-from sidecar.app.aio import bounded, cancel_all
 from sidecar.app.batches import EventBatches
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.inputs import Inputs
@@ -102,11 +92,6 @@ REFUSALS = (*DOMAIN_REFUSALS, ManageError, RpcError)
 
 MAX_FIRES_PER_ADVANCE = 10_000  # timers one clock.advance_to may run (then -32602 with "now")
 SHUTTING_DOWN = "the sidecar is shutting down; nothing was done"  # -32002 to a late request
-# seconds SidecarApp.close may take at most: each stage's own bound is cut to what is left of it,
-# so close() + the database close (0.3 s, sidecar.cli.main) + goodbye() end before the 1.5 s
-# watchdog (exit 5)
-CLOSE_BUDGET_S = 0.95
-GOODBYE_S = 0.2  # goodbye(): sidecar.shutdown's answer and the 1001 close, at most
 
 GROUPED = ("platform.event",)  # wall clock: queued runs of these commit as one group
 
@@ -205,52 +190,15 @@ class SidecarApp:
         return port
 
     async def close(self, *, final: bool = True) -> list[str]:
-        """Stop everything within :data:`CLOSE_BUDGET_S` seconds in every state:
-        each stage has its own deadline, and a stage that overruns (or fails) is logged and left
-        behind — the process exits anyway (``sidecar.cli.main`` enforces the hard limit).  Returns
-        the stages left behind, e.g. ``["delivery flush at exit (over 0.40 s)"]`` (empty: all
-        done): ``sidecar serve`` must then not wait for them or close the loop under them
-        (:mod:`sidecar.app.aio` "Abandoned is not done"), and names them in its exit log.
-
-        ``final=False`` leaves the connection open (the bridge only quiesced): the caller closes
-        the store, then calls :meth:`goodbye` — so ``sidecar.shutdown`` is answered once the
-        store is closed.  ``final=True`` (tests, embedding) ends with :meth:`goodbye` itself."""
-        left: list[str] = []
-        loop = asyncio.get_running_loop()
-        end = loop.time() + CLOSE_BUDGET_S
-
-        def cap(bound_s: float) -> float:  # a stage's own bound, cut to what is left of the budget
-            return max(0.0, min(bound_s, end - loop.time()))
-
-        self.executor.stop()  # from here no step begins (module rules)
-        await cancel_all(self._bg, cap(0.3), "background tasks", left)
-        await bounded(self.bridge.quiesce(grace=0.3), cap(0.6), "bridge quiesce", left)
-        # the step under way (a frame's, an answer's) commits before the store and channels
-        # close; the lock is kept: nothing runs a step or touches the router state after this
-        locked = await bounded(self._lock.acquire(), cap(0.2), "the step under way", left)
-        if not locked:
-            log.warning("closing with a step still under way; it is abandoned, not failed")
-        if (self._now_or_none() is not None
-                and (OUTBOX_TIMER in self.engine.scheduler or self._pump_kick.is_set())):
-            # flush what we can (DESIGN §3); anything left stays queued for the next start
-            res = await bounded(self.deliveries.route_pass(self.clock.now()), cap(0.4),
-                                "delivery flush at exit", left)
-            if res is not None:
-                self.deliveries.acked += res.stack_acked
-        await bounded(self.routing.close(), cap(0.1), "router channels close", left)
-        if self.stack is not None:
-            await bounded(self.stack.close(), cap(0.2), "Stack client close", left)
-        if final:
-            await self.goodbye(left)
-        return left
+        """Stop everything within :data:`~sidecar.app.closing.CLOSE_BUDGET_S` seconds in every
+        state; the stages left behind (:func:`sidecar.app.closing.close`).  ``final=False``
+        leaves the connection for :meth:`goodbye`, after the caller closed the store."""
+        return await closing.close(self, final=final)
 
     async def goodbye(self, left: list[str]) -> None:
-        """The last of a close: answer every ``sidecar.shutdown`` (``abandoned``: ``left``, the
-        stages that overran so far), then close the connection with 1001 — within
-        :data:`GOODBYE_S`; an overrun is added to ``left``."""
-        for answer in self._shutdown_answers:
-            answer.resolve({"ok": True, "abandoned": list(left)})
-        await bounded(self.bridge.close(grace=0.1), GOODBYE_S, "bridge close", left)
+        """Answer every ``sidecar.shutdown``, then close the connection (1001)
+        (:func:`sidecar.app.closing.goodbye`)."""
+        await closing.goodbye(self.bridge, self._shutdown_answers, left)
 
     def _now_or_none(self) -> float | None:
         try:
