@@ -32,7 +32,6 @@ from typing import Any, Protocol
 from bridge import BridgeServer
 from bridge.worker import Deferred
 from sidecar.app.aio import bounded, cancel_all
-from sidecar.runtime.engine import OUTBOX_TIMER
 
 log = logging.getLogger("sidecar.app.root")
 
@@ -77,10 +76,9 @@ async def close(app: Closable, *, final: bool) -> list[str]:
     locked = await bounded(app._lock.acquire(), cap(0.2), "the step under way", left)  # rule 3
     if not locked:
         log.warning("closing with a step still under way; it is abandoned, not failed")
-    if (app._now_or_none() is not None
-            and (OUTBOX_TIMER in app.engine.scheduler or app.deliveries.pump_kick.is_set())):
+    if app._now_or_none() is not None and app.deliveries.exit_flush_due():
         # flush what we can (DESIGN §3); anything left stays queued for the next start
-        res = await bounded(app.deliveries.route_pass(app.clock.now()), cap(0.4),
+        res = await bounded(app.deliveries.flush_at_exit(app.clock.now()), cap(0.4),
                             "delivery flush at exit", left)
         if res is not None:
             app.deliveries.acked += res.stack_acked

@@ -92,19 +92,34 @@ class Deliveries:
         self.others_due = False  # virtual clock: the timer fired mid-advance (sidecar.app.clockwork)
         self.nothing_left = False  # wall clock: a pass left no row it could ever send (pump_loop)
         self.acked = 0  # Stack writes acknowledged (status)
+        # wall clock: a detached attempt landed — the next pass settles it (and sends the next)
+        routing.pump_.wake = self.pump_kick.set
 
     def due(self) -> None:
         """The delivery timer fired (the executor's ``outbox_due`` port)."""
         self.pump_kick.set()  # virtual: sent at the end of the advance; wall: by the pump loop
         self.others_due = True
 
-    async def route_pass(self, now: float, *, stack: bool = True) -> PassResult:
-        """One pass of the router's pump; then the sender transitions it made (committed by
-        the pass) go to Electron as ``sender.state``."""
-        res = await self.routing.pump(now, stack=stack)
+    async def route_pass(self, now: float, *, stack: bool = True, detach: bool = False) -> PassResult:
+        """One pass of the router's pump (``detach``: the wall clock's isolated attempts); then
+        the sender transitions it made (committed by the pass) go to Electron as ``sender.state``."""
+        res = await self.routing.pump(now, stack=stack, detach=detach)
         for note in self.senders.gate.take_notes():
             self.ports.notify("sender.state", note)
         return res
+
+    def exit_flush_due(self) -> bool:
+        """Close (sidecar.app.closing rule 4): a pass is due, or a detached attempt is in flight
+        whose outcome must be settled (committed) before the store closes."""
+        return (OUTBOX_TIMER in self.engine.scheduler or self.pump_kick.is_set()
+                or bool(self.routing.pump_.in_flight))
+
+    async def flush_at_exit(self, now: float) -> PassResult:
+        """Close: wait for every detached attempt to land (a hanging one is cut by the caller's
+        bound and stays queued, ``sending`` rows are reclaimed at the next start), then one pass
+        that settles the landings and sends what is due."""
+        await self.routing.pump_.drain()
+        return await self.route_pass(now)
 
     def pass_idle(self, *, stack: bool) -> bool:
         """A delivery pass could do nothing — no target but Stack is configured, no sender probe
@@ -194,7 +209,8 @@ class Deliveries:
                     continue  # a pass could send nothing (module rules): no SQLite read per event
                 now = self.clock.now()
                 try:
-                    res = await self.route_pass(now)
+                    # targets isolated: a pass never waits for a send; a landing kicks the next
+                    res = await self.route_pass(now, detach=True)
                 except ShuttingDown:
                     return  # the close flushes what it can (sidecar.app.root)
                 except Exception:  # noqa: BLE001 - keep pumping; rows stay queued

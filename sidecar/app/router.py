@@ -132,10 +132,12 @@ class RouterComponent:
         if self.stack is not None:
             self.stack.note_startup(raw)
 
-    async def pump(self, now: float, *, stack: bool = True) -> PassResult:
+    async def pump(self, now: float, *, stack: bool = True, detach: bool = False) -> PassResult:
         """One pump pass at ``now`` (unix seconds; see module rules); ``stack`` False leaves
-        Stack's rows for a later pass (``next_due`` then ignores them too)."""
-        res = await self.pump_.run_due(now, stack=stack)
+        Stack's rows for a later pass (``next_due`` then ignores them too); ``detach`` (the
+        wall clock's pump loop): each target's attempt runs in a task of its own and a later
+        pass settles it (:meth:`DeliveryPump.run_due`) — targets are isolated."""
+        res = await self.pump_.run_due(now, stack=stack, detach=detach)
         fresh, retry, pending = res.stack_heads
         flush_at = self.cadence.after_pass(fresh, retry) if self.stack is not None else None
         out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),

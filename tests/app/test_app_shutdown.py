@@ -113,7 +113,7 @@ async def test_the_pump_loops_router_events_after_close_begin_no_step(tmp_path):
     passing = asyncio.Event()
     release = asyncio.Event()
 
-    async def pump(now, *, stack=True):
+    async def pump(now, *, stack=True, detach=False):
         passing.set()
         await asyncio.shield(release.wait())  # a pass in flight ignores nothing but is slow
         return PassResult(events=[ev])

@@ -86,7 +86,9 @@ async def test_a_target_s_deliveries_go_out_at_once_without_a_timer_step(tmp_pat
             await asyncio.sleep(0.005)
             rows = await audit_rows()
         assert run.app.executor.steps == steps0 + 5  # the pump was kicked, not a timer step
-        assert 1 <= len(passes) <= 5 and all(t == T0 for t in passes)
+        # a pass per kick at most, plus the one that settles the last detached attempt's
+        # landing (targets are isolated: a pass hands each send to a task of its own)
+        assert 1 <= len(passes) <= 5 + 1 and all(t == T0 for t in passes)
         assert sum(1 for e in run.log if e[:2] == ("note", "delivery")) == 5
     finally:
         await run.stop()

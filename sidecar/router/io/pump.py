@@ -97,11 +97,15 @@ class DeliveryPump:
         head and hands the attempt to a task of its own, settling the attempts that landed
         since the last pass — it never waits for a send, so a hanging receiver holds only its
         own target (at most one attempt in flight per target; ``wake`` is called when one
-        lands).  Without ``detach`` a pass first waits for any detached attempt, then sends
-        and settles in rounds as before.  Raises ``StoreError`` if the store fails."""
+        lands).  Without ``detach`` a pass sends and settles in rounds; it first waits for
+        Stack's detached request when it sends Stack's writes (``stack.flush`` must see them
+        answered), never for another target's: a target with an attempt in flight is skipped
+        (its landing is settled by a later pass).  On the virtual clock nothing is ever
+        detached, so its passes are exactly as before.  Raises ``StoreError`` if the store
+        fails."""
         async with self._lock:
-            if not detach:
-                await self.drain()
+            if not detach and stack:
+                await self.drain(("stack",))
             res = PumpResult()
             stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
             await self._land(now, res, stack_retry)
@@ -199,10 +203,18 @@ class DeliveryPump:
             self._flying["stack"] = task
             task.add_done_callback(landed("stack"))
 
-    async def drain(self) -> None:
-        """Wait for every detached attempt to land (a waiting pass, close)."""
-        while self._flying:
-            await asyncio.gather(*list(self._flying.values()), return_exceptions=True)
+    @property
+    def in_flight(self) -> tuple[str, ...]:
+        """The targets with a detached attempt in flight (``"stack"`` for Stack's round)."""
+        return tuple(self._flying)
+
+    async def drain(self, targets: tuple[str, ...] | None = None) -> None:
+        """Wait for the detached attempts of ``targets`` (None: every one) to land."""
+        def flying() -> list[asyncio.Task]:
+            return [t for name, t in self._flying.items() if targets is None or name in targets]
+
+        while tasks := flying():
+            await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.sleep(0)  # noqa: TID251 - an I/O yield: the done callbacks run
 
     async def _land(self, now: float, res: PumpResult, stack_retry: list[float]) -> None:
