@@ -3,13 +3,12 @@ one folder per machine (named in the error), "no rows at all" and "none since --
 different sentences, and ids never wrap in the table, also when piped."""
 from __future__ import annotations
 
-import argparse
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from sidecar.cli import why as why_cli
+from sidecar.cli.main import main
 T0 = 1796025600.0  # 2026-11-30T08:00:00Z
 TU, RU = "g-tu-01", "g-ru-01-0001-with-a-rather-long-suffix"
 
@@ -28,8 +27,8 @@ def make_db(folder: Path, rows: list[tuple[str, str, float, str]]) -> Path:
 
 
 def run(capsys, data_dir: Path, ru: str = RU, since: str | None = None) -> tuple[int, str, str]:
-    args = argparse.Namespace(tu=TU, ru=ru, data_dir=data_dir, since=since, json=False)
-    code = why_cli.run(args)
+    argv = ["why", TU, ru, "--data-dir", str(data_dir)] + (["--since", since] if since else [])
+    code = main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 
