@@ -28,7 +28,9 @@ from sidecar.core.clock import WallClock
 from sidecar.core.rng import KeyedRandom
 from sidecar.store.integrity import open_checked
 
+from sidecar.cli.when import add_window
 from sidecar.senders import manage
+from sidecar.senders.codes import meaning
 from sidecar.senders.health import HealthMachine
 from sidecar.senders.manage import ManageError, Registry, with_senders
 from sidecar.senders.store import registry_ops
@@ -84,13 +86,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ss = s.add_subparsers(dest="op", required=True)
     ss.add_parser("list", help="every sender with its state", parents=[common])
     for name in ("get", "history", "recover"):
-        p = ss.add_parser(name, help={"get": "one sender", "history": "its transitions (codes 100–109)",
+        p = ss.add_parser(name, help={"get": "one sender", "history": "its transitions (seed 000's codes 100–109, each with its meaning)",
                                       "recover": "manual recovery from cooldown or Need Check (106)"}[name],
                            parents=[common])
         p.add_argument("sender", help="the sender's id (senders list shows it)")
-        if name == "history":
-            p.add_argument("--since", type=float, default=0.0,
-                           help="only transitions at or after, unix seconds (default: 0 = all)")
+        if name == "history":  # the one time syntax of every --since/--until (issue 23 item 6)
+            add_window(p, WallClock().now, "transitions")
         if name == "recover":
             p.add_argument("--by", default="cli", help="who recovers it, kept in its history (default: cli)")
 
@@ -140,8 +141,10 @@ def _show(args: argparse.Namespace, data_dir: Path) -> int:
         return _print(args, out, _group_table)
     if args.op == "history":
         manage.sender_view(reg, args.sender)
-        rows = _read(data_dir, load_history, args.sender, args.since, 5000)
-        return _print(args, [{"at": r.at, "code": r.code, "note": r.note} for r in rows], _history_table)
+        rows = _read(data_dir, load_history, args.sender, args.since or 0.0, 5000)
+        until = args.until if args.until is not None else float("inf")
+        return _print(args, [{"at": r.at, "code": r.code, "what": meaning(r.code)[0], "meaning": meaning(r.code)[1],
+                              "note": r.note} for r in rows if r.at < until], _history_table)
     out = manage.senders_list(reg) if args.op == "list" else [manage.sender_view(reg, args.sender)]
     return _print(args, out, _sender_table)
 
@@ -243,16 +246,12 @@ def _sender_table(rows: list[dict]) -> Any:
     return t
 
 
-CODES = {100: "cooldown finished", 101: "cooldown started", 102: "cooldown extended", 103: "Need Check",
-         104: "warm-up sent", 105: "warm-up confirmed", 106: "manual recovery", 109: "failed send"}
-
-
 def _history_table(rows: list[dict]) -> Any:
     from rich.table import Table
 
-    t = Table(title="Sender history", title_justify="left")
-    for col in ("time (UTC)", "code", "what", "note"):
+    t = Table(title="Sender history (codes: seed 000's EVENT numbers)", title_justify="left")
+    for col in ("time (UTC)", "code", "what", "meaning", "note"):
         t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(_utc(r["at"]), str(r["code"]), CODES.get(r["code"], "?"), r["note"])
+        t.add_row(_utc(r["at"]), str(r["code"]), r["what"], r["meaning"], r["note"])
     return t
