@@ -3,12 +3,16 @@ data dir, for a shift lead (DESIGN §10 "Management").
 
 Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it works beside a
 running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,
-then name); ``deliveries`` prints the audit oldest first, filtered by ``--status``, ``--target``
-and ``--since`` (an ISO-8601 instant or a span back from now: ``90m``, ``6h``, ``2d``), at most
+then name); ``deliveries`` first **summarises** the audit (issue 23 item 4;
+:mod:`sidecar.router.io.audit_summary`): counts per target and status, the oldest pending row and
+its age, the failure reasons grouped and counted.  The rows follow on request (``--rows``, or a
+paging option ``--limit``/``--after``): oldest first, filtered by ``--status``, ``--target``,
+``--since`` and ``--until`` (the one time syntax, :mod:`sidecar.cli.when`: an ISO-8601 instant or
+a span back from now: ``90m``, ``1h30m``, ``2d``; the filters apply to the summary too), at most
 ``--limit`` rows (the newest — the output then says when older rows exist and how to page from
 the oldest; or, with ``--after SEQ``, the first after that seq — the output then ends with the
 ``--after`` of the next page).  ``--json`` prints one JSON object per line instead of a table
-(times in unix seconds).  Rows hold target names only: no URL or secret is ever stored, so none
+(times in unix seconds); without ``--rows`` it is one JSON object, the summary.  Rows hold target names only: no URL or secret is ever stored, so none
 is printed.  Changing rules goes through the bridge (``rules.create/patch/delete``) of the
 running sidecar.
 
@@ -25,6 +29,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from sidecar.cli.when import add_window, utc
 from sidecar.core.clock import WallClock
 from sidecar.domain.errors import IOFailure
 from sidecar.protocol.paging import INT64_MAX
@@ -40,6 +45,7 @@ class Unavailable(IOFailure):
 
 
 MAX_ROWS = 100_000  # --limit: rows one command prints
+DEFAULT_LIMIT = 200
 
 
 def _bounded(lo: int, hi: int) -> Callable[[str], int]:
@@ -64,10 +70,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
     d.add_argument("--status", choices=STATUSES, help="only rows with this status")
     d.add_argument("--target", help="only rows to this target (e.g. stack, ops-telegram)")
-    d.add_argument("--since", help="events at or after: ISO-8601 instant or a span back from now: 90m, 6h, 2d")
-    d.add_argument("--limit", type=_bounded(1, MAX_ROWS), default=200,
-                   help=f"at most this many rows (1..{MAX_ROWS}): the newest, or the first after "
-                        "--after (default 200)")
+    add_window(d, WallClock().now, "events")  # the one time syntax (issue 23 item 6)
+    d.add_argument("--rows", action="store_true", help="after the summary, print the rows too "
+                                                      "(--limit/--after imply it)")
+    d.add_argument("--limit", type=_bounded(1, MAX_ROWS),
+                   help=f"rows: at most this many (1..{MAX_ROWS}): the newest, or the first after "
+                        f"--after (default {DEFAULT_LIMIT})")
     d.add_argument("--after", type=_bounded(0, INT64_MAX), metavar="SEQ",
                    help="page forward: the rows after this seq, oldest first (the 'more rows' hint gives it)")
     d.add_argument("--json", action="store_true", help="JSON lines instead of a table")
@@ -97,7 +105,7 @@ def read_rules(data_dir: Path) -> list[dict[str, Any]]:
 
 def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, after_seq: int | None = None,
-                    limit: int = 200) -> tuple[list[dict[str, Any]], int | None, bool]:
+                    limit: int = DEFAULT_LIMIT, until: float | None = None) -> tuple[list[dict[str, Any]], int | None, bool]:
     """The audit's rows as dicts of :data:`_COLS`, oldest first, through the bridge method's own
     reader (:func:`sidecar.router.io.storage.list_deliveries`): the newest ``limit`` rows, or with
     ``after_seq`` the first ``limit`` rows after it.  Returns ``(rows, next, older)``: ``next`` =
@@ -110,7 +118,7 @@ def read_deliveries(data_dir: Path, *, status: str | None = None, target: str | 
     try:
         found = list_deliveries(conn, status=status, target=target, since=since,
                                 after_seq=after_seq, limit=limit + 1,
-                                newest=after_seq is None)
+                                newest=after_seq is None, until=until)
     except sqlite3.Error as exc:
         raise Unavailable(f"cannot read the deliveries of {data_dir}: {exc}") from exc
     finally:
@@ -133,29 +141,40 @@ def _next_page(args: argparse.Namespace, data_dir: Path, nxt: int) -> str:
     import shlex
 
     parts = ["sidecar", "deliveries", "--data-dir", str(data_dir)]
-    for flag, value in (("--status", args.status), ("--target", args.target), ("--since", args.since)):
+    for flag, value in (("--status", args.status), ("--target", args.target)):
         if value is not None:
             parts += [flag, str(value)]
+    for flag, t in (("--since", args.since), ("--until", args.until)):  # a span would move: pin the instant
+        if t is not None:
+            parts += [flag, datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")]
     parts += ["--limit", str(args.limit), "--after", str(nxt)]
     return shlex.join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
     from sidecar.config import default_data_dir
-    from sidecar.cli.why import parse_since, pipe_console_class
+    from sidecar.cli.why import pipe_console_class
 
     name = f"sidecar {args.cmd}"
     nxt: int | None = None
     older = False
+    summary: dict[str, Any] | None = None
     data_dir = Path(args.data_dir or default_data_dir())
     try:
         if args.cmd == "rules":
             rows = read_rules(data_dir)
         else:
-            since = parse_since(args.since, WallClock().now())  # the one clock (DESIGN §5)
-            rows, nxt, older = read_deliveries(data_dir, status=args.status, target=args.target,
-                                        since=since, after_seq=args.after, limit=args.limit)
-    except (Unavailable, ValueError) as exc:
+            show_rows = args.rows or args.limit is not None or args.after is not None
+            args.limit = args.limit or DEFAULT_LIMIT
+            filters = dict(status=args.status, target=args.target, since=args.since, until=args.until)
+            summary = read_summary(data_dir, **filters)
+            rows = []
+            if show_rows:
+                rows, nxt, older = read_deliveries(data_dir, after_seq=args.after, limit=args.limit, **filters)
+            elif args.json:
+                sys.stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
+                return 0
+    except Unavailable as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -170,8 +189,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = pipe_console_class()(width=None if sys.stdout.isatty() else 200)
-    if not rows:
-        console.print("No rules." if args.cmd == "rules" else "No deliveries match.")
+    if summary is not None:
+        print_summary(console, summary)  # "No deliveries match." itself when nothing does
+        if not rows:
+            if summary["total"] and args.after is not None:
+                console.print(f"No rows after seq {args.after}.")
+            return 0
+    elif not rows:
+        console.print("No rules.")
         return 0
     if args.cmd == "rules":
         table = Table(title="Routing rules (applied by weight, then name)", title_justify="left")
@@ -202,3 +227,65 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"Older rows exist; from the oldest: {_next_page(args, data_dir, 0)} "
                       "(or --since, a larger --limit)")
     return 0
+
+
+def read_summary(data_dir: Path, **filters: Any) -> dict[str, Any]:
+    """:func:`sidecar.router.io.audit_summary.summarise` on the data dir's database (read-only)."""
+    from sidecar.router.io.audit_summary import summarise
+
+    conn = _connect(data_dir)
+    try:
+        return summarise(conn, **filters)
+    except sqlite3.Error as exc:
+        raise Unavailable(f"cannot read the deliveries of {data_dir}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _age(seconds: float) -> str:
+    """1 h 05 min / 3 min 20 s / 12 s: how a person reads an age."""
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def print_summary(console: Any, summary: dict[str, Any]) -> None:
+    """The summary as a shift lead reads it: a target × status table, the oldest pending, the reasons."""
+    from rich.table import Table
+
+    from sidecar.router.io.audit_summary import STATUS_ORDER
+
+    if not summary["total"]:
+        console.print("No deliveries match.")
+        return
+    console.print(f"Deliveries: {summary['total']} rows; the audit's last write at {utc(summary['as_of'])} UTC")
+    t = Table(title="By target and status", title_justify="left")
+    t.add_column("target", no_wrap=True)
+    for st in STATUS_ORDER:
+        t.add_column(st, justify="right")
+    for tgt, by in summary["counts"].items():
+        t.add_row(tgt, *(str(by.get(st, "")) for st in STATUS_ORDER),
+                  style="red" if by.get("failed") else ("yellow" if by.get("pending") else None))
+    console.print(t)
+    p = summary["oldest_pending"]
+    if p is None:
+        console.print("Nothing pending.")
+    else:
+        err = f"; last error: {p['last_error']}" if p["last_error"] else ""
+        console.print(f"Oldest pending: {p['target']} {p['id']}, event at {utc(p['event_at'])} UTC, "
+                      f"{_age(p['age_s'])} before the audit's last write, {p['attempts']} tries{err}",
+                      soft_wrap=True)
+    if summary["reasons"]:
+        r = Table(title="Why deliveries failed or are retrying (grouped)", title_justify="left")
+        for col in ("count", "target", "status"):
+            r.add_column(col, no_wrap=True, justify="right" if col == "count" else "left")
+        r.add_column("reason", overflow="fold", min_width=20)
+        for g in summary["reasons"]:
+            r.add_row(str(g["count"]), g["target"], g["status"], g["reason"])
+        console.print(r)
+        if summary["reasons_more"]:
+            console.print(f"… and {summary['reasons_more']} more reasons (--json lists the top 10; "
+                          "filter with --target/--status)")
+    else:
+        console.print("No failures.")

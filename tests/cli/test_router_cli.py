@@ -55,13 +55,13 @@ def test_rules_and_deliveries_print_tables_and_json(tmp_path, capsys):
     assert main(["rules", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "alerts" in out and "300 s" in out and "audit" in out
-    assert main(["deliveries", "--data-dir", str(tmp_path)]) == 0
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--rows"]) == 0
     out = capsys.readouterr().out
     assert "electron/disk/full" in out and "pending" in out and "skipped" in out and "throttled" in out
-    assert main(["deliveries", "--data-dir", str(tmp_path), "--status", "skipped", "--json"]) == 0
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--status", "skipped", "--json", "--rows"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [(r["status"], r["event_at"]) for r in rows] == [("skipped", T0 + 10)]
-    assert main(["deliveries", "--data-dir", str(tmp_path), "--since", "2026-11-30T08:00:05Z", "--json"]) == 0
+    assert main(["deliveries", "--data-dir", str(tmp_path), "--since", "2026-11-30T08:00:05Z", "--json", "--rows"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 

@@ -228,15 +228,15 @@ def last_live(conn: sqlite3.Connection, channel: str, target: str) -> float | No
 
 def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, target: str | None = None,
                     since: float | None = None, after_seq: int | None = None, limit: int = 1000,
-                    newest: bool = False) -> list[Delivery]:
+                    newest: bool = False, until: float | None = None) -> list[Delivery]:
     """The audit (``deliveries.list``, ``sidecar deliveries``): at most ``limit`` rows by seq,
-    filtered by status, target, event time (``event_at >= since``) and the page cursor
+    filtered by status, target, event time (``since <= event_at < until``) and the page cursor
     (``seq > after_seq``); ``newest``: the newest ``limit`` of them (still oldest first).  The
     one reader of the audit: the bridge method and the CLI both use it."""
     sql = f"SELECT {_COLS} FROM deliveries WHERE 1"
     args: list[Any] = []
     for col, val, op in (("status", status, "="), ("target", target, "="), ("event_at", since, ">="),
-                         ("seq", after_seq, ">")):
+                         ("event_at", until, "<"), ("seq", after_seq, ">")):
         if val is not None:
             sql += f" AND {col} {op} ?"
             args.append(val)
