@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from electron_stub import scenario as sc
 
@@ -51,6 +52,22 @@ DEMO_FILES = ("demo.jsonl", "demo.trace.jsonl", "demo.report.json", "data")  # w
 
 class InputError(Exception):
     """Bad input found before anything runs: one line, exit 2."""
+
+
+def _number(kind: type, lo: float, what: str, *, above: bool = False) -> Any:
+    """An argparse ``type``: a finite ``kind`` number ≥ ``lo`` (> ``lo`` with ``above``), else one
+    line and exit 2 — ``generate --hours -1``/``0`` wrote a scenario that ``replay`` then refused
+    (``duration_s must be > 0``, :mod:`electron_stub.lines`), ``--hours inf`` never finished
+    (issue 23 item 6)."""
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not math.isfinite(v) or v < lo or (above and v == lo):
+            raise argparse.ArgumentTypeError(f"{text}: {what}")
+        return v
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -246,10 +263,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--preset", choices=tuple(PRESETS), default="demo",
                    help="the world and timeline to start from (default: demo)")
     g.add_argument("--seed", type=int, help=f"seed of the world and timeline (default: the preset's — {preset_default('seed')})")
-    g.add_argument("--hours", type=float, help=f"virtual hours of the timeline (default: {preset_default('hours')})")
-    g.add_argument("--tus-per-project", type=int,
+    g.add_argument("--hours", type=_number(float, 0, "hours must be a finite number above 0 (replay refuses duration_s <= 0)", above=True), help=f"virtual hours of the timeline (default: {preset_default('hours')})")
+    g.add_argument("--tus-per-project", type=_number(int, 1, "at least 1 TU per project"),
                    help=f"TUs per project (default: {preset_default('tus_per_project')})")
-    g.add_argument("--favorites", type=int, help=f"favorites per TU (default: {preset_default('favorites')})")
+    g.add_argument("--favorites", type=_number(int, 0, "favorites per TU cannot be negative"), help=f"favorites per TU (default: {preset_default('favorites')})")
     g.add_argument("-o", "--output", help="file (default: stdout)")
     d = sub.add_parser("demo", help="generate the demo scenario and replay it",
                        description="Generate the demo preset (1 virtual hour: a crash, a shift change, "
