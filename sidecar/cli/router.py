@@ -3,7 +3,7 @@ data dir, for a shift lead (DESIGN §10 "Management").
 
 Reads ``<data dir>/sidecar.db`` **read-only** (like ``sidecar why``), so it works beside a
 running sidecar and changes nothing.  ``rules`` prints the rules in application order (weight,
-then name); ``deliveries`` first **summarises** the audit (issue 23 item 4;
+then name); ``deliveries`` first **summarises** the audit (
 :mod:`sidecar.router.io.audit_summary`): counts per target and status, the oldest pending row and
 its age, the failure reasons grouped and counted.  The rows follow on request (``--rows``, or a
 paging option ``--limit``/``--after``): oldest first, filtered by ``--status``, ``--target``,
@@ -70,7 +70,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
     d.add_argument("--status", choices=STATUSES, help="only rows with this status")
     d.add_argument("--target", help="only rows to this target (e.g. stack, ops-telegram)")
-    add_window(d, WallClock().now, "events")  # the one time syntax (issue 23 item 6)
+    add_window(d, WallClock().now, "events")  # the one time syntax (sidecar.cli.when)
     d.add_argument("--rows", action="store_true", help="after the summary, print the rows too "
                                                       "(--limit/--after imply it)")
     d.add_argument("--limit", type=_bounded(1, MAX_ROWS),

@@ -90,7 +90,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                       "recover": "manual recovery from cooldown or Need Check (106)"}[name],
                            parents=[common])
         p.add_argument("sender", help="the sender's id (senders list shows it)")
-        if name == "history":  # the one time syntax of every --since/--until (issue 23 item 6)
+        if name == "history":  # the one time syntax of every --since/--until
             add_window(p, WallClock().now, "transitions")
         if name == "recover":
             p.add_argument("--by", default="cli", help="who recovers it, kept in its history (default: cli)")

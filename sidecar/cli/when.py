@@ -1,4 +1,4 @@
-"""The one time syntax of every ``--since`` / ``--until`` of the sidecar's CLIs (issue 23 item 6).
+"""The one time syntax of every ``--since`` / ``--until`` of the sidecar's CLIs.
 
 Rules / theory of operation
 ---------------------------
@@ -14,7 +14,7 @@ Rules / theory of operation
   twice or out of order, a date that does not exist).
 * :func:`when_type` wraps it as an argparse ``type`` so argparse prints that line and exits 2.
   Before this module ``senders history --since`` took unix seconds while ``why`` and
-  ``deliveries`` took an instant or a single-unit span (issue 23).
+  ``deliveries`` took an instant or a single-unit span (docs/decisions.md).
 """
 from __future__ import annotations
 
@@ -77,10 +77,11 @@ def when_type(now: Callable[[], float]) -> Callable[[str], float]:
 
 
 def add_window(p: argparse.ArgumentParser, now: Callable[[], float], what: str,
-               until: bool = True) -> None:
-    """Add ``--since`` (and ``--until``) in the one syntax to a sub-parser; ``what`` names the rows."""
+               until: bool = True, without: str = "") -> None:
+    """Add ``--since`` (and ``--until``) in the one syntax to a sub-parser; ``what`` names the rows,
+    ``without`` says what is shown when the option is left out."""
     p.add_argument("--since", type=when_type(now), metavar="WHEN",
-                   help=f"only {what} at or after WHEN: {HELP}")
+                   help=f"only {what} at or after WHEN: {HELP}" + (f". Without it: {without}" if without else ""))
     if until:
         p.add_argument("--until", type=when_type(now), metavar="WHEN",
                        help=f"only {what} before WHEN (same syntax)")

@@ -1,5 +1,4 @@
-"""``sidecar why TU RU``: the whole story of a pair from the data dir, for a shift lead (DESIGN §13;
-issue 23 item 3).
+"""``sidecar why TU RU``: the whole story of a pair from the data dir, for a shift lead (DESIGN §13).
 
 Reads ``<data dir>/sidecar.db`` read-only (:func:`sidecar.store.story.read_data_dir`), so it
 works while the sidecar runs and changes nothing.  The story merges the decision log
@@ -42,7 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("tu", help="the profile (TU) id")
     w.add_argument("ru", help="the customer (RU) id")
     w.add_argument("--data-dir", type=Path, help="the sidecar's data dir (default: per-OS app data)")
-    add_window(w, WallClock().now, "entries")  # the one clock (DESIGN §5); a span is wall time
+    add_window(w, WallClock().now, "entries",
+               without=f"every entry the data dir holds for the pair (the decision log keeps "
+                       f"{RETENTION_S / 86400:.0f} days)")  # the one clock (DESIGN §5); a span is wall time
     w.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 
 

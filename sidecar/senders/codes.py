@@ -1,4 +1,4 @@
-"""What each sender-history code means, in plain words for a shift lead (issue 23 item 4).
+"""What each sender-history code means, in plain words for a shift lead.
 
 The codes are seed 000's EVENT numbers (the production history rows the seed describes); the
 sidecar writes them from :mod:`sidecar.senders.health` (constants in

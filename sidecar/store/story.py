@@ -1,4 +1,4 @@
-"""A pair's whole story from the durable state (``sidecar why``, issue 23 item 3; DESIGN §13).
+"""A pair's whole story from the durable state (``sidecar why``; DESIGN §13).
 
 Rules / theory of operation
 ---------------------------

@@ -107,4 +107,4 @@ def test_every_groups_create_flag_has_a_help_text(capsys):
 
 
 def test_why_help_says_what_happens_without_since(capsys):
-    assert "Without it: every decision the log holds for the pair" in _help(capsys, "why")
+    assert "Without it: every entry the data dir holds for the pair" in _help(capsys, "why")

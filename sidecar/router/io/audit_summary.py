@@ -1,4 +1,4 @@
-"""The delivery audit summarised for a shift lead (``sidecar deliveries``, issue 23 item 4).
+"""The delivery audit summarised for a shift lead (``sidecar deliveries``).
 
 Rules / theory of operation
 ---------------------------
