@@ -75,3 +75,13 @@ def test_an_empty_audit_says_so_once(tmp_path, capsys):
     d = fill(tmp_path)
     assert main(["deliveries", "--since", "2026-12-01", *d]) == 0
     assert capsys.readouterr().out.strip() == "No deliveries match."
+
+
+def test_the_next_page_command_pins_the_window_as_instants(tmp_path, capsys):
+    import shlex
+
+    d = fill(tmp_path)
+    assert main(["deliveries", "--since", "2026-11-30 08:00:01", "--until", "1m", "--limit", "2", "--after", "0", *d]) == 0
+    hint = shlex.split(capsys.readouterr().out.split("More rows: ", 1)[1].split("\n", 1)[0])
+    assert hint[hint.index("--since") + 1] == "2026-11-30T08:00:01Z"  # a span would move between pages
+    assert hint[hint.index("--until") + 1].endswith("Z") and hint[-2:] == ["--after", "3"]  # rows seq 2, 3 shown
