@@ -28,8 +28,8 @@ extensions, 3 312 in all (§5: 3 252 / 10 648 = 0.31), 1.29 warm-ups sent (1.23)
 drop 7× (§5: 8 404 → 778, 11×).
 A probe's answer arrives U(5, 60) s after it is sent.
 
-Held-back time (issue 23 item 5: the cost a shift lead trades)
-----------------------------------------------------------------
+Held-back time (the cost a shift lead trades)
+----------------------------------------------
 A sender *wants* its next customer send U(20, 60) min after the last; a send that goes out later
 (group pacing ``send_from/to_message_interval`` in minutes, seed 000 §6; a cooldown and the 10 min
 rest after it, §2; Need Check, §4) was *held back* by the difference, seconds.  Holds of live
