@@ -271,7 +271,8 @@ def parser() -> argparse.ArgumentParser:
     rr.add_argument("--html", required=True, help="the HTML file to write")
     s = sub.add_parser("senders", help="sender health tools (seed 000)")
     ss = s.add_subparsers(dest="senders_cmd", required=True)
-    sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet; print seed 000 §5's tables")
+    sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet: a group recipe beside the no-group "
+                                          "baseline, held-back time, seed 000's claims for that recipe")
     sim.add_argument("--senders", type=int, help="senders in the fleet (default: 660)")
     sim.add_argument("--days", type=float, default=7.0, help="virtual days to run (default: 7)")
     sim.add_argument("--group", action="append", default=[],
@@ -279,13 +280,14 @@ def parser() -> argparse.ArgumentParser:
                           'send_from_message_interval=2,send_to_message_interval=5,from_time=08:00,to_time=20:00,'
                           'priority=2,name=day" (delays and send intervals in minutes, windows UTC); repeat it '
                           "for several groups on the same senders (the first wins an overlap unless priority= says "
-                          "otherwise). Default: no recipe — the model's prod-like mix (seed 000 §5)")
+                          "otherwise) (default: no recipe — the model's prod-like mix, seed 000 §5)")
     sim.add_argument("--group-share", type=float, metavar="F",
                      help="the share of senders in the recipe's groups, 0–1 (default: 1; prod has 132 of 660 = 0.2)")
     sim.add_argument("--senders-from", metavar="DATA_DIR",
-                     help="take the senders and their groups from a sidecar data dir's sidecar.db")
+                     help="take the senders and their groups from a sidecar data dir's sidecar.db "
+                          "(default: none — --senders and --group say who is in which group)")
     sim.add_argument("--json", action="store_true", help="print the result as one JSON object (for tools)")
-    sim.add_argument("--html", metavar="FILE", help="also write the tables as one self-contained HTML page")
+    sim.add_argument("--html", metavar="FILE", help="also write the tables as one self-contained HTML page (default: none)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the keyed randomness (default: 0)")
     return ap
 

@@ -232,7 +232,7 @@ def run(senders: int | None, days: float, group_texts: list[str] | None, seed: i
     else:
         render(result, console or PipeConsole())
     if html is not None:
-        rec = Console(record=True, width=140, file=io.StringIO())
+        rec = PipeConsole(record=True, width=140, file=io.StringIO())
         render(result, rec)
         Path(html).write_text(rec.export_html(), encoding="utf-8")
     return 0

@@ -128,3 +128,10 @@ def test_day_and_night_groups_at_once_never_jump_the_window_edge():
     assert st.window["crossing"] > 10 and st.window["kept"] == st.window["crossing"]
     durations = [d / 60 for d in st.planned]
     assert any(15 <= d <= 45 for d in durations) and any(120 <= d <= 240 for d in durations)
+
+
+def test_a_send_still_waiting_at_the_end_is_an_open_hold():
+    slow = Group(id="s", name="s", priority=1, send_from_message_interval=1440, send_to_message_interval=1440)
+    st = simulate(days=0.5, fleet_groups=[(slow,)] * 4, names=sender_names(4), model=CALM)
+    # each sender sent once, then waits a day: its next send is still held when the run ends
+    assert st.sends == 4 and st.held == [] and len(st.held_open) == 4 and all(w > 0 for w in st.held_open)
