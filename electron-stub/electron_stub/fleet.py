@@ -168,7 +168,9 @@ def render(result: dict[str, Any], console: Console) -> None:
     for g in result["groups"]:
         console.print(f"  group {g['name']!r}: " + ", ".join(f"{k}={v}" for k, v in g.items() if k != "name" and v not in (None, 0, 0.0)))
     t = Table(title="Recipe beside the baseline (same fleet, same seed, no groups)")
-    t.add_column("figure"), t.add_column(result["recipe_label"], justify="right"), t.add_column("baseline", justify="right")
+    t.add_column("figure")
+    t.add_column(result["recipe_label"], justify="right")
+    t.add_column("baseline", justify="right")
     rr, br = dict(_rows(r)), dict(_rows(b))
     for label in dict.fromkeys([*rr, *br]):  # ladder numbers one run reached and the other not
         t.add_row(label, rr.get(label, "—"), br.get(label, "—"))
