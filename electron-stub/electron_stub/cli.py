@@ -288,12 +288,23 @@ def parser() -> argparse.ArgumentParser:
     rr.add_argument("--html", required=True, help="the HTML file to write")
     s = sub.add_parser("senders", help="sender health tools (seed 000)")
     ss = s.add_subparsers(dest="senders_cmd", required=True)
-    sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet; print seed 000 §5's tables")
-    sim.add_argument("--senders", type=int, default=660, help="senders in the fleet (default: 660)")
+    sim = ss.add_parser("simulate", help="run the health machine on a virtual fleet: a group recipe beside the no-group "
+                                          "baseline, held-back time, seed 000's claims for that recipe")
+    sim.add_argument("--senders", type=int, help="senders in the fleet (default: 660)")
     sim.add_argument("--days", type=float, default=7.0, help="virtual days to run (default: 7)")
-    sim.add_argument("--group", help='put every sender in this group: "failed_in_row=3,cooldown_delay_from=15,'
-                                     'cooldown_delay_to=45,send_from_message_interval=…,from_time=22:00,to_time=06:00" '
-                                     "(default: no group — the built-in defaults)")
+    sim.add_argument("--group", action="append", default=[],
+                     help='a group of the recipe: "failed_in_row=3,cooldown_delay_from=15,cooldown_delay_to=45,'
+                          'send_from_message_interval=2,send_to_message_interval=5,from_time=08:00,to_time=20:00,'
+                          'priority=2,name=day" (delays and send intervals in minutes, windows UTC); repeat it '
+                          "for several groups on the same senders (the first wins an overlap unless priority= says "
+                          "otherwise) (default: no recipe — the model's prod-like mix, seed 000 §5)")
+    sim.add_argument("--group-share", type=float, metavar="F",
+                     help="the share of senders in the recipe's groups, 0–1 (default: 1; prod has 132 of 660 = 0.2)")
+    sim.add_argument("--senders-from", metavar="DATA_DIR",
+                     help="take the senders and their groups from a sidecar data dir's sidecar.db "
+                          "(default: none — --senders and --group say who is in which group)")
+    sim.add_argument("--json", action="store_true", help="print the result as one JSON object (for tools)")
+    sim.add_argument("--html", metavar="FILE", help="also write the tables as one self-contained HTML page (default: none)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the keyed randomness (default: 0)")
     return ap
 
@@ -313,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "senders":
             from .fleet import InputError as FleetInputError, run as simulate_fleet
             try:
-                return simulate_fleet(a.senders, a.days, a.group, a.seed)
+                if a.html is not None:
+                    _check_output(a.html, "--html")
+                return simulate_fleet(a.senders, a.days, a.group, a.seed, share=a.group_share,
+                                      senders_from=a.senders_from, as_json=a.json, html=a.html)
             except FleetInputError as exc:
                 raise InputError(str(exc)) from None
         return _demo(a)

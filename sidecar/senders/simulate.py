@@ -27,6 +27,17 @@ extensions, 3 312 in all (§5: 3 252 / 10 648 = 0.31), 1.29 warm-ups sent (1.23)
 (0.87); exits 86.0 % proven, 9.1 % fail-open, 4.9 % neutral (§5: ~86 / ~10 / ~4); starts #1 → #2
 drop 7× (§5: 8 404 → 778, 11×).
 A probe's answer arrives U(5, 60) s after it is sent.
+
+Held-back time (the cost a shift lead trades)
+----------------------------------------------
+A sender *wants* its next customer send U(20, 60) min after the last; a send that goes out later
+(group pacing ``send_from/to_message_interval`` in minutes, seed 000 §6; a cooldown and the 10 min
+rest after it, §2; Need Check, §4) was *held back* by the difference, seconds.  Holds of live
+senders are kept apart from dead devices' (whose sends would fail anyway: holding them is the
+point of a fast-detection recipe), and a send still waiting when the run ends counts as an open
+hold up to the end.  A *cohort* (the senders a recipe puts in groups) is tabulated apart, in the
+recipe's run and in the baseline's (same fleet, same seed, no groups), so the two compare the same
+senders.
 """
 from __future__ import annotations
 
@@ -76,34 +87,88 @@ class Stats:
     senders: int = 0
     days: float = 0.0
     sends: int = 0
+    failed: int = 0  # customer sends that failed (retryable or terminal)
+    held: list[float] = field(default_factory=list)  # live senders: each held send's wait, seconds (> 0)
+    held_open: list[float] = field(default_factory=list)  # live senders: a send still waiting at the end
+    held_dead: float = 0.0  # dead devices: seconds of holds, open ones included
+    cohort: "Cohort" = field(default_factory=lambda: Cohort())
+    window: Counter = field(default_factory=Counter)  # "crossing" / "kept": group cooldowns over a window edge
+
+
+@dataclass
+class Cohort:
+    """The same figures for the cohort's senders only (those a recipe puts in groups)."""
+
+    senders: int = 0
+    sends: int = 0
+    failed: int = 0
+    starts: int = 0
+    verdicts: Counter = field(default_factory=Counter)
+    cooldown_total: list[float] = field(default_factory=list)  # start → release, seconds
+    held: list[float] = field(default_factory=list)
+    held_open: list[float] = field(default_factory=list)
+    need_check: int = 0
+    fail_to_need_check: list[float] = field(default_factory=list)  # first failure → Need Check, s
 
 
 class _Sender:
-    __slots__ = ("state", "group", "dead", "spell_end", "next_spell", "spells", "first_fail", "started", "number")
+    __slots__ = ("state", "groups", "dead", "spell_end", "next_spell", "spells", "first_fail", "started", "number",
+                 "cohort", "wanted", "fail_group", "start_group")
 
-    def __init__(self, name: str, group: Group | None, dead: bool) -> None:
+    def __init__(self, name: str, groups: tuple[Group, ...], dead: bool, cohort: bool = False) -> None:
         self.state = h.SenderState(sender=name)
-        self.group, self.dead = group, dead
+        self.groups, self.dead, self.cohort = groups, dead, cohort
+        self.wanted = 0.0  # when it wanted its next customer send (unix s)
+        self.fail_group: Group | None = None  # the group read at its last failure (seed 000 §6)
+        self.start_group: Group | None = None
         self.spell_end, self.next_spell, self.spells = -1.0, 0.0, 0
         self.first_fail: float | None = None
         self.started: float | None = None
         self.number = 0
 
 
-def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = None, seed: int = 0,
-             model: Model = Model(), t0: float = 1_780_000_000.0) -> Stats:
-    """Run ``senders`` senders for ``days`` virtual days.  ``group`` puts every sender in that one
-    group (a shift lead's recipe) instead of the model's prod-like mix.  Returns :class:`Stats`."""
+def sender_names(senders: int) -> list[str]:
+    """The simulator's own sender names ``s0000`` … (keys of the keyed randomness)."""
+    return [f"s{i:04d}" for i in range(senders)]
+
+
+def share_cohort(names: list[str], share: float, seed: int = 0) -> list[bool]:
+    """Exactly ``round(share × len(names))`` senders, picked by a keyed draw per name (so the
+    same seed picks the same senders): the cohort a recipe puts in groups (seed 000 §6 "Що є в
+    prod зараз": 132 of 660 Active senders are in groups, a share of 0.2).  ``share`` in [0, 1]."""
+    rng = KeyedRandom(f"{seed}-cohort")
+    k = round(share * len(names))
+    chosen = set(sorted(names, key=lambda n: (rng.unit(n, "cohort"), n))[:k])
+    return [n in chosen for n in names]
+
+
+def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = None,
+             fleet_groups: list[tuple[Group, ...]] | None = None, cohort: list[bool] | None = None,
+             names: list[str] | None = None, seed: int = 0, model: Model = Model(),
+             t0: float = 1_780_000_000.0) -> Stats:
+    """Run ``senders`` senders for ``days`` virtual days.  Who is in which group:
+    ``fleet_groups`` (per sender, its groups — several at once, the active one read at each
+    failure and send, seed 000 §6), else ``group`` for every sender (a recipe on all), else the
+    model's prod-like mix.  ``cohort`` (per sender) marks the senders tabulated apart in
+    :attr:`Stats.cohort` (default: those with groups in ``fleet_groups``); ``names`` the senders'
+    names (default :func:`sender_names`).  Returns :class:`Stats`."""
     rng = KeyedRandom(seed)
     machine = h.HealthMachine(KeyedRandom(f"{seed}-health"))
+    names = names if names is not None else sender_names(senders)
+    senders = len(names)
     st = Stats(senders=senders, days=days)
     fleet: list[_Sender] = []
-    for i in range(senders):
-        name = f"s{i:04d}"
-        g = group
-        if g is None and rng.chance(model.grouped, name, "grouped"):
-            g = FAST if rng.chance(0.5, name, "which") else TINY
-        fleet.append(_Sender(name, g, rng.chance(model.dead, name, "dead")))
+    for i, name in enumerate(names):
+        gs: tuple[Group, ...]
+        if fleet_groups is not None:
+            gs = tuple(fleet_groups[i])
+        elif group is not None:
+            gs = (group,)
+        else:
+            gs = ((FAST if rng.chance(0.5, name, "which") else TINY),) if rng.chance(model.grouped, name, "grouped") else ()
+        in_cohort = cohort[i] if cohort is not None else bool(fleet_groups is not None and gs)
+        fleet.append(_Sender(name, gs, rng.chance(model.dead, name, "dead"), in_cohort))
+        st.cohort.senders += in_cohort
     end = t0 + days * DAY
     heap: list[tuple[float, int, int, str, bool]] = []
     seq = 0
@@ -138,7 +203,15 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             if row.code == h.STARTED:
                 n = sd.state.cooldown_times
                 st.starts[n] += 1
+                st.cohort.starts += sd.cohort
                 dur = (sd.state.cooldown_end or t) - t
+                sd.start_group = g = sd.fail_group
+                if g is not None and g.has_delay() and g.from_time is not None:
+                    # seed 000 §6: "Через межу вікна нічого не «перестрибує»" — a cooldown that
+                    # ends in another window keeps the duration of the group read at its failure
+                    if active_group(list(sd.groups), t + dur) is not g:
+                        st.window["crossing"] += 1
+                        st.window["kept"] += 60 * g.cooldown_delay_from <= dur <= 60 * g.cooldown_delay_to
                 st.planned.append(dur)
                 if n == 1:
                     st.planned_first.append(dur)
@@ -147,9 +220,13 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
                     st.cycling_need_check += 1
             elif row.code == h.FINISHED:
                 st.verdicts[row.note] += 1
+                if sd.cohort:
+                    st.cohort.verdicts[row.note] += 1
                 if sd.started is not None:
                     st.cooldown_total.append(t - sd.started)
-                    if sd.number == 1 and (sd.group is None or not sd.group.has_delay()):
+                    if sd.cohort:
+                        st.cohort.cooldown_total.append(t - sd.started)
+                    if sd.number == 1 and (sd.start_group is None or not sd.start_group.has_delay()):
                         st.first_total.append(t - sd.started)
             elif row.code == h.WARMUP_SENT:
                 st.warmup_sent += 1
@@ -159,8 +236,11 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
                 st.extensions += 1
             elif row.code == h.NEED_CHECK_CODE:
                 st.need_check[sd.state.need_check_path] += 1
+                st.cohort.need_check += sd.cohort
                 if sd.first_fail is not None:
                     st.first_fail_to_need_check.append(t - sd.first_fail)
+                    if sd.cohort:
+                        st.cohort.fail_to_need_check.append(t - sd.first_fail)
         if result.send_probe:
             # seed 000 §3: the warm-up is a p2p message that a webhook confirms within 3 h — a
             # device in a bad spell delivers it when the spell is over, it does not refuse it.
@@ -184,8 +264,19 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
         if nt is not None and nt != h.next_timer(before) or (nt is not None and result.history):
             push(nt, i, "tick")
 
+    def hold(sd: _Sender, wait: float, open_: bool) -> None:
+        if wait <= 0:
+            return
+        if sd.dead:
+            st.held_dead += wait
+            return
+        (st.held_open if open_ else st.held).append(wait)
+        if sd.cohort:
+            (st.cohort.held_open if open_ else st.cohort.held).append(wait)
+
     for i, sd in enumerate(fleet):
-        push(t0 + rng.uniform(0, model.send_every[1], sd.state.sender, "first"), i, "send")
+        sd.wanted = t0 + rng.uniform(0, model.send_every[1], sd.state.sender, "first")
+        push(sd.wanted, i, "send")
     while heap:
         t, _, i, kind, ok = heapq.heappop(heap)
         if t >= end:
@@ -203,12 +294,17 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             if nxt is not None:
                 push(max(nxt, t + 1), i, "send")
             continue
-        g = active_group([sd.group], t) if sd.group is not None else None  # its window, read now
+        hold(sd, t - sd.wanted, False)
+        g = active_group(list(sd.groups), t) if sd.groups else None  # its window, read now
+        sd.fail_group = g
         sd.state = machine.handle(sd.state, h.Sent(t, g)).state
         st.sends += 1
+        st.cohort.sends += sd.cohort
         n = sd.state.sent
         bad = in_spell(sd, t) or rng.chance(model.background, sd.state.sender, "bg", n)
         if bad:
+            st.failed += 1
+            st.cohort.failed += sd.cohort
             terminal = not sd.dead and rng.chance(model.terminal, sd.state.sender, "term", n)
             if sd.first_fail is None and sd.state.cooldown_times == 0 and not terminal:
                 sd.first_fail = t
@@ -217,8 +313,10 @@ def simulate(senders: int = 660, days: float = 7.0, *, group: Group | None = Non
             apply(i, machine.handle(sd.state, h.Delivered(t + 1, t)), t + 1)
             if sd.state.cooldown_times == 0:
                 sd.first_fail = None
-        gap = rng.uniform(*model.send_every, sd.state.sender, "every", n)
-        push(max(t + gap, sd.state.next_send_at), i, "send")
+        sd.wanted = t + rng.uniform(*model.send_every, sd.state.sender, "every", n)
+        push(max(sd.wanted, sd.state.next_send_at), i, "send")
+    for sd in fleet:  # sends still waiting at the end: held up to the end
+        hold(sd, end - sd.wanted, True)
     return st
 
 

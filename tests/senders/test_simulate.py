@@ -49,7 +49,7 @@ def test_cli_prints_tables_and_rejects_bad_group(capsys):
     assert main(["senders", "simulate", "--senders", "20", "--days", "1",
                  "--group", "cooldown_delay_from=15,cooldown_delay_to=45"]) == 0
     out = capsys.readouterr().out
-    assert "Verdicts at exit" in out and "five cooldowns" in out
+    assert "Recipe beside the baseline" in out and "five cooldowns" in out
     assert main(["senders", "simulate", "--senders", "5", "--days", "1", "--group", "from_time=25:00,to_time=01:00"]) == 2
     assert "from_time" in capsys.readouterr().err
 
@@ -75,3 +75,63 @@ def test_extensions_per_start_match_section_5():
     assert 0.25 <= st.extensions / starts <= 0.40
     assert 1.15 <= st.warmup_sent / starts <= 1.40
     assert 0.80 <= st.warmup_confirmed / starts <= 0.92
+
+
+# ---- issue 23 item 5: groups on a subset, several at once, held-back time ----------------------
+from sidecar.senders.simulate import Model, sender_names, share_cohort  # noqa: E402
+
+CALM = Model(spells_per_day=1e-9, background=0.0, dead=0.0)  # no failures: only pacing holds sends
+
+
+def test_share_cohort_is_exact_and_keyed_by_seed():
+    names = sender_names(660)
+    a = share_cohort(names, 0.2, seed=0)
+    assert sum(a) == 132  # seed 000 §6: 132 of 660 in groups
+    assert a == share_cohort(names, 0.2, seed=0) and a != share_cohort(names, 0.2, seed=1)
+    assert sum(share_cohort(names, 0.0)) == 0 and all(share_cohort(names, 1.0))
+
+
+def test_senders_outside_the_cohort_are_untouched_by_the_recipe():
+    names = sender_names(60)
+    cohort = share_cohort(names, 0.25, seed=2)
+    rec = simulate(days=3, fleet_groups=[(RECIPE,) if c else () for c in cohort], names=names, seed=2)
+    base = simulate(days=3, fleet_groups=[()] * 60, cohort=cohort, names=names, seed=2)
+    assert rec.cohort.senders == base.cohort.senders == 15
+    # keyed randomness per sender: the 45 ungrouped senders run exactly as in the baseline
+    assert rec.sends - rec.cohort.sends == base.sends - base.cohort.sends
+    assert sorted(set(rec.held) - set(rec.cohort.held)) == sorted(set(base.held) - set(base.cohort.held))
+    assert rec.cohort.sends != base.cohort.sends  # and the cohort's differ
+
+
+def test_group_pacing_is_in_minutes_and_held_back_is_measured():
+    pacing = Group(id="p", name="p", priority=1, send_from_message_interval=120, send_to_message_interval=180)
+    base = simulate(days=2, fleet_groups=[()] * 10, names=sender_names(10), model=CALM)
+    assert base.held == [] and base.failed == 0  # nothing holds a send back
+    st = simulate(days=2, fleet_groups=[(pacing,)] * 10, names=sender_names(10), model=CALM)
+    # a send wanted 20–60 min after the last goes out 120–180 min after it: held 60–160 min
+    assert st.held and all(60 * 60 <= w <= 160 * 60 for w in st.held)
+    assert st.cohort.senders == 10 and len(st.cohort.held) == len(st.held)
+
+
+def test_dead_devices_holds_are_kept_apart():
+    st = simulate(days=2, fleet_groups=[(RECIPE,)] * 5, names=sender_names(5), model=Model(dead=1.0))
+    assert st.held == [] and st.held_open == [] and st.held_dead > 0 and st.failed == st.sends
+
+
+def test_day_and_night_groups_at_once_never_jump_the_window_edge():
+    day = Group(id="d", name="day", priority=2, cooldown_delay_from=15, cooldown_delay_to=45,
+                from_time="08:00", to_time="20:00")
+    night = Group(id="n", name="night", priority=1, cooldown_delay_from=120, cooldown_delay_to=240,
+                  from_time="20:00", to_time="08:00")
+    st = simulate(days=4, fleet_groups=[(day, night)] * 60, names=sender_names(60), seed=1)
+    # seed 000 §6: "Через межу вікна нічого не «перестрибує»: параметри читаються лише в момент фейлу"
+    assert st.window["crossing"] > 10 and st.window["kept"] == st.window["crossing"]
+    durations = [d / 60 for d in st.planned]
+    assert any(15 <= d <= 45 for d in durations) and any(120 <= d <= 240 for d in durations)
+
+
+def test_a_send_still_waiting_at_the_end_is_an_open_hold():
+    slow = Group(id="s", name="s", priority=1, send_from_message_interval=1440, send_to_message_interval=1440)
+    st = simulate(days=0.5, fleet_groups=[(slow,)] * 4, names=sender_names(4), model=CALM)
+    # each sender sent once, then waits a day: its next send is still held when the run ends
+    assert st.sends == 4 and st.held == [] and len(st.held_open) == 4 and all(w > 0 for w in st.held_open)
