@@ -153,6 +153,15 @@ def test_restore_skips_what_is_not_a_handover_of_this_tu():
     assert handover.restored("tu-a", None, T0) == ([], 0)  # a Stack that lists none
 
 
+def test_a_row_the_old_machines_health_held_is_due_at_once_on_the_new_one():
+    """Judged afresh: the old machine's cooldown end is no ladder step of the row's."""
+    held = json.loads(handover.handover_body(msgspec.structs.replace(
+        _row(), tu="tu-a", next_attempt_at=T0 + 5400, last_error="waiting: cooldown #1 until 09:30")))
+    ops, _ = handover.restored("tu-a", [held], T0 + 100)
+    (row,) = [o.delivery for o in ops if isinstance(o, handover.RestoreDelivery)]
+    assert (row.next_attempt_at, row.attempts) == (T0 + 100, 2)
+
+
 def _row():
     from sidecar.router.model import Delivery
     return Delivery("ev-5.0", "ev-5", T0, "electron", "crm", "sync", "normal", "crm", "webhook",
