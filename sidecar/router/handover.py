@@ -27,7 +27,10 @@ Rules / theory of operation
   settled between the read and the commit is not handed over (it has nothing left to continue).
 * **Restore** (:func:`restored`): Stack's startup data lists the TU's handed-over deliveries
   (only the ones Stack acknowledged); each becomes a ``pending`` row with the same id (the
-  ``webhook-id``), its attempts, next attempt (a past instant is due at once) and ``expires_at``;
+  ``webhook-id``), its attempts, next attempt (a past instant is due at once) and ``expires_at``
+  — except that a row the old machine's sender health held (parked, or deferred with
+  ``last_error`` ``waiting: …``: its instant was that machine's cooldown, not the row's retry
+  ladder) is due at once;
   :class:`RestoreDelivery` inserts it unless a row of that id exists (a re-login on the same
   machine keeps its one row), and a :class:`PutHandover` makes its terminal outcome release it
   from Stack.  The target's health is this machine's own (nothing of the old machine's sender
@@ -51,6 +54,8 @@ from sidecar.router.ops import _delivery_params
 #: the router source of the handover writes (a row's ``source``; never routed as an event, so no
 #: rule can match it — DESIGN §10's rules see events, not the Stack target's own rows)
 SOURCE = "deliveries"
+#: ``last_error`` of a row its sender's health made wait (:class:`sidecar.router.attempt.DeferDelivery`)
+WAITING = "waiting: "
 
 
 class HandedOver(msgspec.Struct, kw_only=True):
@@ -176,7 +181,10 @@ def restored(tu: str, listed: Any, now: float) -> tuple[list[Op], int]:
         if h.tu != tu or h.channel == STACK_TARGET or h.target == STACK_TARGET or h.attempts < 0:
             skipped += 1
             continue
-        due = now if h.next_attempt_at is None else h.next_attempt_at
+        # the old machine's health held it (parked: None; deferred: "waiting: …" with the
+        # cooldown's end, not a ladder step of its own): judged afresh here, due at once
+        waited = h.next_attempt_at is None or (h.last_error or "").startswith(WAITING)
+        due = now if waited else h.next_attempt_at
         ops.append(RestoreDelivery(Delivery(
             h.id, h.event_id, h.event_at, h.source, h.subject, h.action, h.priority, h.rule,
             h.channel, h.target, Status.PENDING.value, message, h.attempts, due, h.expires_at,
