@@ -194,16 +194,20 @@ def restored(tu: str, listed: Any, now: float) -> tuple[list[Op], int]:
     return ops, skipped
 
 
-def stays_summary(rows: Iterable[Delivery]) -> str | None:
+def stays_summary(rows: Iterable[Delivery], handed: Iterable[str] = ()) -> str | None:
     """The closing line for the pending non-Stack rows that stay with this machine: how many,
-    how many are process-wide (no TU) and their ids (at most 20 named); None when there are
-    none."""
+    how many are process-wide (no TU), how many are a TU's and of those how many were handed
+    over through Stack (``handed``: their ids; this machine keeps sending them too), and their
+    ids (at most 20 named); None when there are none."""
     rows = [d for d in rows if d.status == Status.PENDING.value and d.channel != STACK_TARGET]
     if not rows:
         return None
+    handed = set(handed)
     wide = [d.id for d in rows if d.tu is None]
     tus = len(rows) - len(wide)
-    named = ", ".join(d.id + ("" if d.tu is None else f" (TU {d.tu})") for d in rows[:20])
+    over = sum(1 for d in rows if d.id in handed)
+    named = ", ".join(d.id + ("" if d.tu is None else f" (TU {d.tu}{', handed over' if d.id in handed else ''})")
+                      for d in rows[:20])
     more = f" and {len(rows) - 20} more" if len(rows) > 20 else ""
     return (f"{len(rows)} pending deliveries stay with this machine ({len(wide)} process-wide,"
-            f" {tus} of logged-in TUs): {named}{more}")
+            f" {tus} of TUs, {over} of them handed over through Stack): {named}{more}")

@@ -173,6 +173,17 @@ def test_what_stays_with_the_machine_is_listed():
     rows = [Delivery(f"ev-{i}.0", f"ev-{i}", T0, "sidecar", "stack", "unreachable", "high", "r",
                      "webhook", "crm-hook", "pending", b"{}", tu=tu) for i, tu in enumerate([None, "tu-a", None])]
     line = handover.stays_summary(rows)
-    assert line is not None and line.startswith("3 pending deliveries stay with this machine (2 process-wide, 1 of")
+    assert line is not None and line.startswith("3 pending deliveries stay with this machine (2 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
     assert "ev-0.0, ev-1.0 (TU tu-a), ev-2.0" in line
     assert handover.stays_summary([]) is None
+    assert "1 of TUs, 1 of them handed over through Stack): ev-0.0, ev-1.0 (TU tu-a, handed over)," in (
+        handover.stays_summary(rows, ["ev-1.0"]) or "")
+
+
+async def test_the_handed_over_ids_are_read_until_they_settle(rstore):
+    st = make_state(RULE)
+    await emit(rstore, st, [crm("tu-a", 1)], T0)
+    await rstore.commit(handover.handover_ops(await rstore.pending_kept("tu-a"), "tu-a", T0 + 1))
+    assert await rstore.handed_over() == ["ev-1.0"]
+    await rstore.commit([SettleDelivery("ev-1.0", "delivered", 1, None, None, T0 + 2, T0 + 2)])
+    assert await rstore.handed_over() == []

@@ -258,6 +258,12 @@ def pending_kept(conn: sqlite3.Connection, tu: str | None = None) -> list[Delive
     return [delivery_from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
 
 
+def handed_over(conn: sqlite3.Connection) -> list[str]:
+    """The ids of the deliveries handed over through Stack and not yet settled here
+    (``router_handovers``, :mod:`sidecar.router.handover`)."""
+    return [r[0] for r in conn.execute("SELECT delivery_id FROM router_handovers ORDER BY delivery_id")]
+
+
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
     return [{"delivery_id": d, "at": at, "body": decode_json(b)} for d, at, b in conn.execute(
         "SELECT delivery_id, at, body FROM router_journal WHERE target = ? ORDER BY n",
@@ -300,6 +306,9 @@ class RouterStore:
 
     async def pending_kept(self, tu: str | None = None) -> list[Delivery]:
         return await self.store.read(pending_kept, tu)
+
+    async def handed_over(self) -> list[str]:
+        return await self.store.read(handed_over)
 
     async def journal(self, target: str) -> list[dict]:
         return await self.store.read(journal_rows, target)
