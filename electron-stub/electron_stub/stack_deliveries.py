@@ -1,5 +1,5 @@
-"""The reference Stack's handed-over deliveries (DESIGN §9 "Handed-over deliveries"; issue 21
-item 5): our proposal to Stack, which the reference Stack implements.
+"""The reference Stack's handed-over deliveries (DESIGN §9 "Handed-over deliveries"): our
+proposal to Stack, which the reference Stack implements.
 
 Rules / theory of operation
 ---------------------------

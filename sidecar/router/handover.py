@@ -1,7 +1,7 @@
 """Handed-over deliveries: a TU's pending outward deliveries follow it through Stack to the next
 machine that logs it in (DESIGN §9 "Handed-over deliveries", §10 "A shift change strands
-nothing"; issue 21 item 5).  Sans-I/O: values and store ops; the app reads and commits them
-(:mod:`sidecar.app.handovers`).
+nothing").  Sans-I/O: values and store ops; the app reads and commits them
+(:mod:`sidecar.app.inputs` at logout and login, :mod:`sidecar.app.closing` at shutdown).
 
 Rules / theory of operation
 ---------------------------

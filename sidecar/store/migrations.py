@@ -311,7 +311,7 @@ V9 = """
 CREATE INDEX deliveries_head ON deliveries (target, next_attempt_at, seq) WHERE status = 'pending';
 """
 
-# Handed-over deliveries (DESIGN §9, issue 21 item 5; sidecar.router.handover): which pending
+# Handed-over deliveries (DESIGN §9; sidecar.router.handover): which pending
 # rows a logout handed to Stack, and the trigger that queues their Stack DELETE in the very
 # transaction that settles them (every settle path at once: delivered, failed, expired).  The
 # index finds a TU's pending non-Stack rows at its logout.
