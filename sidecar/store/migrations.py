@@ -326,6 +326,7 @@ CREATE TABLE router_handovers (
 CREATE INDEX deliveries_tu_pending ON deliveries (tu, seq) WHERE status = 'pending' AND channel != 'stack';
 CREATE TRIGGER router_handover_release AFTER UPDATE OF status ON deliveries
 WHEN OLD.status = 'pending' AND NEW.status != 'pending' AND NEW.channel != 'stack'
+    AND EXISTS (SELECT 1 FROM router_handovers WHERE delivery_id = NEW.id)
 BEGIN
     INSERT OR IGNORE INTO deliveries (id, event_id, event_at, source, subject, action, priority,
         rule, channel, target, status, attempts, next_attempt_at, message, note, pair, idem_key,
