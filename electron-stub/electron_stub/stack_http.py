@@ -84,6 +84,9 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
 
 def pair_of(path: str, body: Any) -> str:
     """The ``tu/ru`` lane of a write: from a marker path, else from the body's ``ru``/``task.ru``."""
+    d = re.match(r"^/v1/tus/([^/]+)/deliveries/([^/]+)$", path)
+    if d:  # a handed-over delivery is its own lane (sidecar.router.handover.lane)
+        return f"{unquote(d.group(1))}/delivery:{unquote(d.group(2))}"
     m = re.match(r"^/v1/tus/([^/]+)/(?:favorites/([^/]+)/)?", path)
     tu = unquote(m.group(1)) if m else ""
     ru = unquote(m.group(2)) if m and m.group(2) else None
@@ -120,3 +123,12 @@ class StackHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     do_GET = do_PUT = do_POST = do_DELETE = _serve
+
+
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    """A write's identity for the idempotency check: the body compared as JSON, not as bytes."""
+    try:
+        canon = json.dumps(json.loads(body or b"null"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        canon = repr(body)
+    return f"{method} {path} {canon}"

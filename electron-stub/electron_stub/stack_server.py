@@ -19,6 +19,8 @@ Rules / theory of operation
     "detail"?}`` — a service's candidate and what the Task Factory did with it (DESIGN §9, §13;
     ``outcome`` is ``created``, ``refused:<reason>`` or ``miss``) → ``{"ok": true}``; a body
     without those fields → 400.
+  - ``PUT`` / ``DELETE /v1/tus/{tu}/deliveries/{id}``: handed-over deliveries, listed in the
+    startup data as ``"deliveries"`` (DESIGN §9; :mod:`electron_stub.stack_deliveries`).
   - ``GET /v1/health`` → ``{"ok": true}`` while Stack takes writes (DESIGN §9: the Stack sender's
     probe, §10); under ``down`` it is dropped like every request; no other fault touches it.
   - ``POST /v1/batch`` body ``{"writes": [{"key", "method", "path", "body"}, …]}`` (1..500) →
@@ -72,7 +74,8 @@ from urllib.parse import unquote
 from electron_stub import keyed
 from electron_stub import scenario as sc
 from electron_stub.loopback import LoopbackServer
-from electron_stub.stack_http import StackHandler, dump, serve_batch, virtual_at
+from electron_stub import stack_deliveries
+from electron_stub.stack_http import StackHandler, dump, fingerprint, serve_batch, virtual_at
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
@@ -83,10 +86,12 @@ _ROUTES = [
     ("PUT", re.compile(r"^/v1/tus/([^/]+)/favorites/([^/]+)/markers/([^/]+)$"), "marker"),
     ("POST", re.compile(r"^/v1/tus/([^/]+)/tasks$"), "task"),
     ("POST", re.compile(r"^/v1/tus/([^/]+)/candidates$"), "candidate"),
+    ("PUT", re.compile(stack_deliveries.ROUTE), "delivery"),  # handed over (stack_deliveries)
+    ("DELETE", re.compile(stack_deliveries.ROUTE), "delivery_delete"),
 ]
 
 
-WRITE_KINDS = ("marker", "task", "candidate")
+WRITE_KINDS = ("marker", "task", "candidate", "delivery", "delivery_delete")
 
 
 def _kind_of(method: str, path: str) -> str:
@@ -114,6 +119,7 @@ class StackServer:
         self.no_favorites: set[str] = set()
         self.history: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> task_id -> task
         self.candidates: dict[str, list[Any]] = {}
+        self.deliveries: dict[str, dict[str, dict[str, Any]]] = {}  # tu -> id -> handed over
         self.idem: dict[str, tuple[int, bytes]] = {}  # key -> first answer
         self.idem_write: dict[str, str] = {}  # key -> the acknowledged write (method path body)
         self.conflicts: list[dict[str, Any]] = []  # same key, different write (client bug)
@@ -232,6 +238,8 @@ class StackServer:
             favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
             hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
             out = {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            if self.deliveries.get(tu):  # handed-over deliveries, when it holds some
+                out["deliveries"] = stack_deliveries.listed(self, tu)
             if tu in self.no_favorites:
                 del out["favorites"]  # no list at all, not an empty one
             if self.batch:
@@ -299,7 +307,7 @@ class StackServer:
         key = headers.get("Idempotency-Key")
         if not key:
             return self._bad(400, "Idempotency-Key header is required on writes")
-        write = _fingerprint(method, path, body)
+        write = fingerprint(method, path, body)
         with self.lock:
             if key in self.idem:
                 return self._repeat(key, write, at)
@@ -324,7 +332,8 @@ class StackServer:
             if key in self.idem:  # a concurrent twin won the race
                 return self._repeat(key, write, at)
             self._at = at
-            answer = getattr(self, "_w_" + name)(*args, data, key)
+            answer = getattr(self, "_w_" + name)(*args, data, key) if name in ("marker", "task", "candidate") \
+                else getattr(stack_deliveries, "put" if name == "delivery" else "delete")(self, *args, data, key)
             if answer[0] == 200:
                 self.idem[key] = answer
                 self.idem_write[key] = write
@@ -388,11 +397,3 @@ class StackServer:
         self._record(kind="candidate", tu=tu, ru=data.get("ru"), key=key)
         return 200, dump({"ok": True})
 
-
-def _fingerprint(method: str, path: str, body: bytes) -> str:
-    """A write's identity for the idempotency check: the body compared as JSON, not as bytes."""
-    try:
-        canon = json.dumps(json.loads(body or b"null"), sort_keys=True, separators=(",", ":"))
-    except ValueError:
-        canon = repr(body)
-    return f"{method} {path} {canon}"

@@ -16,6 +16,11 @@ Rules / theory of operation
 * Stack is about to be read: Stack's due writes are flushed first (the login's startup read,
   the next machine's after a logout — :meth:`sidecar.app.deliveries.Deliveries.flush_observed`),
   so Stack's answer includes what this process wrote.
+* Handed-over deliveries (DESIGN §9, :mod:`sidecar.router.handover`): a logout hands the TU's
+  pending non-Stack deliveries to Stack (after its step, so the rows the logout itself routed —
+  its tasks' ``closed`` events — go too) before Stack's due writes are flushed; a login continues
+  the ones Stack's startup data lists, in the login step.  Without a Stack nothing is handed
+  over: the rows stay here and go out while this machine runs.
 * An unknown project is refused (-32602) before any I/O; an engine refusal (unknown TU …) is
   raised before anything changes (the app answers it -32602).
 """
@@ -39,6 +44,7 @@ from sidecar.app.router import RouterComponent
 from sidecar.runtime.decisions import explain
 from sidecar.runtime.engine import Engine
 from sidecar.runtime.step import Request, Step
+from sidecar.router import handover
 from sidecar.stack.errors import StackError
 from sidecar.stack.startup import parse_startup
 from sidecar.store.db import Store
@@ -62,7 +68,8 @@ class Inputs:
 
     def __init__(self, *, settings: Settings, clock: Clock, engine: Engine, store: Store,
                  stack: StackClient | None, routing: RouterComponent, step: StepFn,
-                 flush_observed: Callable[[], Awaitable[None]]) -> None:
+                 flush_observed: Callable[[], Awaitable[None]],
+                 queued: Callable[[float, frozenset[str] | None], None] = lambda at, ch: None) -> None:
         self.settings = settings
         self.clock = clock
         self.engine = engine
@@ -71,6 +78,7 @@ class Inputs:
         self.routing = routing
         self._step = step
         self._flush_observed = flush_observed
+        self._queued = queued  # rows committed outside the router's routing arm the delivery timer
 
     async def login(self, a: p.SessionLogin) -> dict:
         """``session.login``: answer ``{"ok", "favorites", "restored_from_stack",
@@ -81,6 +89,7 @@ class Inputs:
         except KeyError as exc:
             raise InvalidParams(error_text(exc), data={"field": "project"}) from None
         startup = None
+        listed = None  # Stack's handed-over deliveries of the TU (DESIGN §9)
         if self.stack is not None:
             await self._flush_observed()  # Stack's answer includes what this process wrote
             try:
@@ -92,6 +101,7 @@ class Inputs:
                     log.warning("Stack startup for %s is unusable: restoring from local state", a.tu)
                 else:
                     startup = {"favorites": parsed.favorites, "history": parsed.history}
+                    listed = raw.get("deliveries") if isinstance(raw, dict) else None
             except TimeoutError:
                 log.warning("Stack startup for %s took over %g s: restoring from local state",
                             a.tu, self.settings.stack_startup_timeout_s)
@@ -107,12 +117,19 @@ class Inputs:
         state = await self.store.all_states(a.tu)  # every service's durable state, any scope
         resumed = any(row.tu == a.tu for row in await self.store.sessions())  # a crash ended it
         prune = self.routing.prune_ops(now)  # the router's housekeeping rides the login step
+        continued, skipped = handover.restored(a.tu, listed, now)
+        if skipped:
+            log.warning("Stack startup for %s: skipping %d handed-over deliveries that do not match",
+                        a.tu, skipped)
 
         def login(s: Step) -> None:
             self.engine.login(s, a.tu, a.project, a.operator, startup=startup,
                               local_favorites=favorites, local_tasks=tasks,
                               pending_markers=pending, local_state=state, resumed=resumed)
             s.ops.extend(prune)
+            s.ops.extend(continued)
+            if continued:
+                self._queued(s.now, None)
             # in the step, under its lock: never between another step's decide and apply
             self.routing.router.state.prune(now)
 
@@ -125,6 +142,15 @@ class Inputs:
     async def logout(self, a: p.SessionLogout) -> dict:
         """``session.logout``: the TU's step, then Stack's due writes flushed."""
         await self._step(partial(self.engine.logout, tu=a.tu))
+        if self.stack is not None:
+            rows = await self.routing.store.pending_kept(a.tu)
+            if rows:
+                def hand_over(s: Step) -> None:
+                    s.ops.extend(handover.handover_ops(rows, a.tu, s.now))
+                    self._queued(s.now, frozenset({"stack"}))
+
+                await self._step(hand_over)
+                log.info("logout of %s hands %d pending deliveries over through Stack", a.tu, len(rows))
         await self._flush_observed()  # the next machine to log this TU in reads Stack
         return {"ok": True}
 

@@ -163,7 +163,8 @@ class SidecarApp:
                                    next_due=self.next_due, max_fires=MAX_FIRES_PER_ADVANCE)
         self.inputs = Inputs(settings=settings, clock=self.clock, engine=self.engine, store=store,
                              stack=self.stack, routing=self.routing, step=self.step,
-                             flush_observed=self.deliveries.flush_observed)
+                             flush_observed=self.deliveries.flush_observed,
+                             queued=self.outbox_queued)
         self.batches = EventBatches(clock=self.clock, engine=self.engine, executor=self.executor,
                                     lock=self._lock, deliveries=self.deliveries, clockwork=self.clockwork,
                                     stream_last_seq=lambda: self.bridge.stream.last_seq,

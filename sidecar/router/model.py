@@ -141,7 +141,8 @@ class Delivery(msgspec.Struct, frozen=True, gc=False):
     idem_key: str | None = None  # stack only
     method: str | None = None  # stack only
     path: str | None = None  # stack only
-    tu: str | None = None  # stack only: the TU the write is about
+    tu: str | None = None  # stack: the TU the write is about; others: the event payload's ``tu``
+    #                        (a TU's pending rows are handed over at its logout, DESIGN §9)
     ru: str | None = None  # stack only: the RU the write is about
     seq: int = 0  # insertion order (the store's rowid); 0 before it is stored
 

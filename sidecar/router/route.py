@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .model import STACK_TARGET, Delivery, RoutingEvent, Rule, Status
 from .budget import EventWork
@@ -225,6 +226,14 @@ _PENDING, _FAILED = Status.PENDING.value, Status.FAILED.value  # read per row: p
 _SKIPPED, _DUPLICATE = Status.SKIPPED.value, Status.DUPLICATE.value  # enum's value descriptor
 
 
+def _tu_of(payload: Mapping[str, Any]) -> str | None:
+    """The TU a non-Stack delivery belongs to: its event payload's ``tu`` when that is a string
+    (DESIGN §9 "Handed-over deliveries": a logout hands the TU's pending rows to Stack); None =
+    process-wide, it stays with its machine (:mod:`sidecar.router.handover`)."""
+    tu = payload.get("tu")
+    return tu if isinstance(tu, str) and tu else None
+
+
 def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | None, target: str,
          channel: str | None, template: str | None, duplicate_of: float | None,
          real: Mapping[tuple[str, str], float], last_real: dict[tuple[str, str], float],
@@ -269,7 +278,7 @@ def _row(event: RoutingEvent, event_id: str, n: int, now: float, rule: Rule | No
                         rule=None if rule is None else rule.name, target=target,
                         channel=channel or "unknown", status=status, message=message,
                         next_attempt_at=next_at, expires_at=expires, last_error=last_error,
-                        note=note)
+                        note=note, tu=_tu_of(event.payload))
     return Delivery(id=f"{event_id}.{n}", event_id=event_id, event_at=now, source=event.source,
                     subject=event.subject, action=event.action, priority=event.priority,
                     rule=None if rule is None else rule.name, target=target,

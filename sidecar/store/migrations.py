@@ -311,8 +311,39 @@ V9 = """
 CREATE INDEX deliveries_head ON deliveries (target, next_attempt_at, seq) WHERE status = 'pending';
 """
 
+# Handed-over deliveries (DESIGN §9; sidecar.router.handover): which pending
+# rows a logout handed to Stack, and the trigger that queues their Stack DELETE in the very
+# transaction that settles them (every settle path at once: delivered, failed, expired).  The
+# index finds a TU's pending non-Stack rows at its logout.
+V10 = """
+CREATE TABLE router_handovers (
+    delivery_id TEXT PRIMARY KEY,
+    tu          TEXT NOT NULL,
+    pair        TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    at          REAL NOT NULL
+);
+CREATE INDEX deliveries_tu_pending ON deliveries (tu, seq) WHERE status = 'pending' AND channel != 'stack';
+CREATE TRIGGER router_handover_release AFTER UPDATE OF status ON deliveries
+WHEN OLD.status = 'pending' AND NEW.status != 'pending' AND NEW.channel != 'stack'
+    AND EXISTS (SELECT 1 FROM router_handovers WHERE delivery_id = NEW.id)
+BEGIN
+    INSERT OR IGNORE INTO deliveries (id, event_id, event_at, source, subject, action, priority,
+        rule, channel, target, status, attempts, next_attempt_at, message, note, pair, idem_key,
+        method, path, tu, ru, updated_at)
+    SELECT 'handover:' || h.tu || ':' || h.delivery_id || ':delete@' || printf('%.3f', NEW.updated_at),
+        NEW.event_id, NEW.updated_at, 'deliveries', 'handover', 'delete', NEW.priority, NULL,
+        'stack', 'stack', 'pending', 0, NEW.updated_at, CAST('{}' AS BLOB),
+        'release of ' || h.delivery_id || ' (' || NEW.status || ')', h.pair,
+        'handover:' || h.tu || ':' || h.delivery_id || ':delete@' || printf('%.3f', NEW.updated_at),
+        'DELETE', h.path, h.tu, NEW.ru, NEW.updated_at
+    FROM router_handovers h WHERE h.delivery_id = NEW.id;
+    DELETE FROM router_handovers WHERE delivery_id = NEW.id;
+END;
+"""
+
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10)
 
 
 def user_version(conn: sqlite3.Connection) -> int:

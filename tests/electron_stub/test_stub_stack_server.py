@@ -240,3 +240,37 @@ def test_refuse_is_a_scenario_line():
     assert [(x.mode, x.value) for x in s.timeline] == [("refuse", None), ("refuse", 2.0)]
     with pytest.raises(sc.ScenarioError, match="refuse"):
         sc.parse_lines([HEADER, json.dumps({"t": 5, "kind": "stack", "mode": "refuse", "value": 0.5})], "x.jsonl")
+
+
+def handed(tu="g", delivery_id="ev-1.0", **kw):
+    return {"id": delivery_id, "event_id": "ev-1", "event_at": 100.0, "source": "electron", "subject": "crm",
+            "action": "sync", "priority": "normal", "rule": "crm", "channel": "webhook", "target": "crm-hook",
+            "message_b64": "e30=", "attempts": 2, "next_attempt_at": 150.0, "expires_at": None,
+            "last_error": "HTTP 503", "tu": tu, "ru": None, **kw}
+
+
+def test_handed_over_deliveries_are_held_listed_and_released(stack):
+    """DESIGN §9 "Handed-over deliveries": PUT holds one, startup lists it, DELETE releases it
+    (a DELETE of one not held is no error); writes keyed like any other, batched too."""
+    path = "/v1/tus/g/deliveries/ev-1.0"
+    r = stack.http.put(path, json=handed(), headers={"Idempotency-Key": "h1"})
+    assert r.status_code == 200 and r.json() == {"ok": True, "tu": "g", "id": "ev-1.0"}
+    assert stack.http.put(path, json=handed(attempts=3), headers={"Idempotency-Key": "h1"}).status_code == 422
+    assert stack.http.put(path, json=handed(tu="other"), headers={"Idempotency-Key": "h2"}).status_code == 400
+    assert stack.http.put("/v1/tus/g/deliveries/ev-9.0", json=handed(), headers={"Idempotency-Key": "h3"}).status_code == 400
+    assert stack.http.get("/v1/tus/g/startup").json()["deliveries"] == [handed()]
+    assert "deliveries" not in stack.http.get("/v1/tus/nobody/startup").json()
+    gone = stack.http.request("DELETE", path, json={}, headers={"Idempotency-Key": "d1"})
+    assert gone.json() == {"ok": True, "tu": "g", "id": "ev-1.0", "deleted": True}
+    assert "deliveries" not in stack.http.get("/v1/tus/g/startup").json()
+    again = stack.http.request("DELETE", path, json={}, headers={"Idempotency-Key": "d2"})
+    assert again.json()["deleted"] is False
+    batch = stack.http.post("/v1/batch", json={"writes": [
+        {"key": "b1", "method": "PUT", "path": "/v1/tus/g/deliveries/ev-2.0", "body": handed(delivery_id="ev-2.0")},
+        {"key": "b2", "method": "PUT", "path": "/v1/tus/g/deliveries/ev-3.0", "body": handed(delivery_id="ev-3.0")},
+        {"key": "b3", "method": "DELETE", "path": "/v1/tus/g/deliveries/ev-2.0", "body": {}}]}).json()
+    assert [x["status"] for x in batch["results"]] == [200, 200, 200]
+    assert [d["id"] for d in stack.http.get("/v1/tus/g/startup").json()["deliveries"]] == ["ev-3.0"]
+    ops = [(a["op"], a["id"]) for a in stack.acked if a["kind"] == "delivery"]
+    assert ops == [("put", "ev-1.0"), ("delete", "ev-1.0"), ("delete", "ev-1.0"), ("put", "ev-2.0"),
+                   ("put", "ev-3.0"), ("delete", "ev-2.0")]

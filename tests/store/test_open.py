@@ -19,6 +19,7 @@ TABLES = {"tasks", "favorites", "service_state", "sessions", "outbox", "meta", "
           "router_rules", "deliveries", "router_dedup", "router_throttle", "router_journal"}
 SENDER_TABLES = {"sender_state", "sender_history", "sender_groups", "sender_assignments"}  # v4
 TABLES |= SENDER_TABLES  # every table the released schema has
+TABLES |= {"router_handovers"}  # v10: handed-over deliveries (sidecar.router.handover)
 
 
 def tables(path: Path) -> set[str]:

@@ -30,6 +30,7 @@ from sidecar.store.ops import Op
 from sidecar.store.rows import decode_json
 
 from sidecar.router import ops as _ops  # noqa: F401 - the ops register with the store on import, as before
+from sidecar.router import handover as _handover  # noqa: F401 - its ops register too
 from sidecar.router.model import Delivery, Rule
 
 _COLS = ("seq, id, event_id, event_at, source, subject, action, priority, rule, channel, target,"
@@ -246,6 +247,23 @@ def list_deliveries(conn: sqlite3.Connection, *, status: str | None = None, targ
     return rows[::-1] if newest else rows
 
 
+def pending_kept(conn: sqlite3.Connection, tu: str | None = None) -> list[Delivery]:
+    """Pending non-Stack rows, oldest first: of ``tu`` (what its logout hands over, through the
+    ``deliveries_tu_pending`` index), or with ``tu`` None every one (the closing summary of
+    what stays with this machine, :func:`sidecar.router.handover.stays_summary`)."""
+    sql = f"SELECT {_COLS} FROM deliveries WHERE status = 'pending' AND channel != 'stack'"
+    args: tuple = ()
+    if tu is not None:
+        sql, args = sql + " AND tu = ?", (tu,)
+    return [delivery_from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+
+
+def handed_over(conn: sqlite3.Connection) -> list[str]:
+    """The ids of the deliveries handed over through Stack and not yet settled here
+    (``router_handovers``, :mod:`sidecar.router.handover`)."""
+    return [r[0] for r in conn.execute("SELECT delivery_id FROM router_handovers ORDER BY delivery_id")]
+
+
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
     return [{"delivery_id": d, "at": at, "body": decode_json(b)} for d, at, b in conn.execute(
         "SELECT delivery_id, at, body FROM router_journal WHERE target = ? ORDER BY n",
@@ -285,6 +303,12 @@ class RouterStore:
 
     async def deliveries(self, **kw: Any) -> list[Delivery]:
         return await self.store.read(lambda c: list_deliveries(c, **kw))
+
+    async def pending_kept(self, tu: str | None = None) -> list[Delivery]:
+        return await self.store.read(pending_kept, tu)
+
+    async def handed_over(self) -> list[str]:
+        return await self.store.read(handed_over)
 
     async def journal(self, target: str) -> list[dict]:
         return await self.store.read(journal_rows, target)

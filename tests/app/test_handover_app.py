@@ -1,0 +1,46 @@
+"""Handed-over deliveries in the app (issue 21 item 5; DESIGN §9, §10): a non-Stack delivery
+knows the TU its event names; without a Stack a logout hands nothing over (the rows stay and go
+out while this machine runs); the close lists what stays with the machine, process-wide ones
+apart (DESIGN §10 "Process-wide deliveries stay with their machine and are listed at
+shutdown")."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from sidecar.router.io.storage import RouterStore
+from tests.app.test_app_steps import T0, TU, Run
+
+# "hook" answers nothing (the discard port refuses): its rows stay pending on the retry ladder
+TARGETS = json.dumps({"hook": {"channel": "webhook", "url": "http://127.0.0.1:9/",
+                               "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+RULE = {"name": "crm", "conditions": {"source": "electron"}, "actions": [{"target": "hook"}]}
+
+
+@pytest.fixture(autouse=True)
+def _hook_target(monkeypatch):
+    monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", TARGETS)
+
+
+def test_without_stack_nothing_is_handed_over_and_the_close_lists_what_stays(tmp_path, caplog):
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+        await run.call("rules.create", RULE)
+        await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "sync",
+                                       "payload": {"tu": TU}})
+        await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "ping",
+                                       "payload": {"tu": 7}})  # not a TU's name: process-wide
+        await run.call("session.logout", {"tu": TU})
+        rows = await RouterStore(run.store).deliveries()
+        assert [(r.action, r.tu, r.status) for r in rows] == [("sync", TU, "pending"), ("ping", None, "pending")]
+        with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
+            await run.stop()
+        (line,) = [r.getMessage() for r in caplog.records if "stay with this machine" in r.getMessage()]
+        assert line.startswith("2 pending deliveries stay with this machine (1 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
+        assert f"{rows[0].id} (TU {TU})" in line and f"{rows[1].id}" in line
+    asyncio.run(main())
