@@ -4,12 +4,26 @@ sender health's plug; seed 002 ``RETRY_DELAYS``, ``retry_due``; seed 000 §1).
 
 Rules / theory of operation
 ---------------------------
-* An :class:`Outcome` is ``delivered``, ``retryable`` or ``terminal`` (plus ``held``: a batched
-  Stack write not tried because an earlier write of its pair failed in the same batch — not an
-  attempt of its own).  Channels classify with :func:`classify_status` / :func:`classify_exc`:
-  retryable = connection error, timeout, HTTP 5xx, 408, 429 (counts against the sender's
-  health); terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
-  never counts against the sender).  A 429's ``retry_after`` (seconds) is carried along.
+* An :class:`Outcome` is ``delivered``, ``retryable``, ``flooded`` or ``terminal`` (plus
+  ``held``: a batched Stack write not tried because an earlier write of its pair failed in the
+  same batch — not an attempt of its own).  Channels classify with :func:`classify_status` /
+  :func:`classify_exc`: retryable = connection error, timeout, HTTP 5xx, 408 (counts against the
+  sender's health); flooded = HTTP 429, with its ``retry_after`` (seconds) when the receiver gave
+  one; terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
+  never counts against the sender).
+* **Flood control is not failure** (DESIGN §10 as revised; our decision — seed 000 counts a
+  device's failed sends and says nothing of HTTP): a ``flooded`` outcome is not an attempt (the
+  row's ``attempts`` go back to what they were, so the 5 are not used up), is never reported to
+  sender health (``failed_in_row`` stays as it was: repeated 429s pace the target, never cool it
+  down), and is recorded on the row (``last_error`` "flood control: HTTP 429 …", the reason the
+  row waits).  The TARGET's next send is at ``now + wait`` with wait = ``retry_after`` or, without
+  one, the ladder's next step — capped at :data:`FLOOD_CAP_S` (1 h), the row saying so
+  (:func:`flood_wait`).  :class:`Attempts` keeps each target's ``flood_until`` (unix seconds) and
+  makes every other row of that target wait for it (:meth:`Attempts.begin`: not an attempt) — a
+  ``critical`` row too (it is the receiver's rule), first in line after it: the target's other
+  rows wait :data:`FLOOD_CRITICAL_LEAD_S` more (:func:`flood_lead`), so the due order puts it
+  first.  The row's ``ttl_s`` still applies: an
+  expired row is ``failed`` ("expired") when it is next due, flood or not.
 * **Ladder** (seed 002): after failed attempt k (1-based) the next try is at
   ``now + LADDER[k-1]`` = +30 s, +2 min, +10 min, +30 min; attempt 5 failing makes the delivery
   ``failed``.  A ``retry_after`` longer than the step wins.  ``stack`` deliveries never become
@@ -80,7 +94,14 @@ def retry_step(channel: str, attempts: int) -> float:
     """Seconds from failed attempt number ``attempts`` (1-based) to the next try."""
     ladder = ladder_for(channel)
     return ladder[min(max(attempts, 1), len(ladder)) - 1]
-RETRYABLE_STATUSES = frozenset({408, 429})
+RETRYABLE_STATUSES = frozenset({408})
+#: HTTP "Too Many Requests": flood control, not a failure (DESIGN §10 as revised).
+FLOOD_STATUS = 429
+#: The longest a 429 holds a target back, seconds (DESIGN §10: "capped at 1 h").
+FLOOD_CAP_S = 3600.0
+#: After flood control, a ``critical`` row is first in line: the target's other rows wait this
+#: much longer (seconds), so the due order (``next_attempt_at``, then ``seq``) puts it first.
+FLOOD_CRITICAL_LEAD_S = 0.001
 #: Seconds a row waits when sender health raised asking "may it send?" (a bug, logged).
 HEALTH_ERROR_WAIT_S = 30.0
 
@@ -88,6 +109,7 @@ HEALTH_ERROR_WAIT_S = 30.0
 class Kind(str, enum.Enum):
     DELIVERED = "delivered"
     RETRYABLE = "retryable"
+    FLOODED = "flooded"  # a 429: pace the target, not an attempt, not a failure
     TERMINAL = "terminal"
     HELD = "held"
 
@@ -96,7 +118,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     kind: str  # Kind value
     error: str | None = None  # one line, secrets already scrubbed
     status: int | None = None  # HTTP status when there was one
-    retry_after: float | None = None  # seconds, from a 429
+    retry_after: float | None = None  # seconds, from a 429 (``flooded``)
 
     @property
     def ok(self) -> bool:
@@ -110,6 +132,11 @@ def retryable(error: str, status: int | None = None, retry_after: float | None =
     return Outcome(kind=Kind.RETRYABLE.value, error=error, status=status, retry_after=retry_after)
 
 
+def flooded(error: str, retry_after: float | None = None, status: int = FLOOD_STATUS) -> Outcome:
+    """A 429 (flood control), ``retry_after`` seconds when the receiver said (DESIGN §10)."""
+    return Outcome(kind=Kind.FLOODED.value, error=error, status=status, retry_after=retry_after)
+
+
 def terminal(error: str, status: int | None = None) -> Outcome:
     return Outcome(kind=Kind.TERMINAL.value, error=error, status=status)
 
@@ -119,12 +146,15 @@ def held(error: str) -> Outcome:
 
 
 def classify_status(status: int, detail: str = "", retry_after: float | None = None) -> Outcome:
-    """An HTTP answer → outcome (2xx delivered; 5xx/408/429 retryable; other codes terminal)."""
+    """An HTTP answer → outcome (2xx delivered; 5xx/408 retryable; 429 flooded with
+    ``retry_after`` seconds; other codes terminal)."""
     if 200 <= status < 300:
         return DELIVERED
     text = f"HTTP {status}" + (f": {detail[:200]}" if detail else "")
+    if status == FLOOD_STATUS:
+        return flooded(text, retry_after)
     if status >= 500 or status in RETRYABLE_STATUSES:
-        return retryable(text, status, retry_after if status == 429 else None)
+        return retryable(text, status)
     return terminal(text, status)
 
 
@@ -157,6 +187,12 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
     if outcome.kind == Kind.HELD.value:  # not an attempt: back to where it was, due with the head
         return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + ladder[0],
                     last_error=outcome.error)
+    if outcome.kind == Kind.FLOODED.value:  # not an attempt, not a failure (module rules)
+        wait, why = flood_wait(row.channel, k, outcome.retry_after)
+        return Next(status=Status.PENDING.value, attempts=k - 1,
+                    next_attempt_at=now + wait + flood_lead(row),
+                    last_error=f"flood control: {outcome.error or 'HTTP 429'}; {why}",
+                    status_code=outcome.status)
     error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
     if outcome.kind == Kind.TERMINAL.value:
         # a Stack write too: Stack answered and refused it — retrying the same bytes under the
@@ -167,10 +203,27 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
         return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
                     final=True)
     step = retry_step(row.channel, k)
-    if outcome.retry_after is not None and outcome.retry_after > step:
-        step = outcome.retry_after
     return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,
                 last_error=error)
+
+
+def flood_wait(channel: str, attempt: int, retry_after: float | None) -> tuple[float, str]:
+    """Seconds a 429 holds the target back, and the row's words for it (DESIGN §10 as revised):
+    ``retry_after`` (seconds; negative read as 0) or, without one, the ladder's step after
+    ``attempt`` (the attempt the 429 answered); at most :data:`FLOOD_CAP_S`."""
+    if retry_after is None:
+        wait, why = retry_step(channel, attempt), "no retry-after: the ladder's next step"
+    else:
+        wait, why = max(0.0, float(retry_after)), f"retry_after {retry_after:g} s"
+    if wait > FLOOD_CAP_S:
+        return FLOOD_CAP_S, f"{why}, capped at {FLOOD_CAP_S:g} s"
+    return wait, why
+
+
+def flood_lead(row: Delivery) -> float:
+    """Seconds a row waits past the end of flood control: 0 for a ``critical`` one, else
+    :data:`FLOOD_CRITICAL_LEAD_S` (the critical is first in line after it, DESIGN §10)."""
+    return 0.0 if row.priority == "critical" else FLOOD_CRITICAL_LEAD_S
 
 
 def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
@@ -184,11 +237,12 @@ def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
     * else any retryable (the request failed as a whole — no answer, 5xx, 429 — or every write
       that was tried answered 5xx/408/429) → that one retryable failure: +1, once;
     * else any terminal (4xx per write) → terminal: never counts;
-    * only ``held`` (not attempts) or nothing → None: nothing to report."""
+    * only ``held`` or ``flooded`` (not attempts, not failures) or nothing → None: nothing to
+      report."""
     kinds = {o.kind for o in outcomes}
     if Kind.DELIVERED.value in kinds:
         return DELIVERED
-    for kind in (Kind.RETRYABLE.value, Kind.TERMINAL.value):
+    for kind in (Kind.RETRYABLE.value, Kind.TERMINAL.value):  # flooded: not a failure
         for o in outcomes:
             if o.kind == kind:
                 return o
@@ -319,6 +373,15 @@ class Attempts:
 
     def __init__(self, health: SenderHealth | None = None) -> None:
         self.health: SenderHealth = health if health is not None else AlwaysOpen()
+        #: target → unix seconds before which it is not sent to (a 429's flood control).  In
+        #: memory: after a restart a flooded target's first send may meet one more 429, which
+        #: paces it again — never a failure (module rules).
+        self.flood_until: dict[str, float] = {}
+
+    def flooded_until(self, target: str, now: float) -> float | None:
+        """The instant ``target``'s flood control ends, if it is still on at ``now``."""
+        until = self.flood_until.get(target)
+        return until if until is not None and until > now else None
 
     def begin(self, row: Delivery, now: float) -> Begin:
         """Claim, wait or expire ``row`` at ``now``.  Raises what sender health raises (the pump
@@ -332,6 +395,11 @@ class Attempts:
             nxt = Next(status="failed", attempts=row.attempts, next_attempt_at=None, final=True,
                        last_error=f"failed: attempt {row.attempts} of {MAX_ATTEMPTS} ended without an outcome")
             return Begin(action="expired", ops=(_settle(row, nxt, now),))
+        until = self.flooded_until(row.target, now)
+        if until is not None:  # the receiver asked to slow down: wait, not an attempt (a critical too)
+            return Begin(action="wait", ops=(DeferDelivery(
+                row.id, until + flood_lead(row), f"flood control until {until:.3f} (the target answered 429)",
+                now),))
         adm = self.health.may_send(row.target, row.channel, now)
         if not adm.allowed:
             return Begin(action="wait", ops=(DeferDelivery(row.id, adm.not_before,
@@ -352,13 +420,16 @@ class Attempts:
         """The row's next state after attempt ``attempt`` ended with ``outcome``, and the op
         recording it.  Pure: never raises for a well-formed row."""
         nxt = after(row, outcome, now, attempts=attempt)
+        if outcome.kind == Kind.FLOODED.value and nxt.next_attempt_at is not None:
+            until = nxt.next_attempt_at - flood_lead(row)
+            self.flood_until[row.target] = max(until, self.flood_until.get(row.target, 0.0))
         return nxt, _settle(row, nxt, now)
 
     def report(self, row: Delivery, outcome: Outcome, nxt: Next, now: float, *,
                attempt: int) -> Report:
-        """Tell sender health how the attempt ended (``held`` is no attempt: nothing).  Raises
-        what health raises."""
-        if outcome.kind == Kind.HELD.value:
+        """Tell sender health how the attempt ended (``held`` is no attempt and ``flooded`` no
+        failure: nothing — ``failed_in_row`` stays as it was).  Raises what health raises."""
+        if outcome.kind in (Kind.HELD.value, Kind.FLOODED.value):
             return NOTHING
         final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
         return self.health.report(row.target, row.channel, outcome, now, final=final)

@@ -6,7 +6,8 @@ Rules / theory of operation
 * A channel sends ``row.message`` — the bytes the router rendered and stored — and returns an
   :class:`~.attempt.Outcome`; it never raises for a failed send, never retries, never sleeps and
   never reads the domain clock.  Retries, TTL and sender health are the gate's (:mod:`.attempt`).
-* Classification (:mod:`.attempt`): connection errors, timeouts, 5xx, 408, 429 → retryable; other
+* Classification (:mod:`.attempt`): connection errors, timeouts, 5xx, 408 → retryable; 429 →
+  flooded (a webhook's ``Retry-After``, seconds or HTTP date: :func:`retry_after_header`); other
   4xx and a bad target → terminal.  Every error text passes :func:`scrub`, and a log filter on
   httpx/httpcore scrubs their lines (httpx logs request URLs): a secret (webhook secret, bot
   token — which Telegram puts in the URL) never reaches a row, a log or a trace.
@@ -18,7 +19,7 @@ Rules / theory of operation
   timestamps more than 5 min from their own clock (replay protection), so it must be real.
   Probe: a signed ``ping`` event.
 * ``telegram``: Bot API ``POST {base_url}/bot<token>/sendMessage {"chat_id", "text"}``; an answer
-  ``{"ok": false, "error_code": 429, "parameters": {"retry_after": s}}`` is retryable after ``s``
+  ``{"ok": false, "error_code": 429, "parameters": {"retry_after": s}}`` is flood control for ``s``
   seconds; 401/404 (a bad token) are terminal.  Probe: ``getMe``.
 * ``journal``: appends one JSON line ``{"delivery_id", "target", "at", **body}`` to a rotating
   file (``logging.handlers.RotatingFileHandler``) and, via :meth:`Channel.ops_after`, a row in
@@ -55,6 +56,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import logging.handlers
 from datetime import datetime, timezone
@@ -200,7 +202,8 @@ class WebhookChannel(_Http):
         resp = await self._post(self.url, content=body, headers={**self.headers(msg_id, body), **self._at(now)})
         if isinstance(resp, Outcome):
             return resp
-        return classify_status(resp.status_code, scrub(resp.text[:200], self.secrets))
+        return classify_status(resp.status_code, scrub(resp.text[:200], self.secrets),
+                               retry_after_header(resp.headers.get("Retry-After"), now))
 
     async def send(self, row: Delivery, now: float) -> Outcome:
         return await self._signed(row.id, row.message, now)
@@ -209,6 +212,24 @@ class WebhookChannel(_Http):
         msg_id = f"ping-{self.name}-{int(now)}"
         body = _encode({"type": "ping", "timestamp": int(now), "data": {"target": self.name}})
         return await self._signed(msg_id, body, now)
+
+
+def retry_after_header(value: str | None, now: float) -> float | None:
+    """An HTTP ``Retry-After`` (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) → seconds from
+    ``now`` (unix seconds; a date in the past → 0), or None when absent or unreadable (a 429
+    then waits the ladder's next step, DESIGN §10)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - now)
 
 
 class TelegramChannel(_Http):
