@@ -360,6 +360,7 @@ class Begin(msgspec.Struct, frozen=True, kw_only=True):
     action: str  # "send" | "wait" | "expired"
     ops: tuple[Op, ...]
     attempt: int = 0  # the attempt number being made (send)
+    next: Next | None = None  # the row's terminal state (expired): a delivery note tells it
 
 
 class Finish(msgspec.Struct, frozen=True, kw_only=True):
@@ -388,13 +389,13 @@ class Attempts:
         makes the row wait then: :meth:`health_error`)."""
         if expired(row, now):
             nxt = expire(row, now)
-            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+            return Begin(action="expired", ops=(_settle(row, nxt, now),), next=nxt)
         if row.channel != "stack" and row.attempts >= MAX_ATTEMPTS:
             # the last attempt was claimed and the process died before its outcome was recorded:
             # it counted (it may even have arrived), and there is no sixth
             nxt = Next(status="failed", attempts=row.attempts, next_attempt_at=None, final=True,
                        last_error=f"failed: attempt {row.attempts} of {MAX_ATTEMPTS} ended without an outcome")
-            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+            return Begin(action="expired", ops=(_settle(row, nxt, now),), next=nxt)
         until = self.flooded_until(row.target, now)
         if until is not None:  # the receiver asked to slow down: wait, not an attempt (a critical too)
             return Begin(action="wait", ops=(DeferDelivery(
