@@ -37,13 +37,14 @@ Rules / theory of operation
   waits behind its head); anything else classified like a single answer.  A write Stack refuses
   (a 4xx other than 408/409/429) fails: one ERROR line names its key, method, path and status
   on either path (single or batched), and the row keeps Stack's status and body.  A batch request that
-  fails as a whole (connection, timeout, 5xx, 429) fails every write retryably; any other whole
+  fails as a whole (connection, timeout, 5xx) fails every write retryably (a 429: every write
+  flooded — Stack paced by its ``Retry-After`` seconds, no failure); any other whole
   failure (a 4xx on the batch itself) is retryable too and logged loudly: no write is lost for a
   protocol mismatch, and Stack's contract says a batch never fails for one write's fault.
   **Sender health** sees one attempt per HTTP request, not per write (the pump reports it,
   :func:`~.attempt.request_outcome`): a batch that fails as a whole is ONE retryable failure
   of ``stack``; an answered batch counts as delivered if any write was acknowledged, else as
-  one failure if any write answered 5xx/408/429; 4xx writes and 424 (``held``) never count —
+  one failure if any write answered 5xx/408; 4xx writes and 424 (``held``) never count —
   DESIGN §9 "a write's failure fails only that write", not the sender.
   Counters ``requests_single`` / ``requests_batch`` / ``writes_batched`` feed the report
   (Stack HTTP requests with and without batching).  Probe: ``GET /v1/health``.
@@ -71,7 +72,7 @@ from sidecar.stack.virtual_at import at_headers
 from sidecar.store.ops import Op
 
 from sidecar.router.config import Target
-from sidecar.router.attempt import DELIVERED, Outcome, classify_exc, classify_status, held, retryable, terminal
+from sidecar.router.attempt import DELIVERED, FLOOD_STATUS, Outcome, classify_exc, classify_status, held, retryable, terminal
 from sidecar.router.model import Delivery
 from sidecar.router.ops import PutJournal
 
@@ -358,6 +359,8 @@ class StackChannel(Channel):
     def _outcome(cls, exc: StackError) -> Outcome:
         if exc.status is None:
             return retryable(exc.short())
+        if exc.status == FLOOD_STATUS:  # Stack's 429 paces Stack, by its Retry-After when given
+            return classify_status(exc.status, exc.detail or "", getattr(exc, "retry_after", None))
         return cls._outcome_of(exc.status, exc.detail or "")
 
     @staticmethod

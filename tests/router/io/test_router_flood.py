@@ -126,3 +126,25 @@ async def test_ttl_still_applies_under_flood_control(rstore):
     row = (await rstore.deliveries(target="ops-telegram"))[0]
     assert (row.status, row.attempts) == ("failed", 0) and row.last_error.startswith("expired")
     assert len(tg.calls) == 1
+
+
+async def test_stack_429_paces_stack_by_its_retry_after_header():
+    """Stack's 429 likewise paces Stack (DESIGN §10 as revised): flooded, its ``Retry-After``
+    seconds carried from the client — no failure for StackWatch or sender health."""
+    import httpx
+
+    from sidecar.router.io.channels import StackChannel
+    from sidecar.stack.client import StackClient
+    from sidecar.stack.errors import StackUnavailable
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"Retry-After": "17"}, json={"error": "slow down"})
+
+    async with StackClient("http://stack.test", transport=httpx.MockTransport(answer)) as c:
+        try:
+            await c.send("PUT", "/v1/x", b"{}", "k")
+        except StackUnavailable as exc:
+            err = exc
+    assert (err.status, err.retry_after) == (429, 17.0)
+    out = StackChannel._outcome(err)
+    assert (out.kind, out.retry_after) == ("flooded", 17.0)
