@@ -11,19 +11,9 @@ Rules / theory of operation
   sender's health); flooded = HTTP 429, with its ``retry_after`` (seconds) when the receiver gave
   one; terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
   never counts against the sender).
-* **Flood control is not failure** (DESIGN §10 as revised; our decision — seed 000 counts a
-  device's failed sends and says nothing of HTTP): a ``flooded`` outcome is not an attempt (the
-  row's ``attempts`` go back to what they were, so the 5 are not used up), is never reported to
-  sender health (``failed_in_row`` stays as it was: repeated 429s pace the target, never cool it
-  down), and is recorded on the row (``last_error`` "flood control: HTTP 429 …", the reason the
-  row waits).  The TARGET's next send is at ``now + wait`` with wait = ``retry_after`` or, without
-  one, the ladder's next step — capped at :data:`FLOOD_CAP_S` (1 h), the row saying so
-  (:func:`flood_wait`).  :class:`Attempts` keeps each target's ``flood_until`` (unix seconds) and
-  makes every other row of that target wait for it (:meth:`Attempts.begin`: not an attempt) — a
-  ``critical`` row too (it is the receiver's rule), first in line after it: the target's other
-  rows wait :data:`FLOOD_CRITICAL_LEAD_S` more (:func:`flood_lead`), so the due order puts it
-  first.  The row's ``ttl_s`` still applies: an
-  expired row is ``failed`` ("expired") when it is next due, flood or not.
+* **Flood control is not failure** (DESIGN §10 as revised): a ``flooded`` outcome (a 429) is
+  not an attempt, never reported to sender health, and paces the whole target
+  (:attr:`Attempts.flood_until`); the rules and numbers are :mod:`.flood`'s.
 * **Ladder** (seed 002): after failed attempt k (1-based) the next try is at
   ``now + LADDER[k-1]`` = +30 s, +2 min, +10 min, +30 min; attempt 5 failing makes the delivery
   ``failed``.  A ``retry_after`` longer than the step wins.  ``stack`` deliveries never become
@@ -75,6 +65,7 @@ import msgspec
 
 from sidecar.store.ops import Op, register
 
+from .flood import FLOOD_CAP_S, FLOOD_CRITICAL_LEAD_S, FLOOD_STATUS, flood_lead, flood_wait
 from .model import Delivery, RoutingEvent, Status
 from .ops import ClaimDelivery, SettleDelivery
 
@@ -95,13 +86,7 @@ def retry_step(channel: str, attempts: int) -> float:
     ladder = ladder_for(channel)
     return ladder[min(max(attempts, 1), len(ladder)) - 1]
 RETRYABLE_STATUSES = frozenset({408})
-#: HTTP "Too Many Requests": flood control, not a failure (DESIGN §10 as revised).
-FLOOD_STATUS = 429
-#: The longest a 429 holds a target back, seconds (DESIGN §10: "capped at 1 h").
-FLOOD_CAP_S = 3600.0
-#: After flood control, a ``critical`` row is first in line: the target's other rows wait this
-#: much longer (seconds), so the due order (``next_attempt_at``, then ``seq``) puts it first.
-FLOOD_CRITICAL_LEAD_S = 0.001
+
 #: Seconds a row waits when sender health raised asking "may it send?" (a bug, logged).
 HEALTH_ERROR_WAIT_S = 30.0
 
@@ -188,9 +173,9 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
         return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + ladder[0],
                     last_error=outcome.error)
     if outcome.kind == Kind.FLOODED.value:  # not an attempt, not a failure (module rules)
-        wait, why = flood_wait(row.channel, k, outcome.retry_after)
+        wait, why = flood_wait(retry_step(row.channel, k), outcome.retry_after)
         return Next(status=Status.PENDING.value, attempts=k - 1,
-                    next_attempt_at=now + wait + flood_lead(row),
+                    next_attempt_at=now + wait + flood_lead(row.priority),
                     last_error=f"flood control: {outcome.error or 'HTTP 429'}; {why}",
                     status_code=outcome.status)
     error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
@@ -205,25 +190,6 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
     step = retry_step(row.channel, k)
     return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,
                 last_error=error)
-
-
-def flood_wait(channel: str, attempt: int, retry_after: float | None) -> tuple[float, str]:
-    """Seconds a 429 holds the target back, and the row's words for it (DESIGN §10 as revised):
-    ``retry_after`` (seconds; negative read as 0) or, without one, the ladder's step after
-    ``attempt`` (the attempt the 429 answered); at most :data:`FLOOD_CAP_S`."""
-    if retry_after is None:
-        wait, why = retry_step(channel, attempt), "no retry-after: the ladder's next step"
-    else:
-        wait, why = max(0.0, float(retry_after)), f"retry_after {retry_after:g} s"
-    if wait > FLOOD_CAP_S:
-        return FLOOD_CAP_S, f"{why}, capped at {FLOOD_CAP_S:g} s"
-    return wait, why
-
-
-def flood_lead(row: Delivery) -> float:
-    """Seconds a row waits past the end of flood control: 0 for a ``critical`` one, else
-    :data:`FLOOD_CRITICAL_LEAD_S` (the critical is first in line after it, DESIGN §10)."""
-    return 0.0 if row.priority == "critical" else FLOOD_CRITICAL_LEAD_S
 
 
 def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
@@ -399,7 +365,7 @@ class Attempts:
         until = self.flooded_until(row.target, now)
         if until is not None:  # the receiver asked to slow down: wait, not an attempt (a critical too)
             return Begin(action="wait", ops=(DeferDelivery(
-                row.id, until + flood_lead(row), f"flood control until {until:.3f} (the target answered 429)",
+                row.id, until + flood_lead(row.priority), f"flood control until {until:.3f} (the target answered 429)",
                 now),))
         adm = self.health.may_send(row.target, row.channel, now)
         if not adm.allowed:
@@ -422,7 +388,7 @@ class Attempts:
         recording it.  Pure: never raises for a well-formed row."""
         nxt = after(row, outcome, now, attempts=attempt)
         if outcome.kind == Kind.FLOODED.value and nxt.next_attempt_at is not None:
-            until = nxt.next_attempt_at - flood_lead(row)
+            until = nxt.next_attempt_at - flood_lead(row.priority)
             self.flood_until[row.target] = max(until, self.flood_until.get(row.target, 0.0))
         return nxt, _settle(row, nxt, now)
 

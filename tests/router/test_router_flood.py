@@ -43,12 +43,12 @@ def test_429_is_flooded_and_carries_its_retry_after():
 
 
 def test_flood_wait_is_retry_after_else_the_ladder_capped_at_an_hour():
-    assert flood_wait("telegram", 1, 42.0)[0] == 42.0
-    assert flood_wait("telegram", 1, None)[0] == LADDER[0]
-    assert flood_wait("webhook", 3, None)[0] == LADDER[2]
-    wait, why = flood_wait("telegram", 1, 7200.0)
+    assert flood_wait(LADDER[0], 42.0)[0] == 42.0
+    assert flood_wait(LADDER[0], None) == (LADDER[0], "no retry-after: the ladder's next step")
+    wait, why = flood_wait(LADDER[0], 7200.0)
     assert wait == FLOOD_CAP_S and "capped at 3600 s" in why
-    assert flood_wait("stack", 1, -5.0)[0] == 0.0
+    assert flood_wait(LADDER[3], None)[0] == LADDER[3]
+    assert flood_wait(5.0, -5.0)[0] == 0.0
 
 
 def test_retry_after_header_seconds_or_http_date():
