@@ -65,7 +65,7 @@ import msgspec
 
 from sidecar.store.ops import Op, register
 
-from .flood import FLOOD_CAP_S, FLOOD_CRITICAL_LEAD_S, FLOOD_STATUS, flood_lead, flood_wait
+from .flood import FLOOD_STATUS, flood_lead, flood_wait
 from .model import Delivery, RoutingEvent, Status
 from .ops import ClaimDelivery, SettleDelivery
 

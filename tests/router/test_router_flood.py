@@ -9,8 +9,8 @@ import pytest
 
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.router.attempt import (DELIVERED, FLOOD_CAP_S, FLOOD_CRITICAL_LEAD_S as LEAD, LADDER, Attempts, classify_status,
-                                    flood_wait, request_outcome)
+from sidecar.router.attempt import DELIVERED, LADDER, Attempts, classify_status, request_outcome
+from sidecar.router.flood import FLOOD_CAP_S, FLOOD_CRITICAL_LEAD_S as LEAD, flood_wait
 from sidecar.router.io.channels import retry_after_header
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.model import RoutingEvent

@@ -12,7 +12,7 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer
-from sidecar.router.attempt import FLOOD_CRITICAL_LEAD_S
+from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S
 from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import RoutingEvent, StackWrite

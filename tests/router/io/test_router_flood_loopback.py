@@ -9,7 +9,8 @@ import pytest
 from electron_stub.receivers import Receivers
 from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
-from sidecar.router.attempt import FLOOD_CRITICAL_LEAD_S as LEAD, Attempts
+from sidecar.router.attempt import Attempts
+from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S as LEAD
 from sidecar.router.config import Target
 from sidecar.router.io.channels import WebhookChannel
 from sidecar.router.io.pump import DeliveryPump

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, ReleaseTarget
 from sidecar.router.model import RoutingEvent, StackWrite
-from sidecar.router.attempt import (DELIVERED, FLOOD_CRITICAL_LEAD_S, LADDER, classify_exc, classify_status, held, retryable,
+from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S
+from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.io.channels import StackChannel
