@@ -150,6 +150,8 @@ def evaluate(e: sc.Expect, rec: Recorder, marker_of: Callable[[str, str, str], A
         raise ValueError("a decision expectation is evaluated by evaluate_decision over why rows")
     if w in ("sender", "history"):  # the sidecars' sender health: the replay asks them
         raise ValueError(f"a {w} expectation is evaluated by electron_stub.senders_lines")
+    if w == "received":  # needs the receivers' records and every machine's rows
+        raise ValueError("a received expectation is evaluated by routing_world.evaluate_received")
     if w == "delivery":  # needs the sidecars' delivery rows (electron_stub.routing_world)
         raise ValueError("a delivery expectation is evaluated by routing_world.evaluate_delivery")
     if w == "requests":

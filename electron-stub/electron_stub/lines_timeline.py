@@ -249,7 +249,7 @@ class Emit(Base, tag="emit", kw_only=True):
 
 class TargetFault(Base, tag="target_fault", kw_only=True):
     target: str
-    mode: Literal["down", "up", "error_rate", "latency", "terminal", "probe_fail"]
+    mode: Literal["down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit", "hang"]
     value: float | None = None
 
 
@@ -262,7 +262,7 @@ class Manage(Base, tag="manage", kw_only=True):
 
 
 ExpectWhat = Literal["task_created", "no_task", "task_open", "task_closed", "count", "marker",
-                     "task_overdue", "delivery", "sender", "history", "decision", "requests"]
+                     "task_overdue", "delivery", "sender", "history", "decision", "requests", "received"]
 
 _EXPECT_NEEDS: dict[str, tuple[str, ...]] = {
     "task_created": ("type", "tu", "ru", "between"), "no_task": ("type", "tu", "ru", "between"),
@@ -272,6 +272,7 @@ _EXPECT_NEEDS: dict[str, tuple[str, ...]] = {
     "sender": ("sender", "state"), "history": ("sender", "code", "between", "min", "max"),
     "decision": ("tu", "ru", "outcome", "between"),
     "requests": ("tu", "method", "between", "min", "max"),
+    "received": ("target", "between", "min", "max"),  # README revision 2
 }
 
 

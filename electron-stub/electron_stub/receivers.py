@@ -23,8 +23,12 @@ Rules / theory of operation
   connection is dropped without an answer; ``up`` — every fault cleared; ``error_rate p`` — 500
   when the keyed draw over ``(seed, target, request#)`` is below p; ``latency s`` — sleep
   ``min(s, 2)`` real seconds; ``terminal`` — 400 to everything; ``probe_fail`` — only the
-  warm-up probes fail (a webhook ``ping`` event, Telegram ``getMe``) with 500.  Extra, for
-  tests: ``rate_limit s`` — 429 with ``retry_after = s``.
+  warm-up probes fail (a webhook ``ping`` event, Telegram ``getMe``) with 500; ``rate_limit s``
+  (README revision 2) — 429 with the channel's retry-after: Telegram's
+  ``parameters.retry_after = s`` in the body, a webhook's ``Retry-After: ⌈s⌉`` header; ``hang``
+  — the connection is accepted and never answered until ``up`` (or another answer mode) is set
+  or the receivers stop; then it is dropped without an answer (the sidecar's total timeout ends
+  its side first).
 * Records: ``webhook.received`` lines ``{"at", "event", "target", "webhook_id", "verified"}``
   and ``telegram.received`` lines ``{"at", "event", "target", "chat_id", "text"}`` at the
   sidecar's virtual instant of the call (its ``Sidecar-Virtual-At`` header: the delivery pass's
@@ -37,6 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 import socket
 import threading
@@ -52,9 +57,11 @@ from electron_stub.stack_server import virtual_at
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 MAX_LATENCY_S = 2.0
-FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit")
+FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit", "hang")
 #: faults that decide the answer: setting one replaces the others (``latency`` adds to any)
-ANSWER_MODES = ("down", "error_rate", "terminal", "probe_fail", "rate_limit")
+ANSWER_MODES = ("down", "error_rate", "terminal", "probe_fail", "rate_limit", "hang")
+#: how often (real seconds) a hanging handler looks whether its hang was lifted
+HANG_POLL_S = 0.05
 _HOOK = re.compile(r"^/hooks/([^/]+)$")
 _BOT = re.compile(r"^/bot([^/]+)/(sendMessage|getMe)$")
 
@@ -73,6 +80,7 @@ class Receivers:
         self.channels: dict[str, str] = {}
         self.chat_ids: dict[str, str] = {}
         self.faults: dict[str, dict[str, Any]] = {}
+        self.hanging: dict[str, int] = {}  # target → requests held by ``hang`` right now
         self.requests: dict[str, int] = {}
         self.seen_ids: dict[str, set[str]] = {}
         self.duplicates: dict[str, int] = {}
@@ -117,7 +125,7 @@ class Receivers:
                     f.pop(m, None)
             if mode == "up":
                 f.clear()
-            elif mode in ("down", "terminal", "probe_fail"):
+            elif mode in ("down", "terminal", "probe_fail", "hang"):
                 f[mode] = True
             elif mode == "latency":
                 f[mode] = min(float(value or 0.0), MAX_LATENCY_S)
@@ -157,7 +165,8 @@ class Receivers:
 
     # ---- requests (handler threads) --------------------------------------------------------
 
-    def handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any] | None:
+    def handle(self, path: str, headers: dict[str, str],
+               body: bytes) -> tuple[int, Any] | tuple[int, Any, dict[str, str]] | None:
         """One request (``headers`` with lower-case names) → ``(status, JSON object)``, or None
         to drop the connection."""
         at = virtual_at(headers.get(VIRTUAL_AT_HEADER.lower()))
@@ -167,8 +176,26 @@ class Receivers:
             return self._bot(m.group(1), m.group(2), body, at)
         return 404, {"error": f"no route {path}"}
 
-    def _fault(self, target: str, probe: bool) -> tuple[int, Any] | None | bool:
-        """Apply the target's faults: an answer, None to drop, or False for "go on"."""
+    def _hang(self, target: str) -> None:
+        """Hold a request of ``target`` until its ``hang`` is lifted or the receivers stop."""
+        with self.lock:
+            self.hanging[target] = self.hanging.get(target, 0) + 1
+        try:
+            while True:
+                with self.lock:
+                    if not self.faults.get(target, {}).get("hang"):
+                        return
+                httpd = self._httpd
+                if httpd is None or httpd.stopping:
+                    return
+                httpd.pause(HANG_POLL_S)
+        finally:
+            with self.lock:
+                self.hanging[target] -= 1
+
+    def _fault(self, target: str, probe: bool) -> tuple[int, Any] | tuple[int, Any, dict[str, str]] | None | bool:
+        """Apply the target's faults: an answer (``(status, body[, headers])``), None to drop,
+        or False for "go on"."""
         with self.lock:
             f = dict(self.faults.get(target, {}))
             n = self.requests[target] = self.requests.get(target, 0) + 1
@@ -178,6 +205,9 @@ class Receivers:
                 httpd.pause(f["latency"])  # cut short when the receivers stop
             else:
                 time.sleep(f["latency"])
+        if f.get("hang"):
+            self._hang(target)
+            return None  # never answered: dropped once the hang is lifted
         if f.get("down"):
             return None
         if f.get("terminal"):
@@ -185,8 +215,11 @@ class Receivers:
         if probe and f.get("probe_fail"):
             return 500, {"ok": False, "error_code": 500, "description": "probe failed (injected)"}
         if f.get("rate_limit"):
+            s = f["rate_limit"]
+            if self.channels.get(target) == "webhook":  # RFC 9110: delay-seconds, an integer
+                return 429, {"error": "Too Many Requests"}, {"Retry-After": str(math.ceil(s))}
             return 429, {"ok": False, "error_code": 429, "description": "Too Many Requests",
-                         "parameters": {"retry_after": f["rate_limit"]}}
+                         "parameters": {"retry_after": int(s) if float(s).is_integer() else s}}
         rate = f.get("error_rate", 0.0)
         if rate > 0 and keyed.chance(self.seed, rate, "receiver-error", target, n):
             return 500, {"ok": False, "error_code": 500, "description": "injected fault"}
@@ -261,9 +294,12 @@ class _Handler(BaseHTTPRequestHandler):
         if out is None:
             self.close_connection = True
             return
-        status, obj = out
+        status, obj = out[0], out[1]
+        extra: dict[str, str] = out[2] if len(out) > 2 else {}  # type: ignore[misc]
         payload = json.dumps(obj).encode()
         self.send_response(status)
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

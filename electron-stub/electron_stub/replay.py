@@ -149,7 +149,7 @@ class Replay:
         elif method == "sender.state":
             self.rec.sender_state(params, self.now)
         elif method == "delivery":
-            self.rec.delivery(params, self.now)
+            self.rec.delivery(params, self.now, machine=m.name)
 
     async def on_request(self, m: Machine, method: str, params: Any) -> Any:
         """``platform.request`` (one answer) or ``platform.requests`` (a step's several:

@@ -39,7 +39,7 @@ from electron_stub import expect as ex
 from electron_stub import scenario as sc
 from electron_stub.replay_sidecars import Sidecars, VirtualTime
 from electron_stub.report import RunStats
-from electron_stub.routing_world import RoutingWorld, evaluate_delivery
+from electron_stub.routing_world import RoutingWorld, evaluate_delivery, evaluate_received
 from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
 from electron_stub.trace import Recorder
@@ -116,6 +116,10 @@ class LinePlayer:
         elif k is sc.Expect and line.what == "delivery":
             since = start + (line.between or (0.0, 0.0))[0] - ex.TOLERANCE_S
             self.results.append(evaluate_delivery(line, await sd.deliveries(line.target, since), start))
+        elif k is sc.Expect and line.what == "received":
+            since = start + line.between[0] - ex.TOLERANCE_S
+            received = self.routing.receivers.records("webhook.received") if self.routing.receivers else []
+            self.results.append(evaluate_received(line, received, await sd.deliveries(line.target, since), start))
         elif k is sc.Expect and line.what == "sender" and sd.current is not None:
             self.results.append(await self.senders.expect_sender(sd.current, line))
         elif k is sc.Expect and line.what == "history":

@@ -193,3 +193,21 @@ def evaluate_delivery(e: sc.Expect, rows: list[dict[str, Any]], start: float) ->
     return ex.Result(lineno=e.lineno, what="delivery", ok=ok,
                      detail=f"delivery to {e.target} status {e.status or 'any'} in {list(e.between or [])}: "
                             f"{len(hits)}, expected {want} (all rows to {e.target} by status: {seen})")
+
+
+def evaluate_received(e: sc.Expect, received: list[dict[str, Any]], rows: list[dict[str, Any]],
+                      start: float) -> ex.Result:
+    """The ``received`` expectation (scenarios README revision 2): the DISTINCT deliveries (by
+    ``webhook-id``, which is the delivery id) the webhook ``e.target``'s receiver accepted
+    (verified), of events emitted in ``e.between`` (seconds from ``start``, the rows' ``event_at``
+    of every machine, ``rows``) — within [``e.min``, ``e.max``].  Probes (``ping-…``) are no
+    delivery."""
+    lo, hi = start + e.between[0] - ex.TOLERANCE_S, start + e.between[1] + ex.TOLERANCE_S
+    emitted = {r["id"] for r in rows if r["target"] == e.target and lo <= r["event_at"] <= hi}
+    accepted = [r["webhook_id"] for r in received if r.get("target") == e.target and r.get("verified")]
+    distinct = {i for i in accepted if i in emitted}
+    dup = sum(1 for i in accepted if i in emitted) - len(distinct)
+    ok = e.min <= len(distinct) <= e.max
+    return ex.Result(lineno=e.lineno, what="received", ok=ok,
+                     detail=f"received by {e.target} of events in {list(e.between)}: {len(distinct)} distinct "
+                            f"(+{dup} repeated), expected [{e.min}, {e.max}]; {len(emitted)} rows emitted in the window")

@@ -168,14 +168,18 @@ class Recorder:
         self._add(float(params.get("at") or now), "sender.transition", sender=sender, **{"from": frm},
                   to=to, code=params.get("code", 0), note=params.get("note", ""))
 
-    def delivery(self, params: dict[str, Any], now: float) -> None:
-        """A sidecar's ``delivery`` note: one attempt outcome, or a row settled when routed."""
+    def delivery(self, params: dict[str, Any], now: float, machine: str | None = None) -> None:
+        """A sidecar's ``delivery`` note: one attempt outcome, a row settled when routed, or a
+        TTL expiry (``failed``, error ``expired: …``); ``machine`` (``m1``, ``m2``, …) names the
+        sidecar that noted it (scenarios README revision 2)."""
         self.counts["delivery"] = self.counts.get("delivery", 0) + 1
         self._add(float(params.get("at") or now), "delivery", delivery_id=params.get("delivery_id"),
                   target=params.get("target"), channel=params.get("channel"),
                   status=params.get("status"), attempt=params.get("attempt"),
                   source=params.get("source"), subject=params.get("subject"),
                   action=params.get("action"), priority=params.get("priority"),
+                  **({"reason": "expired"} if str(params.get("error") or "").startswith("expired") else {}),
+                  **({"machine": machine} if machine else {}),
                   **({"error": params["error"]} if params.get("error") else {}))
 
     def platform_request(self, at: float, project: str, tu: str, method: str, params: Any) -> None:

@@ -4,12 +4,16 @@ sender health's plug; seed 002 ``RETRY_DELAYS``, ``retry_due``; seed 000 §1).
 
 Rules / theory of operation
 ---------------------------
-* An :class:`Outcome` is ``delivered``, ``retryable`` or ``terminal`` (plus ``held``: a batched
-  Stack write not tried because an earlier write of its pair failed in the same batch — not an
-  attempt of its own).  Channels classify with :func:`classify_status` / :func:`classify_exc`:
-  retryable = connection error, timeout, HTTP 5xx, 408, 429 (counts against the sender's
-  health); terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
-  never counts against the sender).  A 429's ``retry_after`` (seconds) is carried along.
+* An :class:`Outcome` is ``delivered``, ``retryable``, ``flooded`` or ``terminal`` (plus
+  ``held``: a batched Stack write not tried because an earlier write of its pair failed in the
+  same batch — not an attempt of its own).  Channels classify with :func:`classify_status` /
+  :func:`classify_exc`: retryable = connection error, timeout, HTTP 5xx, 408 (counts against the
+  sender's health); flooded = HTTP 429, with its ``retry_after`` (seconds) when the receiver gave
+  one; terminal = any other 4xx, a bad target, a template error (fails the delivery at once,
+  never counts against the sender).
+* **Flood control is not failure** (DESIGN §10 as revised): a ``flooded`` outcome (a 429) is
+  not an attempt, never reported to sender health, and paces the whole target
+  (:attr:`Attempts.flood_until`); the rules and numbers are :mod:`.flood`'s.
 * **Ladder** (seed 002): after failed attempt k (1-based) the next try is at
   ``now + LADDER[k-1]`` = +30 s, +2 min, +10 min, +30 min; attempt 5 failing makes the delivery
   ``failed``.  A ``retry_after`` longer than the step wins.  ``stack`` deliveries never become
@@ -61,6 +65,7 @@ import msgspec
 
 from sidecar.store.ops import Op, register
 
+from .flood import FLOOD_STATUS, flood_lead, flood_wait
 from .model import Delivery, RoutingEvent, Status
 from .ops import ClaimDelivery, SettleDelivery
 
@@ -80,7 +85,8 @@ def retry_step(channel: str, attempts: int) -> float:
     """Seconds from failed attempt number ``attempts`` (1-based) to the next try."""
     ladder = ladder_for(channel)
     return ladder[min(max(attempts, 1), len(ladder)) - 1]
-RETRYABLE_STATUSES = frozenset({408, 429})
+RETRYABLE_STATUSES = frozenset({408})
+
 #: Seconds a row waits when sender health raised asking "may it send?" (a bug, logged).
 HEALTH_ERROR_WAIT_S = 30.0
 
@@ -88,6 +94,7 @@ HEALTH_ERROR_WAIT_S = 30.0
 class Kind(str, enum.Enum):
     DELIVERED = "delivered"
     RETRYABLE = "retryable"
+    FLOODED = "flooded"  # a 429: pace the target, not an attempt, not a failure
     TERMINAL = "terminal"
     HELD = "held"
 
@@ -96,7 +103,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     kind: str  # Kind value
     error: str | None = None  # one line, secrets already scrubbed
     status: int | None = None  # HTTP status when there was one
-    retry_after: float | None = None  # seconds, from a 429
+    retry_after: float | None = None  # seconds, from a 429 (``flooded``)
 
     @property
     def ok(self) -> bool:
@@ -110,6 +117,11 @@ def retryable(error: str, status: int | None = None, retry_after: float | None =
     return Outcome(kind=Kind.RETRYABLE.value, error=error, status=status, retry_after=retry_after)
 
 
+def flooded(error: str, retry_after: float | None = None, status: int = FLOOD_STATUS) -> Outcome:
+    """A 429 (flood control), ``retry_after`` seconds when the receiver said (DESIGN §10)."""
+    return Outcome(kind=Kind.FLOODED.value, error=error, status=status, retry_after=retry_after)
+
+
 def terminal(error: str, status: int | None = None) -> Outcome:
     return Outcome(kind=Kind.TERMINAL.value, error=error, status=status)
 
@@ -119,12 +131,15 @@ def held(error: str) -> Outcome:
 
 
 def classify_status(status: int, detail: str = "", retry_after: float | None = None) -> Outcome:
-    """An HTTP answer → outcome (2xx delivered; 5xx/408/429 retryable; other codes terminal)."""
+    """An HTTP answer → outcome (2xx delivered; 5xx/408 retryable; 429 flooded with
+    ``retry_after`` seconds; other codes terminal)."""
     if 200 <= status < 300:
         return DELIVERED
     text = f"HTTP {status}" + (f": {detail[:200]}" if detail else "")
+    if status == FLOOD_STATUS:
+        return flooded(text, retry_after)
     if status >= 500 or status in RETRYABLE_STATUSES:
-        return retryable(text, status, retry_after if status == 429 else None)
+        return retryable(text, status)
     return terminal(text, status)
 
 
@@ -157,6 +172,12 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
     if outcome.kind == Kind.HELD.value:  # not an attempt: back to where it was, due with the head
         return Next(status=Status.PENDING.value, attempts=k - 1, next_attempt_at=now + ladder[0],
                     last_error=outcome.error)
+    if outcome.kind == Kind.FLOODED.value:  # not an attempt, not a failure (module rules)
+        wait, why = flood_wait(retry_step(row.channel, k), outcome.retry_after)
+        return Next(status=Status.PENDING.value, attempts=k - 1,
+                    next_attempt_at=now + wait + flood_lead(row.priority),
+                    last_error=f"flood control: {outcome.error or 'HTTP 429'}; {why}",
+                    status_code=outcome.status)
     error = f"{outcome.kind}: {outcome.error}" if outcome.error else outcome.kind
     if outcome.kind == Kind.TERMINAL.value:
         # a Stack write too: Stack answered and refused it — retrying the same bytes under the
@@ -167,8 +188,6 @@ def after(row: Delivery, outcome: Outcome, now: float, *, attempts: int | None =
         return Next(status=Status.FAILED.value, attempts=k, next_attempt_at=None, last_error=error,
                     final=True)
     step = retry_step(row.channel, k)
-    if outcome.retry_after is not None and outcome.retry_after > step:
-        step = outcome.retry_after
     return Next(status=Status.PENDING.value, attempts=k, next_attempt_at=now + step,
                 last_error=error)
 
@@ -184,11 +203,12 @@ def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
     * else any retryable (the request failed as a whole — no answer, 5xx, 429 — or every write
       that was tried answered 5xx/408/429) → that one retryable failure: +1, once;
     * else any terminal (4xx per write) → terminal: never counts;
-    * only ``held`` (not attempts) or nothing → None: nothing to report."""
+    * only ``held`` or ``flooded`` (not attempts, not failures) or nothing → None: nothing to
+      report."""
     kinds = {o.kind for o in outcomes}
     if Kind.DELIVERED.value in kinds:
         return DELIVERED
-    for kind in (Kind.RETRYABLE.value, Kind.TERMINAL.value):
+    for kind in (Kind.RETRYABLE.value, Kind.TERMINAL.value):  # flooded: not a failure
         for o in outcomes:
             if o.kind == kind:
                 return o
@@ -306,6 +326,7 @@ class Begin(msgspec.Struct, frozen=True, kw_only=True):
     action: str  # "send" | "wait" | "expired"
     ops: tuple[Op, ...]
     attempt: int = 0  # the attempt number being made (send)
+    next: Next | None = None  # the row's terminal state (expired): a delivery note tells it
 
 
 class Finish(msgspec.Struct, frozen=True, kw_only=True):
@@ -319,19 +340,33 @@ class Attempts:
 
     def __init__(self, health: SenderHealth | None = None) -> None:
         self.health: SenderHealth = health if health is not None else AlwaysOpen()
+        #: target → unix seconds before which it is not sent to (a 429's flood control).  In
+        #: memory: after a restart a flooded target's first send may meet one more 429, which
+        #: paces it again — never a failure (module rules).
+        self.flood_until: dict[str, float] = {}
+
+    def flooded_until(self, target: str, now: float) -> float | None:
+        """The instant ``target``'s flood control ends, if it is still on at ``now``."""
+        until = self.flood_until.get(target)
+        return until if until is not None and until > now else None
 
     def begin(self, row: Delivery, now: float) -> Begin:
         """Claim, wait or expire ``row`` at ``now``.  Raises what sender health raises (the pump
         makes the row wait then: :meth:`health_error`)."""
         if expired(row, now):
             nxt = expire(row, now)
-            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+            return Begin(action="expired", ops=(_settle(row, nxt, now),), next=nxt)
         if row.channel != "stack" and row.attempts >= MAX_ATTEMPTS:
             # the last attempt was claimed and the process died before its outcome was recorded:
             # it counted (it may even have arrived), and there is no sixth
             nxt = Next(status="failed", attempts=row.attempts, next_attempt_at=None, final=True,
                        last_error=f"failed: attempt {row.attempts} of {MAX_ATTEMPTS} ended without an outcome")
-            return Begin(action="expired", ops=(_settle(row, nxt, now),))
+            return Begin(action="expired", ops=(_settle(row, nxt, now),), next=nxt)
+        until = self.flooded_until(row.target, now)
+        if until is not None:  # the receiver asked to slow down: wait, not an attempt (a critical too)
+            return Begin(action="wait", ops=(DeferDelivery(
+                row.id, until + flood_lead(row.priority), f"flood control until {until:.3f} (the target answered 429)",
+                now),))
         adm = self.health.may_send(row.target, row.channel, now)
         if not adm.allowed:
             return Begin(action="wait", ops=(DeferDelivery(row.id, adm.not_before,
@@ -352,13 +387,16 @@ class Attempts:
         """The row's next state after attempt ``attempt`` ended with ``outcome``, and the op
         recording it.  Pure: never raises for a well-formed row."""
         nxt = after(row, outcome, now, attempts=attempt)
+        if outcome.kind == Kind.FLOODED.value and nxt.next_attempt_at is not None:
+            until = nxt.next_attempt_at - flood_lead(row.priority)
+            self.flood_until[row.target] = max(until, self.flood_until.get(row.target, 0.0))
         return nxt, _settle(row, nxt, now)
 
     def report(self, row: Delivery, outcome: Outcome, nxt: Next, now: float, *,
                attempt: int) -> Report:
-        """Tell sender health how the attempt ended (``held`` is no attempt: nothing).  Raises
-        what health raises."""
-        if outcome.kind == Kind.HELD.value:
+        """Tell sender health how the attempt ended (``held`` is no attempt and ``flooded`` no
+        failure: nothing — ``failed_in_row`` stays as it was).  Raises what health raises."""
+        if outcome.kind in (Kind.HELD.value, Kind.FLOODED.value):
             return NOTHING
         final = nxt.final or (row.channel != "stack" and attempt >= MAX_ATTEMPTS)
         return self.health.report(row.target, row.channel, outcome, now, final=final)

@@ -181,7 +181,7 @@ class StackWatch:
 def stack_pass(settled: Sequence[tuple[Delivery, Next]], now: float) -> tuple[int, int, list[RoutingEvent]]:
     """A pump pass's settled rows at ``now`` (unix seconds) → ``(acked, failed, events)`` for
     Stack: writes acknowledged, attempts that failed without a refusal (unanswered, 5xx, 408,
-    409, 429 — what :class:`StackWatch` counts; ``held`` rows are no attempt) and one
+    409 — what :class:`StackWatch` counts; ``held`` and ``flooded`` (429) rows are no attempt) and one
     ``sidecar/stack/refused`` event per write Stack refused (Rule 5).  Other channels' rows are
     skipped."""
     acked = failed = 0

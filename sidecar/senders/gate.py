@@ -15,7 +15,7 @@ Rules / theory of operation
 * **Outcomes** (:meth:`report`) — one per ATTEMPT, i.e. per HTTP request (seed 000 §1 "+1 per
   failed send"): a Stack batch of N writes that fails is ONE retryable failure, not N; a batch
   whose request was answered is reported once by its per-write results (delivered if any
-  write was; else one retryable failure if any write answered 5xx/408/429; 4xx writes never
+  write was; else one retryable failure if any write answered 5xx/408 (a 429 is flood control, never reported); 4xx writes never
   count) — :func:`sidecar.router.attempt.request_outcome`.  Delivered → ``Delivered``; retryable → ``Failed`` (``final`` =
   the delivery's last attempt: no increment, the check still runs); terminal → never counts.
   The group is read here, at the failure, and only here (seed 000 §6).  The attempt's start is

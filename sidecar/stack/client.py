@@ -187,8 +187,9 @@ class StackClient:
         if 200 <= code < 300:
             return resp
         cls: type[StackError] = StackUnavailable if code >= 500 or code == 429 else StackRejected
+        ra = resp.headers.get("Retry-After", "").strip() if code == 429 else ""
         raise cls(f"{method} {path}: HTTP {code}", status=code, method=method, path=path,
-                  detail=_excerpt(resp))
+                  detail=_excerpt(resp), retry_after=float(ra) if ra.isdigit() else None)
 
     async def close(self) -> None:
         await self._http.aclose()

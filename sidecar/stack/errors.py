@@ -25,8 +25,9 @@ class StackError(IOFailure):
     retryable: bool = False
 
     def __init__(self, message: str, *, status: int | None = None, method: str = "",
-                 path: str = "", detail: str = "") -> None:
+                 path: str = "", detail: str = "", retry_after: float | None = None) -> None:
         self.status = status  # HTTP status, None when there was no response
+        self.retry_after = retry_after  # seconds, a 429's Retry-After (flood control, DESIGN §10)
         self.method = method  # "GET" | "PUT" | "POST"
         self.path = path  # request path, e.g. "/v1/tus/g-tu-1/tasks"
         self.detail = detail  # excerpt of the response body (≤ 200 chars)

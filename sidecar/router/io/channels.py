@@ -6,7 +6,8 @@ Rules / theory of operation
 * A channel sends ``row.message`` — the bytes the router rendered and stored — and returns an
   :class:`~.attempt.Outcome`; it never raises for a failed send, never retries, never sleeps and
   never reads the domain clock.  Retries, TTL and sender health are the gate's (:mod:`.attempt`).
-* Classification (:mod:`.attempt`): connection errors, timeouts, 5xx, 408, 429 → retryable; other
+* Classification (:mod:`.attempt`): connection errors, timeouts, 5xx, 408 → retryable; 429 →
+  flooded (a webhook's ``Retry-After``, seconds or HTTP date: :func:`retry_after_header`); other
   4xx and a bad target → terminal.  Every error text passes :func:`scrub`, and a log filter on
   httpx/httpcore scrubs their lines (httpx logs request URLs): a secret (webhook secret, bot
   token — which Telegram puts in the URL) never reaches a row, a log or a trace.
@@ -18,7 +19,7 @@ Rules / theory of operation
   timestamps more than 5 min from their own clock (replay protection), so it must be real.
   Probe: a signed ``ping`` event.
 * ``telegram``: Bot API ``POST {base_url}/bot<token>/sendMessage {"chat_id", "text"}``; an answer
-  ``{"ok": false, "error_code": 429, "parameters": {"retry_after": s}}`` is retryable after ``s``
+  ``{"ok": false, "error_code": 429, "parameters": {"retry_after": s}}`` is flood control for ``s``
   seconds; 401/404 (a bad token) are terminal.  Probe: ``getMe``.
 * ``journal``: appends one JSON line ``{"delivery_id", "target", "at", **body}`` to a rotating
   file (``logging.handlers.RotatingFileHandler``) and, via :meth:`Channel.ops_after`, a row in
@@ -36,13 +37,14 @@ Rules / theory of operation
   waits behind its head); anything else classified like a single answer.  A write Stack refuses
   (a 4xx other than 408/409/429) fails: one ERROR line names its key, method, path and status
   on either path (single or batched), and the row keeps Stack's status and body.  A batch request that
-  fails as a whole (connection, timeout, 5xx, 429) fails every write retryably; any other whole
+  fails as a whole (connection, timeout, 5xx) fails every write retryably (a 429: every write
+  flooded — Stack paced by its ``Retry-After`` seconds, no failure); any other whole
   failure (a 4xx on the batch itself) is retryable too and logged loudly: no write is lost for a
   protocol mismatch, and Stack's contract says a batch never fails for one write's fault.
   **Sender health** sees one attempt per HTTP request, not per write (the pump reports it,
   :func:`~.attempt.request_outcome`): a batch that fails as a whole is ONE retryable failure
   of ``stack``; an answered batch counts as delivered if any write was acknowledged, else as
-  one failure if any write answered 5xx/408/429; 4xx writes and 424 (``held``) never count —
+  one failure if any write answered 5xx/408; 4xx writes and 424 (``held``) never count —
   DESIGN §9 "a write's failure fails only that write", not the sender.
   Counters ``requests_single`` / ``requests_batch`` / ``writes_batched`` feed the report
   (Stack HTTP requests with and without batching).  Probe: ``GET /v1/health``.
@@ -55,6 +57,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import logging.handlers
 from datetime import datetime, timezone
@@ -69,7 +72,7 @@ from sidecar.stack.virtual_at import at_headers
 from sidecar.store.ops import Op
 
 from sidecar.router.config import Target
-from sidecar.router.attempt import DELIVERED, Outcome, classify_exc, classify_status, held, retryable, terminal
+from sidecar.router.attempt import DELIVERED, FLOOD_STATUS, Outcome, classify_exc, classify_status, held, retryable, terminal
 from sidecar.router.model import Delivery
 from sidecar.router.ops import PutJournal
 
@@ -200,7 +203,8 @@ class WebhookChannel(_Http):
         resp = await self._post(self.url, content=body, headers={**self.headers(msg_id, body), **self._at(now)})
         if isinstance(resp, Outcome):
             return resp
-        return classify_status(resp.status_code, scrub(resp.text[:200], self.secrets))
+        return classify_status(resp.status_code, scrub(resp.text[:200], self.secrets),
+                               retry_after_header(resp.headers.get("Retry-After"), now))
 
     async def send(self, row: Delivery, now: float) -> Outcome:
         return await self._signed(row.id, row.message, now)
@@ -209,6 +213,24 @@ class WebhookChannel(_Http):
         msg_id = f"ping-{self.name}-{int(now)}"
         body = _encode({"type": "ping", "timestamp": int(now), "data": {"target": self.name}})
         return await self._signed(msg_id, body, now)
+
+
+def retry_after_header(value: str | None, now: float) -> float | None:
+    """An HTTP ``Retry-After`` (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) → seconds from
+    ``now`` (unix seconds; a date in the past → 0), or None when absent or unreadable (a 429
+    then waits the ladder's next step, DESIGN §10)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - now)
 
 
 class TelegramChannel(_Http):
@@ -337,6 +359,8 @@ class StackChannel(Channel):
     def _outcome(cls, exc: StackError) -> Outcome:
         if exc.status is None:
             return retryable(exc.short())
+        if exc.status == FLOOD_STATUS:  # Stack's 429 paces Stack, by its Retry-After when given
+            return classify_status(exc.status, exc.detail or "", getattr(exc, "retry_after", None))
         return cls._outcome_of(exc.status, exc.detail or "")
 
     @staticmethod

@@ -334,6 +334,8 @@ class DeliveryPump:
             ops.extend(b.ops)
             if b.action == "send":
                 go.append((row, b))
+            elif b.next is not None:  # a TTL expiry is a terminal outcome: noted like one
+                res.settled.append((row, b.next))
         return go, ops
 
     async def _send_other(self, items: list[tuple[Delivery, Begin]],

@@ -12,6 +12,7 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer
+from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S
 from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import RoutingEvent, StackWrite
@@ -44,9 +45,12 @@ async def test_telegram_through_the_pump(receivers, rstore, caplog):
         receivers.set_fault("ops-telegram", "rate_limit", 45)
         await emit(rstore, st, [RoutingEvent(source="electron", subject="a", action="b", payload={"host": "x"})], T0 + 1)
         res = await pump.run_due(T0 + 1)
-        assert res.next_due == T0 + 46  # retry_after 45 s honoured (longer than the 30 s step)
+        # flood control: retry_after 45 s honoured, then the row is next (a critical would be first)
+        assert res.next_due == pytest.approx(T0 + 46 + FLOOD_CRITICAL_LEAD_S)
+        pending = [r for r in await rstore.deliveries(target="ops-telegram") if r.status == "pending"]
+        assert [r.attempts for r in pending] == [0]  # a 429 is not an attempt
         receivers.set_fault("ops-telegram", "up")
-        await pump.run_due(T0 + 46)
+        await pump.run_due(res.next_due)
         assert [r["text"] for r in receivers.records("telegram.received")] == ["host= !", "host=x !"]
         assert (await tg.probe(0)).ok
     finally:

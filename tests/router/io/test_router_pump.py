@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sidecar.router.attempt import Admission, AlwaysOpen, Attempts, Report, ReleaseTarget
 from sidecar.router.model import RoutingEvent, StackWrite
+from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
 from sidecar.router.io.pump import DeliveryPump
@@ -60,20 +61,21 @@ async def test_terminal_fails_at_once_and_retry_after_is_honoured(rstore):
     pump = DeliveryPump(rstore, {"crm-hook": hook, "ops-telegram": tg})
     await emit(rstore, st, [ALERT], T0)
     res = await pump.run_due(T0)
-    assert res.next_due == T0 + 90  # 429 retry_after 90 s > the 30 s step
+    assert res.next_due == T0 + 90 + FLOOD_CRITICAL_LEAD_S  # 429 retry_after 90 s: flood control
     rows = {r.target: r for r in await rstore.deliveries()}
     assert (rows["crm-hook"].status, rows["crm-hook"].attempts) == ("failed", 1)
     assert rows["crm-hook"].last_error == "terminal: HTTP 400"
-    await pump.run_due(T0 + 89.9)
-    assert len(tg.calls) == 1
     await pump.run_due(T0 + 90)
+    assert len(tg.calls) == 1
+    await pump.run_due(T0 + 90 + FLOOD_CRITICAL_LEAD_S)
     assert (await rstore.deliveries(target="ops-telegram"))[0].status == "delivered"
 
 
 def test_classification():
     assert classify_status(200).ok and classify_status(204).ok
-    for code in (500, 502, 503, 408, 429):
+    for code in (500, 502, 503, 408):
         assert classify_status(code).kind == "retryable", code
+    assert classify_status(429).kind == "flooded"  # flood control is not failure (DESIGN §10)
     for code in (400, 401, 403, 404, 409, 422, 301):
         assert classify_status(code).kind == "terminal", code
     assert classify_status(429, retry_after=5).retry_after == 5

@@ -71,8 +71,10 @@ async def test_stack_answers_that_are_not_refusals_stay_pending(status):
     row = Delivery("e.0", "e", NOW, "markers", "followUpChat", "set", "high", None, "stack", "stack",
                    "pending", b"{}", pair="tu/A", idem_key="k", method="PUT", path="/v1/x")
     out = StackChannel._outcome_of(status, "busy")
-    assert out.kind == "retryable"
-    assert after(row, out, NOW).status == "pending"
+    # a 429 paces Stack (flood control, DESIGN §10): not an attempt, not an outage failure
+    assert out.kind == ("flooded" if status == 429 else "retryable")
+    nxt = after(row, out, NOW)
+    assert nxt.status == "pending" and nxt.attempts == (0 if status == 429 else 1)
 
 
 def test_a_terminal_stack_answer_fails_the_write_with_its_status():
