@@ -6,10 +6,10 @@ logs in, continues them with their ids and delivers them once the receiver is ba
 receiver counts each ``webhook-id`` exactly once.  A process-wide delivery (no TU) stays with
 machine 1 and is never received.
 
-The scenario is ``tests/scenarios/o10_…``; its ``received`` expectations need the harness's
-``received`` (i21-flood), so this test checks the same from the trace's ``webhook.received``
-lines and replays the file without those lines; once the harness has ``received``,
-``tests/integration/test_project_scenarios.py`` runs the file as is."""
+The scenario is ``tests/scenarios/o11_…``; ``tests/integration/test_project_scenarios.py`` runs
+it as is (its ``received`` expectations); this test replays it without those lines and checks the
+same, and more (Stack's PUT/DELETE, which machine's rows were delivered), from the trace and the
+two data dirs."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,7 @@ from pathlib import Path
 from electron_stub.routing_world import read_deliveries
 from tests.integration.replay_util import replay
 
-SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "o10_shift_change_hands_over_webhook_deliveries.jsonl"
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "o11_shift_change_hands_over_webhook_deliveries.jsonl"
 
 
 def without_received(src: Path, dst: Path) -> Path:
