@@ -50,13 +50,15 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from sidecar.router.attempt import Attempts, Begin, Next, Outcome, retryable, terminal
-from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome, held, retryable, terminal
+from sidecar.router.ops import SettleDelivery
+from sidecar.router.io.channels import Channel, JournalChannel, StackChannel
 from sidecar.router.model import Delivery, RoutingEvent
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.router.io.pump")
 MAX_BATCH = 500
+PER_TARGET = 16  # detached: a target's rows claimed per pass, sent one after another
 
 
 @dataclass(slots=True)
@@ -70,14 +72,17 @@ class PumpResult:
     stack_heads: tuple[float | None, float | None, int] = (None, None, 0)
     other_due: float | None = None  # the earliest due row of every target but Stack
     health_errors: list[str] = field(default_factory=list)  # targets whose health raised (logged)
+    claimed: int = 0  # attempts claimed by this pass (detached: sent after it, or inline)
 
 
 class DeliveryPump:
     def __init__(self, store: RouterStore, channels: Mapping[str, Channel], *,
                  stack: StackChannel | None = None, attempts: Attempts | None = None,
-                 concurrency: int = 8, wake: Callable[[], None] | None = None) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+                 concurrency: int = 8, wake: Callable[[], None] | None = None,
+                 per_target: int = PER_TARGET) -> None:
+        if concurrency < 1 or per_target < 1:
+            raise ValueError("concurrency and per_target must be >= 1")
+        self.per_target = per_target
         self.store = store
         self.channels = dict(channels)  # target name -> channel (without stack)
         self.stack = stack
@@ -123,10 +128,13 @@ class DeliveryPump:
                 skip = frozenset(self._flying)
                 due = await self.store.due(now, self.concurrency, MAX_BATCH if stack_open else None,
                                            self.stack is not None, targets, skip,
-                                           not self._orphans_checked)
+                                           not self._orphans_checked,
+                                           self.per_target if detach else 1)
                 if len(due.other) < self.concurrency:
                     self._orphans_checked = True
-                other = _one_per_target(r for r in due.other if r.id not in tried)[:self.concurrency]
+                fresh_rows = (r for r in due.other if r.id not in tried)
+                other = (_per_target(fresh_rows, self.per_target, self.concurrency) if detach
+                         else _one_per_target(fresh_rows)[:self.concurrency])
                 runs: list[list[Delivery]] = []
                 if stack_open:
                     runs = [[r for r in run if r.id not in tried] for run in due.stack]
@@ -139,9 +147,18 @@ class DeliveryPump:
                 tried.update(r.id for r in other + stack_rows)
                 sendable, claims = self._begin(other + stack_rows, now, res)
                 await self.store.commit(claims)
+                res.claimed += len(sendable)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
                 if detach:
+                    # the journal is a local file: written inline, in the pass, settled in ONE
+                    # commit — no task per row (docs/decisions.md "The pump per batch")
+                    local = [(r, b) for r, b in go_other if isinstance(self.channels.get(r.target),
+                                                                       JournalChannel)]
+                    if local:
+                        await self.store.commit(self._settle(await self._send_run(local, now), now,
+                                                             res, stack_retry))
+                        go_other = [(r, b) for r, b in go_other if (r, b) not in local]
                     self._fly(go_other, go_stack, now)
                     due = await self.store.due(now, 0, None, self.stack is not None, targets,
                                                frozenset(self._flying), False)
@@ -186,18 +203,21 @@ class DeliveryPump:
                     self.wake()
             return done
 
-        async def other(row: Delivery, b: Begin) -> None:
-            self._landed.append(("other", await self._send_other([(row, b)], now)))
+        async def other(items: list[tuple[Delivery, Begin]]) -> None:
+            self._landed.append(("other", await self._send_run(items, now)))
 
         async def stack() -> None:
             attempts, requests = await self._send_stack(go_stack, now)
             for group in attempts:
                 self._landed.append(("stack", group))
 
+        by_target: dict[str, list[tuple[Delivery, Begin]]] = {}
         for row, b in go_other:
-            task = asyncio.get_running_loop().create_task(other(row, b))
-            self._flying[row.target] = task
-            task.add_done_callback(landed(row.target))
+            by_target.setdefault(row.target, []).append((row, b))
+        for target, items in by_target.items():
+            task = asyncio.get_running_loop().create_task(other(items))
+            self._flying[target] = task
+            task.add_done_callback(landed(target))
         if go_stack:
             task = asyncio.get_running_loop().create_task(stack())
             self._flying["stack"] = task
@@ -297,6 +317,12 @@ class DeliveryPump:
         own outcome."""
         ops: list[Op] = []
         for row, b, outcome in outcomes:
+            if outcome.kind == Kind.HELD.value and row.channel != "stack":
+                # claimed with its target's batch, never sent (:meth:`_send_run`): the claim
+                # is undone — its attempts and due instant as they were, no note, no report
+                ops.append(SettleDelivery(row.id, row.status, row.attempts, row.next_attempt_at,
+                                          row.last_error, None, now))
+                continue
             nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
             ops.append(settle)
             ch = self.channels.get(row.target)
@@ -321,9 +347,15 @@ class DeliveryPump:
 
     def _begin(self, rows: list[Delivery], now: float,
                res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+        """Ask the gate about each row, in order; a target whose row waits (sender health: not
+        now — its pacing, a cooldown) is not asked about its later rows in this round: they
+        stay as they are, behind that row."""
         ops: list[Op] = []
         go: list[tuple[Delivery, Begin]] = []
+        waiting: set[str] = set()
         for row in rows:
+            if row.target in waiting and row.channel != "stack":
+                continue
             try:
                 b = self.gate.begin(row, now)
             except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
@@ -334,7 +366,34 @@ class DeliveryPump:
             ops.extend(b.ops)
             if b.action == "send":
                 go.append((row, b))
+            elif b.action == "wait":
+                waiting.add(row.target)
         return go, ops
+
+    async def _send_run(self, items: list[tuple[Delivery, Begin]],
+                        now: float) -> list[tuple[Delivery, Begin, Outcome]]:
+        """A target's claimed rows sent one after another (a sender sends one delivery at a
+        time, seed 000); after the first that is not delivered the rest are ``held`` — not
+        attempts: their claim is undone (:meth:`_settle`) and the next pass asks sender health
+        again, knowing the failure — so a failing receiver gets one attempt per pass, as before."""
+        out: list[tuple[Delivery, Begin, Outcome]] = []
+        failed = False
+        for row, b in items:
+            if failed:
+                out.append((row, b, held("an earlier delivery of the target failed in this pass")))
+                continue
+            ch = self.channels.get(row.target)
+            if ch is None:
+                o = terminal(f"bad target {row.target!r}: not configured")
+            else:
+                try:
+                    o = await ch.send(row, now)
+                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
+                    log.exception("channel %s raised for delivery %s", row.target, row.id)
+                    o = _channel_error(exc)
+            out.append((row, b, o))
+            failed = not o.ok
+        return out
 
     async def _send_other(self, items: list[tuple[Delivery, Begin]],
                           now: float) -> list[tuple[Delivery, Begin, Outcome]]:
@@ -414,6 +473,19 @@ def _one_per_target(rows) -> list[Delivery]:
         if r.target not in seen:
             seen.add(r.target)
             out.append(r)
+    return out
+
+
+def _per_target(rows, per_target: int, targets: int) -> list[Delivery]:
+    """At most ``per_target`` rows of each of the first ``targets`` targets, in order."""
+    count: dict[str, int] = {}
+    out = []
+    for r in rows:
+        n = count.get(r.target, 0)
+        if n >= per_target or (n == 0 and len(count) >= targets):
+            continue
+        count[r.target] = n + 1
+        out.append(r)
     return out
 
 
