@@ -130,7 +130,9 @@ class DeliveryPump:
                                            self.stack is not None, targets, skip,
                                            not self._orphans_checked,
                                            self.per_target if detach else 1)
-                if len(due.other) < self.concurrency:
+                if sum(1 for r in due.other if r.target not in self.channels) < self.concurrency:
+                    # fewer orphans than asked for: all seen (a target's batch of due heads is no
+                    # orphan — counting it would ask again each round, a scan of the backlog)
                     self._orphans_checked = True
                 fresh_rows = (r for r in due.other if r.id not in tried)
                 other = (_per_target(fresh_rows, self.per_target, self.concurrency) if detach
