@@ -113,8 +113,10 @@ class DeliveryPump:
                 await self.drain(("stack",))
             res = PumpResult()
             stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
-            await self._land(now, res, stack_retry)
-            await self._probes(now, res)
+            # detached: the landings' settles ride with the pass's first commit (ONE transaction
+            # settles a batch and claims the next); else committed here, as before
+            carry = await self._land(now, res, stack_retry, commit=not detach)
+            carry = await self._probes(now, res, carry)
             tried: set[str] = set()
             stalled_until = self._stack_stalled
             if stalled_until is not None and now >= stalled_until:
@@ -144,27 +146,30 @@ class DeliveryPump:
                     if self.stack is not None and not self.stack.batch:
                         runs = [run[:1] for run in runs[:self.concurrency]]
                 if not other and not runs:
+                    if carry:
+                        await self.store.commit(carry)
                     break
                 stack_rows = [r for run in runs for r in run]
                 tried.update(r.id for r in other + stack_rows)
                 sendable, claims = self._begin(other + stack_rows, now, res)
-                await self.store.commit(claims)
                 res.claimed += len(sendable)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
                 if detach:
-                    # the journal is a local file: written inline, in the pass, settled in ONE
-                    # commit — no task per row (docs/decisions.md "The pump per batch")
+                    # the journal is a local file: written inline, in the pass, its claims and
+                    # settles in the pass's ONE commit with the landings and the other claims —
+                    # no task per row (docs/decisions.md "The pump per batch")
                     local = [(r, b) for r, b in go_other if isinstance(self.channels.get(r.target),
                                                                        JournalChannel)]
-                    if local:
-                        await self.store.commit(self._settle(await self._send_run(local, now), now,
-                                                             res, stack_retry))
-                        go_other = [(r, b) for r, b in go_other if (r, b) not in local]
+                    wrote = self._settle(await self._send_run(local, now), now, res, stack_retry)
+                    await self.store.commit(carry + claims + wrote)
+                    carry = []
+                    go_other = [(r, b) for r, b in go_other if (r, b) not in local]
                     self._fly(go_other, go_stack, now)
                     due = await self.store.due(now, 0, None, self.stack is not None, targets,
                                                frozenset(self._flying), False)
                     break
+                await self.store.commit(claims)
                 outcomes = await self._send_other(go_other, now)
                 attempts, requests = await self._send_stack(go_stack, now)
                 stack_out = [x for a in attempts for x in a]
@@ -239,12 +244,14 @@ class DeliveryPump:
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.sleep(0)  # noqa: TID251 - an I/O yield: the done callbacks run
 
-    async def _land(self, now: float, res: PumpResult, stack_retry: list[float]) -> None:
+    async def _land(self, now: float, res: PumpResult, stack_retry: list[float], *,
+                    commit: bool) -> list[Op]:
         """Settle the detached attempts that landed, in ONE commit (sender health told as a
-        round's would be); a Stack request with no answer at all holds Stack's writes until the
+        round's would be) — made here when ``commit``, else the ops are returned for the pass's
+        first commit; a Stack request with no answer at all holds Stack's writes until the
         first retry of the rows it carried (the outage stop of the module rules)."""
         if not self._landed:
-            return
+            return []
         landed, self._landed = self._landed, []
         ops: list[Op] = []
         for kind, group in landed:
@@ -257,15 +264,21 @@ class DeliveryPump:
             res.stack_requests += 1
             if group and retry and all(o.kind == "retryable" and o.status is None for _, _, o in group):
                 self._stack_stalled = min(retry)
-        await self.store.commit(ops)
+        if commit or any(o.kind == Kind.HELD.value for _, group in landed for _, _, o in group):
+            # a batch's held rows are due again only once their claim is undone: before the read
+            await self.store.commit(ops)
+            return []
+        return ops
 
-    async def _probes(self, now: float, res: PumpResult) -> None:
+    async def _probes(self, now: float, res: PumpResult, carry: list[Op]) -> list[Op]:
         """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
-        health machine keeps exactly one in flight) and commit their answers together."""
+        health machine keeps exactly one in flight) and commit their answers together — after
+        ``carry`` (the landings' settles, in the same commit: health's records land in the
+        order health made them); returns what is still to commit (``carry``, or nothing)."""
         health = self.gate.health
         names = health.probes_due(now)
         if not names:
-            return
+            return carry
 
         async def one(name: str) -> tuple[str, Outcome]:
             ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
@@ -277,7 +290,7 @@ class DeliveryPump:
                 log.exception("probe of %s raised", name)
                 return name, retryable(f"probe error: {type(exc).__name__}")
 
-        ops: list[Op] = []
+        ops: list[Op] = list(carry)
         for name, outcome in await asyncio.gather(*(one(n) for n in names)):
             try:
                 rep = health.probe_result(name, outcome, now)
@@ -288,6 +301,7 @@ class DeliveryPump:
             ops.extend(rep.ops)
             res.events.extend(rep.events)
         await self.store.commit(ops)
+        return []
 
     def _settle_attempts(self, attempts: list[list[tuple[Delivery, Begin, Outcome]]], now: float,
                          res: PumpResult, stack_retry: list[float]) -> list[Op]:
