@@ -15,7 +15,13 @@ Rules / theory of operation
   to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
   receiver (``tests/router/test_pump.py`` kills between claim and send).
 * Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
-  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
+  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  On the
+  wall clock (``detach``) a pass takes up to ``per_target`` due rows of a target (gate asked in
+  order; a target whose row waits is not asked about its later rows), sends them one after
+  another in the target's task, and holds the rest after the first that is not delivered
+  (their claim undone: not attempts); the journal is written inline, no task; the landings'
+  settles, the next claims and the journal's settles are ONE commit (docs/decisions.md "The
+  pump per batch").  Stack rows keep per-pair
   order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
   due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
