@@ -56,7 +56,9 @@ async def drain(kind: str, n: int, backlog: int) -> dict:
     """Drain ``n`` rows of one ``kind`` target (``journal`` | ``webhook``) beside ``backlog``
     pending Stack rows: ``rows_per_s``, ``cpu_s_per_row``, ``passes``, ``load``."""
     from sidecar.router.config import Target
-    from sidecar.router.io.channels import JournalChannel, WebhookChannel
+    from pydantic import SecretStr
+
+    from sidecar.router.io.channels import Channel, JournalChannel, WebhookChannel
     from sidecar.router.io.pump import DeliveryPump
     from sidecar.router.io.storage import RouterStore
     from sidecar.store.db import Store
@@ -65,13 +67,14 @@ async def drain(kind: str, n: int, backlog: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-pump-") as d:
         store = await Store.open(Path(d) / "sidecar.db")
         try:
+            chan: Channel
             if kind == "journal":
                 chan = JournalChannel("audit", Target(channel="journal"), Path(d))
             else:
                 httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
                 threading.Thread(target=httpd.serve_forever, daemon=True).start()
                 url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-                chan = WebhookChannel("hook", Target(channel="webhook", url=url, secret=SECRET))
+                chan = WebhookChannel("hook", Target(channel="webhook", url=url, secret=SecretStr(SECRET)))
             await _seed(store, [_row(i, "stack", "stack", "s") for i in range(backlog)])
             await _seed(store, [_row(i, kind, chan.name, "o") for i in range(n)])
             rstore = RouterStore(store)

@@ -56,14 +56,15 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome, held, retryable, terminal
+from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome, retryable, terminal
 from sidecar.router.ops import SettleDelivery
 from sidecar.router.io.channels import Channel, JournalChannel, StackChannel
 from sidecar.router.model import Delivery, RoutingEvent
+from sidecar.router.io.sends import (MAX_BATCH, one_per_target, per_target, send_other,
+                                      send_run, send_stack)
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.router.io.pump")
-MAX_BATCH = 500
 PER_TARGET = 16  # detached: a target's rows claimed per pass, sent one after another
 
 
@@ -143,8 +144,8 @@ class DeliveryPump:
                     # orphan — counting it would ask again each round, a scan of the backlog)
                     self._orphans_checked = True
                 fresh_rows = (r for r in due.other if r.id not in tried)
-                other = (_per_target(fresh_rows, self.per_target, self.concurrency) if detach
-                         else _one_per_target(fresh_rows)[:self.concurrency])
+                other = (per_target(fresh_rows, self.per_target, self.concurrency) if detach
+                         else one_per_target(fresh_rows)[:self.concurrency])
                 runs: list[list[Delivery]] = []
                 if stack_open:
                     runs = [[r for r in run if r.id not in tried] for run in due.stack]
@@ -167,7 +168,7 @@ class DeliveryPump:
                     # no task per row (docs/decisions.md "The pump per batch")
                     local = [(r, b) for r, b in go_other if isinstance(self.channels.get(r.target),
                                                                        JournalChannel)]
-                    wrote = self._settle(await self._send_run(local, now), now, res, stack_retry)
+                    wrote = self._settle(await send_run(self.channels, local, now), now, res, stack_retry)
                     await self.store.commit(carry + claims + wrote)
                     carry = []
                     go_other = [(r, b) for r, b in go_other if (r, b) not in local]
@@ -176,8 +177,8 @@ class DeliveryPump:
                                                frozenset(self._flying), False)
                     break
                 await self.store.commit(claims)
-                outcomes = await self._send_other(go_other, now)
-                attempts, requests = await self._send_stack(go_stack, now)
+                outcomes = await send_other(self.channels, go_other, now, self.concurrency)
+                attempts, requests = await send_stack(self.stack, go_stack, now, self.concurrency)
                 stack_out = [x for a in attempts for x in a]
                 res.stack_requests += requests
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
@@ -217,10 +218,10 @@ class DeliveryPump:
             return done
 
         async def other(items: list[tuple[Delivery, Begin]]) -> None:
-            self._landed.append(("other", await self._send_run(items, now)))
+            self._landed.append(("other", await send_run(self.channels, items, now)))
 
         async def stack() -> None:
-            attempts, requests = await self._send_stack(go_stack, now)
+            attempts, requests = await send_stack(self.stack, go_stack, now, self.concurrency)
             for group in attempts:
                 self._landed.append(("stack", group))
 
@@ -340,7 +341,7 @@ class DeliveryPump:
         ops: list[Op] = []
         for row, b, outcome in outcomes:
             if outcome.kind == Kind.HELD.value and row.channel != "stack":
-                # claimed with its target's batch, never sent (:meth:`_send_run`): the claim
+                # claimed with its target's batch, never sent (:func:`.sends.send_run`): the claim
                 # is undone — its attempts and due instant as they were, no note, no report
                 ops.append(SettleDelivery(row.id, row.status, row.attempts, row.next_attempt_at,
                                           row.last_error, None, now))
@@ -392,123 +393,12 @@ class DeliveryPump:
                 waiting.add(row.target)
         return go, ops
 
-    async def _send_run(self, items: list[tuple[Delivery, Begin]],
-                        now: float) -> list[tuple[Delivery, Begin, Outcome]]:
-        """A target's claimed rows sent one after another (a sender sends one delivery at a
-        time, seed 000); after the first that is not delivered the rest are ``held`` — not
-        attempts: their claim is undone (:meth:`_settle`) and the next pass asks sender health
-        again, knowing the failure — so a failing receiver gets one attempt per pass, as before."""
-        out: list[tuple[Delivery, Begin, Outcome]] = []
-        failed = False
-        for row, b in items:
-            if failed:
-                out.append((row, b, held("an earlier delivery of the target failed in this pass")))
-                continue
-            ch = self.channels.get(row.target)
-            if ch is None:
-                o = terminal(f"bad target {row.target!r}: not configured")
-            else:
-                try:
-                    o = await ch.send(row, now)
-                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
-                    log.exception("channel %s raised for delivery %s", row.target, row.id)
-                    o = _channel_error(exc)
-            out.append((row, b, o))
-            failed = not o.ok
-        return out
-
-    async def _send_other(self, items: list[tuple[Delivery, Begin]],
-                          now: float) -> list[tuple[Delivery, Begin, Outcome]]:
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
-            ch = self.channels.get(row.target)
-            if ch is None:
-                return row, b, terminal(f"bad target {row.target!r}: not configured")
-            async with sem:
-                try:
-                    return row, b, await ch.send(row, now)
-                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
-                    log.exception("channel %s raised for delivery %s", row.target, row.id)
-                    return row, b, _channel_error(exc)
-
-        return list(await asyncio.gather(*(one(r, b) for r, b in items)))
-
-    async def _send_stack(self, items: list[tuple[Delivery, Begin]],
-                          now: float) -> tuple[list[list[tuple[Delivery, Begin, Outcome]]], int]:
-        """Send the round's Stack rows: ``(attempts, HTTP requests)`` where each attempt is the
-        outcomes of the rows that travelled in one ``POST /v1/batch`` — or, without batching,
-        of all the round's single writes, sent together before any answered (sender health
-        counts each attempt once)."""
-        if not items:
-            return [], 0
-        stack = self.stack
-        if stack is None:
-            return [[(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items]], 0
-        if stack.batch:
-            out: list[list[tuple[Delivery, Begin, Outcome]]] = []
-            requests = 0
-            for i in range(0, len(items), MAX_BATCH):
-                chunk = items[i:i + MAX_BATCH]
-                try:
-                    results = await stack.send_batch([r for r, _ in chunk], now)
-                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the rows
-                    log.exception("stack channel raised for a batch of %d writes", len(chunk))
-                    results = [_channel_error(exc)] * len(chunk)
-                requests += 1
-                out.append([(r, b, o) for (r, b), o in zip(chunk, results)])
-            return out, requests
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
-            async with sem:
-                try:
-                    return row, b, await stack.send(row, now)
-                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the row
-                    log.exception("stack channel raised for delivery %s", row.id)
-                    return row, b, _channel_error(exc)
-
-        return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
-
     async def close(self) -> None:
         for task in list(self._flying.values()):
             task.cancel()  # the claimed rows are retried at their ladder time (module rules)
         await asyncio.gather(*list(self._flying.values()), return_exceptions=True)
         for ch in self.channels.values():
             await ch.close()
-
-
-def _channel_error(exc: Exception) -> Outcome:
-    """A channel or client that raised: retryable (the row is kept), never an HTTP status — but
-    not "no answer" either (``status`` 0), so a bug does not look like a Stack outage.  Only the
-    exception's type reaches the row: its text may hold a URL with a secret (the traceback is
-    in the log)."""
-    return retryable(f"channel error: {type(exc).__name__}", 0)
-
-
-def _one_per_target(rows) -> list[Delivery]:
-    """The oldest due row of each target: a sender sends one delivery at a time, so sender health
-    answers "may it send?" knowing the outcome of the one before (seed 000)."""
-    seen: set[str] = set()
-    out = []
-    for r in rows:
-        if r.target not in seen:
-            seen.add(r.target)
-            out.append(r)
-    return out
-
-
-def _per_target(rows, per_target: int, targets: int) -> list[Delivery]:
-    """At most ``per_target`` rows of each of the first ``targets`` targets, in order."""
-    count: dict[str, int] = {}
-    out = []
-    for r in rows:
-        n = count.get(r.target, 0)
-        if n >= per_target or (n == 0 and len(count) >= targets):
-            continue
-        count[r.target] = n + 1
-        out.append(r)
-    return out
 
 
 def _earliest(*dues: float | None) -> float | None:

@@ -70,7 +70,7 @@ async def test_the_journal_is_written_inline_without_a_task(rstore, tmp_path):
     await pump.close()
 
 
-async def _count_pass(store, rstore, tmp_path, backlog: int) -> tuple[int, int]:
+async def _count_pass(store, rstore, tmp_path, backlog: int) -> tuple[int, int, int]:
     await rstore.commit([PutDelivery(_row(i, "stack", "stack")) for i in range(backlog)])
     await rstore.commit([PutDelivery(_row(i, "audit", "journal")) for i in range(20)])
     pump = DeliveryPump(rstore, {"audit": JournalChannel("audit", Target(channel="journal"), tmp_path)},
