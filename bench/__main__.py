@@ -15,7 +15,10 @@ run (:mod:`bench.limits`), as a ratio — so the figures hold on any machine, bu
 6. shift replay (not ``--quick``): wall and speed-up; round trips by method and Stack requests
    (and writes) by kind; its floor = round trips at the echo rate + Stack requests at the bare
    POST rate, and wall ÷ floor;
-7. scale (not ``--quick``): the first hour of the ``large`` preset (60 TUs): wall, events, round
+7. pump: the delivery pump's drain rate (journal, webhook to a loopback receiver) with and
+   without a Stack backlog, CPU per row at 0 / 20k / 100k pending, beside raw sqlite3
+   inserts/updates and raw httpx POSTs (:mod:`bench.pump_drain`);
+8. scale (not ``--quick``): the first hour of the ``large`` preset (60 TUs): wall, events, round
    trips, the sidecars' peak RSS against the 150 MB target.
 
 Targets (issue 11; reached or not, the figure is printed, never asserted): shift ≤ 20 s on a
@@ -33,11 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import bridge_bench, limits, store_bench
+from bench import bridge_bench, limits, pump_drain, store_bench
 from tests.shared_dir import SHIFT  # ../shared's shift, where it is (SIDECAR_SHARED_DIR moves it)
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = ("limits", "engine", "bridge", "store", "latency", "shift", "scale")
+FIGURES = ("limits", "engine", "bridge", "store", "latency", "pump", "shift", "scale")
 SLOW = ("shift", "scale")  # replays: not in --quick
 RSS_TARGET_MB = 150.0
 P99_TARGET_MS = 2.0  # platform.event → task.created at 1,000 ev/s (issue 11)
@@ -215,6 +218,12 @@ def run(quick: bool, only: tuple[str, ...], binary: str | None, scenario: Path |
             from bench import stages as st
             for line in st.lines(la["stages"]):
                 emit(line)
+    if "pump" in want:
+        pu = res["pump"] = pump_drain.measure(quick)
+        emit("pump drain (issue 21 item 2; targets journal ≥ 2,000 rows/s, webhook ≥ 500 rows/s,"
+             " ×≥ 0.9 with a 20k Stack backlog, CPU/row flat to 100k):")
+        for line in pump_drain.lines(pu):
+            emit(line)
     if "shift" in want:
         r = res["shift"] = asyncio.run(replay(shift_lines(scenario), binary))
         for line in replay_lines("shift replay", r, lim):

@@ -234,6 +234,11 @@ class Deliveries:
                         return  # crash-only (``fatal`` is set) or shutting down: serve exits
                 # rows queued while this pass ran armed the timer already: keep the sooner
                 self.engine.outbox_at(res.next_due)
+                if res.claimed and res.other_due is not None and res.other_due <= now:
+                    # work is due now (a target's backlog beyond this pass's batch): the next
+                    # pass runs at once, woken by the work, not paced by the ticker's cadence
+                    self.pump_kick.set()
+                    continue
                 self._wake_if_sooner()  # when the timer's new instant is before the ticker's
                 continue
             await wait_event(self.pump_kick, self.clock.real_delay(60.0))

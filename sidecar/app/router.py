@@ -68,6 +68,8 @@ class PassResult:
     stack_acked: int = 0  # Stack writes delivered in this pass
     stack_failed: int = 0  # Stack attempts that failed in this pass
     stack_pending: int = 0  # Stack writes still pending after it
+    claimed: int = 0  # attempts the pass claimed (PumpResult.claimed)
+    other_due: float | None = None  # the earliest due row of every target but Stack
 
 
 def delivery_note(row: Delivery, status: str, attempt: int, at: float,
@@ -141,7 +143,7 @@ class RouterComponent:
         fresh, retry, pending = res.stack_heads
         flush_at = self.cadence.after_pass(fresh, retry) if self.stack is not None else None
         out = PassResult(next_due=_earliest(res.other_due, flush_at), events=list(res.events),
-                         stack_pending=pending)
+                         stack_pending=pending, claimed=res.claimed, other_due=res.other_due)
         out.stack_acked, failed, refused = stack_pass(res.settled, now)
         out.events.extend(refused)  # sidecar/stack/refused: Stack answered, it is no outage
         freed: list[Delivery] = []

@@ -14,7 +14,7 @@ def test_quick_bench_prints_every_figure_beside_its_limit(tmp_path, capsys):
     assert bench.main(["--quick", "--json", str(tmp_path / "b.json")]) == 0
     out = capsys.readouterr().out
     res = json.loads((tmp_path / "b.json").read_text())
-    assert set(res) == {"limits", "engine", "engine_default_gc", "bridge", "store", "latency"}
+    assert set(res) == {"limits", "engine", "engine_default_gc", "bridge", "store", "latency", "pump"}
     assert res["limits"]["ws_echo"]["rt_per_s"] > 0 and res["limits"]["sqlite"]["commits_per_s"] > 0
     assert res["limits"]["httpx"]["posts_per_s"] > 0
     assert res["engine"]["events"] == 5000 and res["engine"]["cpu_eps"] > 0

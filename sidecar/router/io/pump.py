@@ -15,7 +15,13 @@ Rules / theory of operation
   to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
   receiver (``tests/router/test_pump.py`` kills between claim and send).
 * Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
-  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  Stack rows keep per-pair
+  decides each attempt knowing the one before), up to ``concurrency`` targets at once.  On the
+  wall clock (``detach``) a pass takes up to ``per_target`` due rows of a target (gate asked in
+  order; a target whose row waits is not asked about its later rows), sends them one after
+  another in the target's task, and holds the rest after the first that is not delivered
+  (their claim undone: not attempts); the journal is written inline, no task; the landings'
+  settles, the next claims and the journal's settles are ONE commit (docs/decisions.md "The
+  pump per batch").  Stack rows keep per-pair
   order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
   due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
@@ -50,13 +56,16 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from sidecar.router.attempt import Attempts, Begin, Next, Outcome, retryable, terminal
-from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome, retryable, terminal
+from sidecar.router.ops import SettleDelivery
+from sidecar.router.io.channels import Channel, JournalChannel, StackChannel
 from sidecar.router.model import Delivery, RoutingEvent
+from sidecar.router.io.sends import (MAX_BATCH, one_per_target, per_target, send_other,
+                                      send_run, send_stack)
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.router.io.pump")
-MAX_BATCH = 500
+PER_TARGET = 16  # detached: a target's rows claimed per pass, sent one after another
 
 
 @dataclass(slots=True)
@@ -70,14 +79,17 @@ class PumpResult:
     stack_heads: tuple[float | None, float | None, int] = (None, None, 0)
     other_due: float | None = None  # the earliest due row of every target but Stack
     health_errors: list[str] = field(default_factory=list)  # targets whose health raised (logged)
+    claimed: int = 0  # attempts claimed by this pass (detached: sent after it, or inline)
 
 
 class DeliveryPump:
     def __init__(self, store: RouterStore, channels: Mapping[str, Channel], *,
                  stack: StackChannel | None = None, attempts: Attempts | None = None,
-                 concurrency: int = 8, wake: Callable[[], None] | None = None) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+                 concurrency: int = 8, wake: Callable[[], None] | None = None,
+                 per_target: int = PER_TARGET) -> None:
+        if concurrency < 1 or per_target < 1:
+            raise ValueError("concurrency and per_target must be >= 1")
+        self.per_target = per_target
         self.store = store
         self.channels = dict(channels)  # target name -> channel (without stack)
         self.stack = stack
@@ -108,8 +120,10 @@ class DeliveryPump:
                 await self.drain(("stack",))
             res = PumpResult()
             stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
-            await self._land(now, res, stack_retry)
-            await self._probes(now, res)
+            # detached: the landings' settles ride with the pass's first commit (ONE transaction
+            # settles a batch and claims the next); else committed here, as before
+            carry = await self._land(now, res, stack_retry, commit=not detach)
+            carry = await self._probes(now, res, carry)
             tried: set[str] = set()
             stalled_until = self._stack_stalled
             if stalled_until is not None and now >= stalled_until:
@@ -123,10 +137,15 @@ class DeliveryPump:
                 skip = frozenset(self._flying)
                 due = await self.store.due(now, self.concurrency, MAX_BATCH if stack_open else None,
                                            self.stack is not None, targets, skip,
-                                           not self._orphans_checked)
-                if len(due.other) < self.concurrency:
+                                           not self._orphans_checked,
+                                           self.per_target if detach else 1)
+                if sum(1 for r in due.other if r.target not in self.channels) < self.concurrency:
+                    # fewer orphans than asked for: all seen (a target's batch of due heads is no
+                    # orphan — counting it would ask again each round, a scan of the backlog)
                     self._orphans_checked = True
-                other = _one_per_target(r for r in due.other if r.id not in tried)[:self.concurrency]
+                fresh_rows = (r for r in due.other if r.id not in tried)
+                other = (per_target(fresh_rows, self.per_target, self.concurrency) if detach
+                         else one_per_target(fresh_rows)[:self.concurrency])
                 runs: list[list[Delivery]] = []
                 if stack_open:
                     runs = [[r for r in run if r.id not in tried] for run in due.stack]
@@ -134,20 +153,32 @@ class DeliveryPump:
                     if self.stack is not None and not self.stack.batch:
                         runs = [run[:1] for run in runs[:self.concurrency]]
                 if not other and not runs:
+                    if carry:
+                        await self.store.commit(carry)
                     break
                 stack_rows = [r for run in runs for r in run]
                 tried.update(r.id for r in other + stack_rows)
                 sendable, claims = self._begin(other + stack_rows, now, res)
-                await self.store.commit(claims)
+                res.claimed += len(sendable)
                 go_other = [(r, b) for r, b in sendable if r.channel != "stack"]
                 go_stack = [(r, b) for r, b in sendable if r.channel == "stack"]
                 if detach:
+                    # the journal is a local file: written inline, in the pass, its claims and
+                    # settles in the pass's ONE commit with the landings and the other claims —
+                    # no task per row (docs/decisions.md "The pump per batch")
+                    local = [(r, b) for r, b in go_other if isinstance(self.channels.get(r.target),
+                                                                       JournalChannel)]
+                    wrote = self._settle(await send_run(self.channels, local, now), now, res, stack_retry)
+                    await self.store.commit(carry + claims + wrote)
+                    carry = []
+                    go_other = [(r, b) for r, b in go_other if (r, b) not in local]
                     self._fly(go_other, go_stack, now)
                     due = await self.store.due(now, 0, None, self.stack is not None, targets,
                                                frozenset(self._flying), False)
                     break
-                outcomes = await self._send_other(go_other, now)
-                attempts, requests = await self._send_stack(go_stack, now)
+                await self.store.commit(claims)
+                outcomes = await send_other(self.channels, go_other, now, self.concurrency)
+                attempts, requests = await send_stack(self.stack, go_stack, now, self.concurrency)
                 stack_out = [x for a in attempts for x in a]
                 res.stack_requests += requests
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
@@ -186,18 +217,21 @@ class DeliveryPump:
                     self.wake()
             return done
 
-        async def other(row: Delivery, b: Begin) -> None:
-            self._landed.append(("other", await self._send_other([(row, b)], now)))
+        async def other(items: list[tuple[Delivery, Begin]]) -> None:
+            self._landed.append(("other", await send_run(self.channels, items, now)))
 
         async def stack() -> None:
-            attempts, requests = await self._send_stack(go_stack, now)
+            attempts, requests = await send_stack(self.stack, go_stack, now, self.concurrency)
             for group in attempts:
                 self._landed.append(("stack", group))
 
+        by_target: dict[str, list[tuple[Delivery, Begin]]] = {}
         for row, b in go_other:
-            task = asyncio.get_running_loop().create_task(other(row, b))
-            self._flying[row.target] = task
-            task.add_done_callback(landed(row.target))
+            by_target.setdefault(row.target, []).append((row, b))
+        for target, items in by_target.items():
+            task = asyncio.get_running_loop().create_task(other(items))
+            self._flying[target] = task
+            task.add_done_callback(landed(target))
         if go_stack:
             task = asyncio.get_running_loop().create_task(stack())
             self._flying["stack"] = task
@@ -217,12 +251,14 @@ class DeliveryPump:
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.sleep(0)  # noqa: TID251 - an I/O yield: the done callbacks run
 
-    async def _land(self, now: float, res: PumpResult, stack_retry: list[float]) -> None:
+    async def _land(self, now: float, res: PumpResult, stack_retry: list[float], *,
+                    commit: bool) -> list[Op]:
         """Settle the detached attempts that landed, in ONE commit (sender health told as a
-        round's would be); a Stack request with no answer at all holds Stack's writes until the
+        round's would be) — made here when ``commit``, else the ops are returned for the pass's
+        first commit; a Stack request with no answer at all holds Stack's writes until the
         first retry of the rows it carried (the outage stop of the module rules)."""
         if not self._landed:
-            return
+            return []
         landed, self._landed = self._landed, []
         ops: list[Op] = []
         for kind, group in landed:
@@ -235,15 +271,21 @@ class DeliveryPump:
             res.stack_requests += 1
             if group and retry and all(o.kind == "retryable" and o.status is None for _, _, o in group):
                 self._stack_stalled = min(retry)
-        await self.store.commit(ops)
+        if commit or any(o.kind == Kind.HELD.value for _, group in landed for _, _, o in group):
+            # a batch's held rows are due again only once their claim is undone: before the read
+            await self.store.commit(ops)
+            return []
+        return ops
 
-    async def _probes(self, now: float, res: PumpResult) -> None:
+    async def _probes(self, now: float, res: PumpResult, carry: list[Op]) -> list[Op]:
         """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
-        health machine keeps exactly one in flight) and commit their answers together."""
+        health machine keeps exactly one in flight) and commit their answers together — after
+        ``carry`` (the landings' settles, in the same commit: health's records land in the
+        order health made them); returns what is still to commit (``carry``, or nothing)."""
         health = self.gate.health
         names = health.probes_due(now)
         if not names:
-            return
+            return carry
 
         async def one(name: str) -> tuple[str, Outcome]:
             ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
@@ -255,7 +297,7 @@ class DeliveryPump:
                 log.exception("probe of %s raised", name)
                 return name, retryable(f"probe error: {type(exc).__name__}")
 
-        ops: list[Op] = []
+        ops: list[Op] = list(carry)
         for name, outcome in await asyncio.gather(*(one(n) for n in names)):
             try:
                 rep = health.probe_result(name, outcome, now)
@@ -266,6 +308,7 @@ class DeliveryPump:
             ops.extend(rep.ops)
             res.events.extend(rep.events)
         await self.store.commit(ops)
+        return []
 
     def _settle_attempts(self, attempts: list[list[tuple[Delivery, Begin, Outcome]]], now: float,
                          res: PumpResult, stack_retry: list[float]) -> list[Op]:
@@ -297,6 +340,12 @@ class DeliveryPump:
         own outcome."""
         ops: list[Op] = []
         for row, b, outcome in outcomes:
+            if outcome.kind == Kind.HELD.value and row.channel != "stack":
+                # claimed with its target's batch, never sent (:func:`.sends.send_run`): the claim
+                # is undone — its attempts and due instant as they were, no note, no report
+                ops.append(SettleDelivery(row.id, row.status, row.attempts, row.next_attempt_at,
+                                          row.last_error, None, now))
+                continue
             nxt, settle = self.gate.settle(row, outcome, now, attempt=b.attempt)
             ops.append(settle)
             ch = self.channels.get(row.target)
@@ -321,9 +370,15 @@ class DeliveryPump:
 
     def _begin(self, rows: list[Delivery], now: float,
                res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
+        """Ask the gate about each row, in order; a target whose row waits (sender health: not
+        now — its pacing, a cooldown) is not asked about its later rows in this round: they
+        stay as they are, behind that row."""
         ops: list[Op] = []
         go: list[tuple[Delivery, Begin]] = []
+        waiting: set[str] = set()
         for row in rows:
+            if row.target in waiting and row.channel != "stack":
+                continue
             try:
                 b = self.gate.begin(row, now)
             except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
@@ -336,60 +391,9 @@ class DeliveryPump:
                 go.append((row, b))
             elif b.next is not None:  # a TTL expiry is a terminal outcome: noted like one
                 res.settled.append((row, b.next))
+            elif b.action == "wait":
+                waiting.add(row.target)
         return go, ops
-
-    async def _send_other(self, items: list[tuple[Delivery, Begin]],
-                          now: float) -> list[tuple[Delivery, Begin, Outcome]]:
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
-            ch = self.channels.get(row.target)
-            if ch is None:
-                return row, b, terminal(f"bad target {row.target!r}: not configured")
-            async with sem:
-                try:
-                    return row, b, await ch.send(row, now)
-                except Exception as exc:  # noqa: BLE001 - a channel bug must not lose the row
-                    log.exception("channel %s raised for delivery %s", row.target, row.id)
-                    return row, b, _channel_error(exc)
-
-        return list(await asyncio.gather(*(one(r, b) for r, b in items)))
-
-    async def _send_stack(self, items: list[tuple[Delivery, Begin]],
-                          now: float) -> tuple[list[list[tuple[Delivery, Begin, Outcome]]], int]:
-        """Send the round's Stack rows: ``(attempts, HTTP requests)`` where each attempt is the
-        outcomes of the rows that travelled in one ``POST /v1/batch`` — or, without batching,
-        of all the round's single writes, sent together before any answered (sender health
-        counts each attempt once)."""
-        if not items:
-            return [], 0
-        stack = self.stack
-        if stack is None:
-            return [[(r, b, terminal("bad target 'stack': no Stack configured")) for r, b in items]], 0
-        if stack.batch:
-            out: list[list[tuple[Delivery, Begin, Outcome]]] = []
-            requests = 0
-            for i in range(0, len(items), MAX_BATCH):
-                chunk = items[i:i + MAX_BATCH]
-                try:
-                    results = await stack.send_batch([r for r, _ in chunk], now)
-                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the rows
-                    log.exception("stack channel raised for a batch of %d writes", len(chunk))
-                    results = [_channel_error(exc)] * len(chunk)
-                requests += 1
-                out.append([(r, b, o) for (r, b), o in zip(chunk, results)])
-            return out, requests
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(row: Delivery, b: Begin) -> tuple[Delivery, Begin, Outcome]:
-            async with sem:
-                try:
-                    return row, b, await stack.send(row, now)
-                except Exception as exc:  # noqa: BLE001 - a client bug must not lose the row
-                    log.exception("stack channel raised for delivery %s", row.id)
-                    return row, b, _channel_error(exc)
-
-        return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
 
     async def close(self) -> None:
         for task in list(self._flying.values()):
@@ -397,26 +401,6 @@ class DeliveryPump:
         await asyncio.gather(*list(self._flying.values()), return_exceptions=True)
         for ch in self.channels.values():
             await ch.close()
-
-
-def _channel_error(exc: Exception) -> Outcome:
-    """A channel or client that raised: retryable (the row is kept), never an HTTP status — but
-    not "no answer" either (``status`` 0), so a bug does not look like a Stack outage.  Only the
-    exception's type reaches the row: its text may hold a URL with a secret (the traceback is
-    in the log)."""
-    return retryable(f"channel error: {type(exc).__name__}", 0)
-
-
-def _one_per_target(rows) -> list[Delivery]:
-    """The oldest due row of each target: a sender sends one delivery at a time, so sender health
-    answers "may it send?" knowing the outcome of the one before (seed 000)."""
-    seen: set[str] = set()
-    out = []
-    for r in rows:
-        if r.target not in seen:
-            seen.add(r.target)
-            out.append(r)
-    return out
 
 
 def _earliest(*dues: float | None) -> float | None:

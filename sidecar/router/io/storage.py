@@ -87,17 +87,21 @@ _HEAD = (f"SELECT {_COLS} FROM deliveries INDEXED BY deliveries_head WHERE statu
 
 
 def due_heads(conn: sqlite3.Connection, now: float, targets: tuple[str, ...], skip: frozenset[str],
-              limit: int) -> list[Delivery]:
-    """The due head of each of ``targets`` but ``skip`` (their oldest pending row due at ``now``,
-    through the ``deliveries_head`` index: a backlog elsewhere costs nothing), oldest first, at
-    most ``limit`` targets — and, when ``targets`` is empty, nothing."""
-    heads: list[Delivery] = []
+              limit: int, per_target: int = 1) -> list[Delivery]:
+    """The due head of each of ``targets`` but ``skip`` — its ``per_target`` oldest pending rows
+    due at ``now`` (one statement per target through the ``deliveries_head`` index with a LIMIT:
+    a backlog elsewhere, or of that target beyond its head, costs nothing) — for at most
+    ``limit`` targets, the targets whose first row is oldest first, each target's rows in order
+    (by ``next_attempt_at``, then ``seq``); when ``targets`` is empty, nothing."""
+    heads: list[list[Delivery]] = []
     for t in targets:
         if t in skip:
             continue
-        heads.extend(delivery_from_row(r) for r in conn.execute(_HEAD, (t, now, 1)))
-    heads.sort(key=lambda d: (d.next_attempt_at, d.seq))
-    return heads[:limit]
+        rows = [delivery_from_row(r) for r in conn.execute(_HEAD, (t, now, per_target))]
+        if rows:
+            heads.append(rows)
+    heads.sort(key=lambda rows: (rows[0].next_attempt_at, rows[0].seq))
+    return [r for rows in heads[:limit] for r in rows]
 
 
 def orphans(conn: sqlite3.Connection, now: float, targets: tuple[str, ...], limit: int) -> list[Delivery]:
@@ -200,16 +204,17 @@ def pass_end(conn: sqlite3.Connection, stack: bool, targets: tuple[str, ...] | N
 
 def due(conn: sqlite3.Connection, now: float, other_limit: int, stack_limit: int | None,
         stack: bool, targets: tuple[str, ...] | None = None, skip: frozenset[str] = frozenset(),
-        with_orphans: bool = True) -> Due:
+        with_orphans: bool = True, per_target: int = 1) -> Due:
     """A pump round's rows in one read: :func:`due_other` (``other_limit``) — or, given the
     configured ``targets``, their due heads (:func:`due_heads`, not ``skip``: targets whose
     attempts are all in flight) plus, ``with_orphans``, :func:`orphans` — and, unless
     ``stack_limit`` is None, :func:`due_stack`; when both are empty, :func:`pass_end` too
-    (``stack``: a Stack is configured)."""
+    (``stack``: a Stack is configured).  ``per_target``: rows per target's head (the wall
+    clock's pump sends a small batch per target per pass)."""
     if targets is None:
         other = due_other(conn, now, other_limit)
     else:
-        other = due_heads(conn, now, targets, skip, other_limit)
+        other = due_heads(conn, now, targets, skip, other_limit, per_target)
         if with_orphans:
             other = orphans(conn, now, targets, other_limit) + other
     runs = due_stack(conn, now, stack_limit) if stack_limit is not None else []
@@ -287,9 +292,9 @@ class RouterStore:
 
     async def due(self, now: float, other_limit: int, stack_limit: int | None, stack: bool,
                   targets: tuple[str, ...] | None = None, skip: frozenset[str] = frozenset(),
-                  with_orphans: bool = True) -> Due:
+                  with_orphans: bool = True, per_target: int = 1) -> Due:
         return await self.store.read(due, now, other_limit, stack_limit, stack, targets, skip,
-                                     with_orphans)
+                                     with_orphans, per_target)
 
     async def pass_end(self, stack: bool, targets: tuple[str, ...] | None = None,
                        skip: frozenset[str] = frozenset()) -> PassEnd:
