@@ -1,5 +1,6 @@
 """Follow-up mail's 6 h source at a grid RU Online pass (seed 001 "Останній лист TU старший за 6
-годин"; DESIGN §5, §8.1, §13), judged again only for pairs whose facts changed (issue 24 lever 3).
+годин"; DESIGN §5, §8.1, §13), judged again only for pairs whose facts changed
+(docs/decisions.md, "poll answers as differences").
 
 Rules / theory of operation
 ---------------------------
@@ -27,7 +28,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sidecar.domain.favorites import Favorite
 from sidecar.domain.tasks import TaskType
@@ -36,8 +37,21 @@ from sidecar.services.follow_up_mail import check
 from sidecar.services.follow_up_mail import sources as src
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sidecar.runtime.tu import TuRuntime
     from sidecar.services.base import Step
-    from sidecar.services.follow_up_mail.service import FollowUpMailService
+    from sidecar.services.follow_up_mail.lock import PairLocks
+    from sidecar.services.follow_up_mail.marker import MailMarker
+
+
+class MailService(Protocol):
+    """What the 6 h source reads of the Follow-up mail service (no import of it: one way)."""
+
+    tu: "TuRuntime"
+    six_h_hold: set[str]  # refused for the limit: wait for a change
+    six_h_after: dict[str, float]  # ru -> the 6 h source may pass only later (unix s)
+    locks: "PairLocks"
+
+    def marker(self, ru: str) -> "MailMarker": ...
 
 TYPE = TaskType.FOLLOW_UP_MAIL
 MAIL = TYPE.value  # history rows and the log's keys carry the value
@@ -57,7 +71,7 @@ class SixHourPass:
         """The session ended (logout)."""
         self.refused.clear()
 
-    def judge(self, svc: "FollowUpMailService", step: "Step", ru: str) -> None:
+    def judge(self, svc: MailService, step: "Step", ru: str) -> None:
         """Pair ``ru`` of a grid pass (module rules)."""
         rt = svc.tu
         if ru in svc.six_h_hold or step.now <= svc.six_h_after.get(ru, float("-inf")):
