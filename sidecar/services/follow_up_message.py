@@ -202,6 +202,10 @@ class FollowUpMessageService(PlainChecks, Service):
         if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
             return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online
+        # an RU that is no favorite and has no chain is judged by nothing below (the plain
+        # check's first condition is an active favorite): a pass looks only at the others
+        # (the same checks in the same order, without a call per stranger)
+        candidates = (candidates & self.tu.favorites.keys()) | (candidates & self.pool.keys())
         unknown: list[str] = []
         for ru in sorted(candidates):
             if ru in self.pool:

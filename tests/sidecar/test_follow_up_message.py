@@ -586,3 +586,28 @@ def test_a_chain_ended_by_the_60_min_boundary_is_not_revived_by_later_tu_message
     w2.at(4500)
     assert fu(w2, "chain") == [] and fu(w, "chain") == []
     assert w2.d.engine.tus[TU].by_name["follow_up_message"].pool == {}
+
+
+@pytest.mark.parametrize("project", ["golden", "chathouse"])
+def test_a_pass_judges_favorites_and_chains_only_never_a_stranger(project, monkeypatch):
+    """Issue 24 lever 3: an online RU that is no favorite and has no chain is judged by none of
+    the pass's checks (the plain check's first condition is an active favorite, seed 004 "Після
+    60 хв"), so the pass does not look at it at all — while a favorite is still checked at each
+    pass and its over-60-min task still comes."""
+    from sidecar.services.follow_up_message import FollowUpMessageService
+
+    w = World(project)
+    for i in range(5):
+        w.online.add(f"stranger-{i}")
+        w.chat[f"stranger-{i}"] = [{"id": f"s{i}", "from": "tu", "at": T0 - 7200.0}]
+    w.chat[RU] = [{"id": "m0", "from": "tu", "at": T0 - 7200.0}]
+    w.online.add(RU)
+    judged: list[str] = []
+    plain = FollowUpMessageService._plain_check
+    monkeypatch.setattr(FollowUpMessageService, "_plain_check",
+                        lambda self, step, ru: judged.append(ru) or plain(self, step, ru))
+    w.login([fav(RU, project)])
+    w.at(300)
+    assert judged and set(judged) == {RU}
+    [task] = fu(w, "over_60m")
+    assert task.ru == RU

@@ -38,7 +38,8 @@ Rules / theory of operation
   with the offer, deleted with the check, offered again after a restart at the first RU Online
   report and checked once (:mod:`.pending`).
 * Last TU mail older than 6 h is judged at grid RU Online passes only (``scheduled``, not a login's
-  or reconnect's pass): the same instants across a restart (DESIGN §5).  A read
+  or reconnect's pass): the same instants across a restart (DESIGN §5); only pairs whose facts
+  changed are judged again (:mod:`.six_hours`).  A read
   per pair only when it could pass: none before a letter a read showed is 6 h old, none after a
   limit refusal before the RU comes online again or a row changes the mail limit.  Not state: a
   restart reads once more and reaches the same refusal (no task moves).
@@ -62,13 +63,13 @@ from sidecar.services.follow_up_mail import marker as mk
 from sidecar.services.follow_up_mail import sources as src
 from sidecar.services.follow_up_mail.lock import PairLocks
 from sidecar.services.follow_up_mail.pending import PendingTriggers
+from sidecar.services.follow_up_mail.six_hours import SixHourPass
 
 log = logging.getLogger("sidecar.follow_up_mail")
 
 TYPE = TaskType.FOLLOW_UP_MAIL
 MAIL = TYPE.value  # history rows carry the value (read once: Enum.value is a slow descriptor)
 UNANSWERED = TaskType.UNANSWERED_MESSAGE.value
-MAIL_TASKS = frozenset({TaskType.UNANSWERED_MAIL, TaskType.FOLLOW_UP_MAIL})
 # 6 h refusals that hold the pair (module rules): their cause changes only with the limit; the
 # others are re-judged by the pass's read-free pre-check (a hold on them outlived a closed task)
 SIX_H_HOLD_OUTCOMES = frozenset({"refused:no_mail_limit", "refused:limit_unknown"})
@@ -101,6 +102,7 @@ class FollowUpMailService(Service):
         self.pending = PendingTriggers(tu)  # burst / read triggers kept durable until checked
         self.restored: dict[str, list[src.Trigger]] = {}  # ru -> pending triggers of a crash
         self._decoded: dict[str, tuple[Favorite, mk.MailMarker]] = {}  # ru -> favorite, its marker
+        self.six_hour_pass = SixHourPass()  # the 6 h source at grid passes (its own module)
 
     # marker -----------------------------------------------------------------------------------
     def marker(self, ru: str) -> mk.MailMarker:
@@ -174,6 +176,7 @@ class FollowUpMailService(Service):
         self.six_h_hold.clear()
         self.awaiting_sync.clear()
         self._decoded.clear()
+        self.six_hour_pass.clear()
 
     # inputs -----------------------------------------------------------------------------------
     def on_timer(self, step: Step, key: tuple, payload: Any) -> None:
@@ -262,33 +265,8 @@ class FollowUpMailService(Service):
         self.restored.clear()
         if full_pass and scheduled:  # grid passes only: the same instants across a restart
             for ru in sorted(online):
-                self._six_hours(step, ru)
+                self.six_hour_pass.judge(self, step, ru)  # (only pairs whose facts changed)
         self._flush_soon(step)
-
-    def _six_hours(self, step: Step, ru: str) -> None:
-        """Seed 001 "Останній лист TU старший за 6 годин", from a full RU Online pass."""
-        rt = self.tu
-        if ru in self.six_h_hold or step.now <= self.six_h_after.get(ru, float("-inf")):
-            return
-        # the eligibility of the joint check (check.eligibility) from the facts it reads: this
-        # runs for every online pair on every full pass, most of them refused, so the whole
-        # PairState (marker, history, limits) is not built for them
-        fav = rt.favorites.get(ru)
-        mail_task_open = any(t.type in MAIL_TASKS for t in rt.factory.open_of_pair(rt.tu, ru))
-        reason = check.refusal(fav, fav is not None and rt.client.is_freeloader(fav), ru in rt.online,
-                               mail_task_open, True)
-        if reason is not None:  # the decision log keeps a repeated refusal once (DESIGN §13)
-            record_outcome(step, rt, ru, TYPE, src.LAST_MAIL_6H, f"refused:{reason}")
-            return
-        last = next((r for r in reversed(rt.history.get(ru, ()))
-                     if r.type == MAIL and r.source == src.LAST_MAIL_6H), None)
-        # "очікує перевірки з іншого mail-джерела": a trigger queued or in flight, and an armed
-        # post-chat timer (its check is coming; a 6 h mail now would only block or double it)
-        other_pending = self.locks.pending(ru) or self.marker(ru).post_chat_pending
-        trigger = src.six_hour_trigger(step.now, mail_task_open, other_pending,
-                                       None if last is None else last.created_at)
-        if trigger is not None:
-            self.locks.offer(ru, trigger)
 
     # the joint check --------------------------------------------------------------------------
     def pair(self, ru: str) -> check.PairState:
