@@ -53,8 +53,11 @@ async def test_why_on_the_bridge_and_the_cli(tmp_path):
         assert "2026-11-30 08:00:05" in table.stdout and "refused:stronger_task_open" in table.stdout
         assert "already open" in table.stdout
         lines = cli("why", TU, RU, "--data-dir", str(tmp_path), "--json")
-        assert [json.loads(x)["outcome"] for x in lines.stdout.splitlines()] == [
+        story = [json.loads(x) for x in lines.stdout.splitlines()]
+        # the pair's whole story: its decisions with their outcomes, and the task they made
+        assert [e["details"]["outcome"] for e in story if "outcome" in e["details"]] == [
             "created", "refused:stronger_task_open"]
+        assert [e["kind"] for e in story if e["kind"] == "created"] == ["created"]
         since = cli("why", TU, RU, "--data-dir", str(tmp_path), "--since", "2026-11-30T08:00:06Z", "--json")
         assert len(since.stdout.splitlines()) == 1
         await c.close()
