@@ -18,6 +18,8 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 import sqlite3
 from pathlib import Path
 
@@ -47,11 +49,11 @@ def read_decisions(conn: sqlite3.Connection, tu: str, ru: str, since: float | No
             for r in conn.execute(_SELECT, (tu, ru, lo, after_id or 0, after_id or 0, limit))]
 
 
-def read_data_dir(data_dir: Path | str, tu: str, ru: str,
-                  since: float | None = None) -> list[dict]:
-    """:func:`read_decisions` on ``<data_dir>/sidecar.db`` opened read-only.
-
-    Raises :class:`DecisionLogUnavailable` (missing file, schema without the log, unreadable)."""
+@contextmanager
+def decision_log(data_dir: Path | str) -> Iterator[sqlite3.Connection]:
+    """``<data_dir>/sidecar.db`` opened read-only (no lock, no migration) for a reader of the
+    decision log; closed on exit.  Raises :class:`DecisionLogUnavailable` (missing file, schema
+    without the log, unreadable — an ``sqlite3.Error`` inside the block included)."""
     path = Path(data_dir) / DB_NAME
     if not path.is_file():
         raise DecisionLogUnavailable(f"no sidecar database at {path}")
@@ -66,8 +68,17 @@ def read_data_dir(data_dir: Path | str, tu: str, ru: str,
             raise DecisionLogUnavailable(
                 f"{path} has no decision log yet (written by an older sidecar; it starts with the "
                 "next run)")
-        return read_decisions(conn, tu, ru, since)
+        yield conn
     except sqlite3.Error as exc:
         raise DecisionLogUnavailable(f"cannot read {path}: {exc}") from exc
     finally:
         conn.close()
+
+
+def read_data_dir(data_dir: Path | str, tu: str, ru: str,
+                  since: float | None = None) -> list[dict]:
+    """:func:`read_decisions` on ``<data_dir>/sidecar.db`` opened read-only.
+
+    Raises :class:`DecisionLogUnavailable` (missing file, schema without the log, unreadable)."""
+    with decision_log(data_dir) as conn:
+        return read_decisions(conn, tu, ru, since)

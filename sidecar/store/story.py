@@ -39,8 +39,7 @@ import msgspec
 
 from sidecar.domain.tasks import SPECS, TaskType
 
-from .decisions import DB_NAME, DecisionLogUnavailable, read_decisions
-from .integrity import open_checked
+from .decisions import decision_log, read_decisions
 from .rows import decode_json
 
 KINDS = ("no_list", "candidate", "refused", "chain", "removed", "created", "marker", "overdue",
@@ -151,19 +150,5 @@ def read_data_dir(data_dir: Path | str, tu: str, ru: str) -> list[StoryEntry]:
     """:func:`read_story` on ``<data_dir>/sidecar.db`` opened read-only (no lock, no migration).
 
     Raises :class:`DecisionLogUnavailable` (missing file, schema without the log, unreadable)."""
-    path = Path(data_dir) / DB_NAME
-    if not path.is_file():
-        raise DecisionLogUnavailable(f"no sidecar database at {path}")
-    try:
-        conn = open_checked(path)  # DatabaseDamaged: one line and exit 7 (sidecar.cli)
-    except sqlite3.Error as exc:
-        raise DecisionLogUnavailable(f"cannot open {path}: {exc}") from exc
-    try:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'decisions'").fetchone() is None:
-            raise DecisionLogUnavailable(f"{path} has no decision log yet (written by an older sidecar; it "
-                                         "starts with the next run)")
+    with decision_log(data_dir) as conn:
         return read_story(conn, tu, ru)
-    except sqlite3.Error as exc:
-        raise DecisionLogUnavailable(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
