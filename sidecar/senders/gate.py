@@ -6,6 +6,12 @@ Rules / theory of operation
 * One :class:`HealthGate` per process, over the pure machine (:mod:`.health`) and the
   :class:`~.manage.Registry` loaded from SQLite at start (:meth:`HealthGate.load`).  A sender is
   a router target; ``stack`` is one too and always exists.
+* **One exchange per pump round** (:mod:`sidecar.router.exchange`): the router asks
+  :meth:`HealthGate.admit` once with every target's due rows (a :class:`~sidecar.router.exchange.Want`
+  each) and tells :meth:`HealthGate.settle` once with every attempt's outcome and probe answer
+  of the round — lists in, lists out; each item is the one-at-a-time answer below, in order, so
+  the seed's rules hold row by row.  An item whose bookkeeping raises (a bug) is handed back
+  (a :class:`~sidecar.router.exchange.Fault`, or the grant's ``error``) and the others stand.
 * **May this sender send now?** (:meth:`may_send`): ``active`` and past its pacing / rest →
   yes, and the attempt starts now (the machine's ``Sent``: the active group's send interval
   paces the next one).  In cooldown → no, ask again at the planned exit plus the rest (10 min; 0 for
@@ -40,13 +46,14 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace as dc_replace
 
 import msgspec
 
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import YES, Admission, Kind, Outcome, RefreshWaiting, ReleaseTarget, Report
+from sidecar.router.exchange import Grant, Settlement, Told, Want, admit_each, settle_each
 from sidecar.router.model import RoutingEvent
 from sidecar.store.ops import Op
 
@@ -118,7 +125,18 @@ class HealthGate:
     def state(self, sender: str) -> h.SenderState:
         return self._get(sender)
 
-    # ---- the router's SenderHealth --------------------------------------------------------------
+    # ---- the router's BatchHealth: one admission, one settlement per round ------------------------
+    def admit(self, wants: Sequence[Want], now: float) -> list[Grant]:
+        """Each want's grant: :meth:`may_send` asked row by row, stopping at the first "no"."""
+        return admit_each(self.may_send, wants, now)
+
+    def settle(self, told: Sequence[Told], now: float) -> Settlement:
+        """Every told item in order: an attempt's outcome (:meth:`report`, at its ``at``) or a
+        probe's answer (:meth:`probe_result`)."""
+        return settle_each(lambda t: self.report(t.target, t.channel, t.outcome, t.at, final=t.final),
+                           lambda t: self.probe_result(t.target, t.outcome, t.at), told)
+
+    # ---- one at a time (the batch calls' items; the manage API and tests) ------------------------
     def may_send(self, target: str, channel: str, now: float) -> Admission:
         s = self._get(target)
         ok, nxt = h.may_send(s, now)
@@ -130,8 +148,8 @@ class HealthGate:
 
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report:
-        # one call per ATTEMPT (one HTTP request): the router reports a request that carried
-        # several deliveries once (Attempts.report_request), never once per delivery
+        # one call per ATTEMPT (one HTTP request): the router tells a request that carried
+        # several deliveries once (Attempts.request_told), never once per delivery
         started = self._admitted.get(target, now)
         if outcome.kind == Kind.DELIVERED.value:
             ev: h.HealthInput = h.Delivered(now, started)

@@ -97,10 +97,15 @@ async def test_a_round_of_several_targets_admits_once_and_settles_once(rstore):
     await rstore.commit([PutDelivery(_row(i, t, "webhook")) for t in ("crm-hook", "ops") for i in range(2)])
     pump = DeliveryPump(rstore, {"crm-hook": hook, "ops": ops}, attempts=Attempts(front))
     await pump.run_due(T0)
-    # round 1: both heads; round 2: crm-hook's second row (ops' second waits behind its retry)
-    assert front.admits == [[("crm-hook", 1), ("ops", 1)], [("crm-hook", 1)]]
-    assert front.settles == [[("crm-hook", "delivered"), ("ops", "retryable")], [("crm-hook", "delivered")]]
-    assert front.gate.state("ops").failed_in_row == 1
+    # round 1: both heads; round 2: the next heads (ops' first waits for its retry at +30)
+    assert front.admits == [[("crm-hook", 1), ("ops", 1)]] * 2
+    assert front.settles == [[("crm-hook", "delivered"), ("ops", "retryable")]] * 2
+    # told before the next round: two failures in a row start cooldown #1 (seed 000 §1–§2)
+    s = front.gate.state("ops")
+    assert (s.state, s.cooldown_times) == (h.COOLDOWN, 1)
+    await pump.run_due(T0 + 30)  # both retries are due (a round each): refused, not attempts
+    assert front.admits[2:] == [[("ops", 1)]] * 2 and front.settles[2:] == []
+    assert [r.attempts for r in await rstore.deliveries(target="ops")] == [1, 1]
     await pump.close()
 
 
