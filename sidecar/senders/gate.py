@@ -50,12 +50,13 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace as dc_replace
 
 import msgspec
+from msgspec.structs import replace as struct_replace
 
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import YES, Admission, Kind, Outcome, RefreshWaiting, ReleaseTarget, Report
 from sidecar.router.exchange import Grant, Settlement, Told, Want, admit_each, settle_each
 from sidecar.router.model import RoutingEvent
-from sidecar.store.ops import Op
+from sidecar.store.ops import Op, PutSender
 
 from . import health as h
 from .manage import Registry, with_senders
@@ -81,6 +82,20 @@ def waiting_reason(s: h.SenderState, until: float | None) -> str:
         return (f"cooldown #{s.cooldown_times} until {h.utc_text(s.cooldown_end)},"
                 f" asked again at {h.utc_text(until)}")
     return f"paced or resting until {h.utc_text(until)}"
+
+
+def last_put_per_sender(ops: Sequence[Op]) -> tuple[Op, ...]:
+    """``ops`` without the :class:`~sidecar.store.ops.PutSender` upserts a later one of the same
+    sender overwrites (order otherwise kept: the survivor stays where the last one was)."""
+    seen: set[str] = set()
+    keep: list[Op] = []
+    for op in reversed(ops):
+        if isinstance(op, PutSender):
+            if op.sender in seen:
+                continue
+            seen.add(op.sender)
+        keep.append(op)
+    return tuple(reversed(keep))
 
 
 class SenderStateNote(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,9 +147,12 @@ class HealthGate:
 
     def settle(self, told: Sequence[Told], now: float) -> Settlement:
         """Every told item in order: an attempt's outcome (:meth:`report`, at its ``at``) or a
-        probe's answer (:meth:`probe_result`)."""
-        return settle_each(lambda t: self.report(t.target, t.channel, t.outcome, t.at, final=t.final),
-                           lambda t: self.probe_result(t.target, t.outcome, t.at), told)
+        probe's answer (:meth:`probe_result`).  A sender's row is written once, with its last
+        state (every item's history rows are kept): the settlement commits in one transaction,
+        so the earlier upserts of the same row would be overwritten there anyway."""
+        got = settle_each(lambda t: self.report(t.target, t.channel, t.outcome, t.at, final=t.final),
+                          lambda t: self.probe_result(t.target, t.outcome, t.at), told)
+        return struct_replace(got, ops=last_put_per_sender(got.ops))
 
     # ---- one at a time (the batch calls' items; the manage API and tests) ------------------------
     def may_send(self, target: str, channel: str, now: float) -> Admission:

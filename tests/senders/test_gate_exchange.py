@@ -13,6 +13,7 @@ from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate, timer_key
 from sidecar.senders.groups import Group
 from sidecar.senders.manage import Registry
+from sidecar.store.ops import PutSender
 
 T0 = 1_764_489_600.0
 
@@ -50,7 +51,14 @@ def test_a_settlement_is_the_reports_in_order():
     want = [rows.report("crm-hook", "webhook", fail, T0 + 1, final=False),
             rows.report("crm-hook", "webhook", fail, T0 + 2, final=False)]
     assert got.faults == ()
-    assert got.ops == tuple(op for r in want for op in r.ops)
+    every = [op for r in want for op in r.ops]
+    puts = [op for op in got.ops if isinstance(op, PutSender)]
+    # the sender's row once, with its last state; every history row, in order
+    reported_puts = [op for op in every if isinstance(op, PutSender)]
+    assert len(reported_puts) == 2 and puts == reported_puts[-1:]
+    assert [op for op in got.ops if not isinstance(op, PutSender)] == [
+        op for op in every if not isinstance(op, PutSender)]
+    assert puts[0].data["state"] == h.COOLDOWN
     assert got.events == tuple(e for r in want for e in r.events) and got.events[0].action == "cooldown"
     s = lists.state("crm-hook")
     assert s == rows.state("crm-hook") and (s.state, s.cooldown_times) == (h.COOLDOWN, 1)
