@@ -183,10 +183,10 @@ class Attempts:
                     b = Begin(action="send", attempt=k,
                               ops=(ClaimDelivery(row.id, k, now + retry_step(row.channel, k), now),))
                 elif g is None or g.error is not None or g.refusal is None:
-                    exc = g.error if g is not None and g.error is not None else RuntimeError(
+                    err = g.error if g is not None and g.error is not None else RuntimeError(
                         f"sender health answered no grant for {row.target!r}")
-                    faults.append((row, exc))
-                    b = self.health_error(row, exc, now)
+                    faults.append((row, err))
+                    b = self.health_error(row, err, now)
                 else:
                     b = Begin(action="wait", ops=(DeferDelivery(
                         row.id, g.refusal.not_before, g.refusal.reason or "sender unavailable", now),))
