@@ -356,11 +356,15 @@ class StackChannel(Channel):
         return classify_status(status, detail)
 
     @classmethod
-    def _outcome(cls, exc: StackError) -> Outcome:
+    def _outcome(cls, exc: StackError, now: float) -> Outcome:
+        """A failed Stack call → outcome.  A 429 paces Stack by its ``Retry-After`` in either
+        form (seconds, or an HTTP-date read against ``now``, unix seconds); unreadable or absent
+        → the flood ladder's step (DESIGN §10)."""
         if exc.status is None:
             return retryable(exc.short())
-        if exc.status == FLOOD_STATUS:  # Stack's 429 paces Stack, by its Retry-After when given
-            return classify_status(exc.status, exc.detail or "", getattr(exc, "retry_after", None))
+        if exc.status == FLOOD_STATUS:
+            wait = exc.retry_after if exc.retry_after is not None else retry_after_header(exc.retry_after_header, now)
+            return classify_status(exc.status, exc.detail or "", wait)
         return cls._outcome_of(exc.status, exc.detail or "")
 
     @staticmethod
@@ -377,7 +381,7 @@ class StackChannel(Channel):
         try:
             await self.client.send(row.method, row.path, bytes(row.message), row.idem_key, **self._stamp(now))
         except StackError as exc:
-            out = self._outcome(exc)
+            out = self._outcome(exc, now)
             if out.kind == "terminal":
                 self._refused(row, out, "single")  # loud: only a fix on either side helps
             return out
@@ -396,6 +400,8 @@ class StackChannel(Channel):
         try:
             results = await self.client.batch(writes, **self._stamp(now))
         except StackUnavailable as exc:
+            if exc.status == FLOOD_STATUS:  # the whole batch paced: every write flooded, none an attempt
+                return [self._outcome(exc, now)] * len(rows)
             return [retryable(exc.short(), exc.status)] * len(rows)
         except StackError as exc:
             log.error("STACK REFUSED a batch of %d writes with HTTP %s: %s — every write kept and "
@@ -417,7 +423,7 @@ class StackChannel(Channel):
         try:
             await self.client.health(**self._stamp(now))
         except StackError as exc:
-            return self._outcome(exc)
+            return self._outcome(exc, now)
         return DELIVERED
 
     async def close(self) -> None:
