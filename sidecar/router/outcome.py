@@ -176,8 +176,8 @@ def request_outcome(outcomes: list[Outcome]) -> Outcome | None:
     * any delivery delivered → delivered: the sender delivered (``failed_in_row`` back to 0);
       the writes that failed beside it are that write's failure, retried on their own ladder,
       not the sender's — one poisoned write must not park every pair behind a cooldown;
-    * else any retryable (the request failed as a whole — no answer, 5xx, 429 — or every write
-      that was tried answered 5xx/408/429) → that one retryable failure: +1, once;
+    * else any retryable (the request failed as a whole — no answer, 5xx — or every write
+      that was tried answered 5xx/408) → that one retryable failure: +1, once;
     * else any terminal (4xx per write) → terminal: never counts;
     * only ``held`` or ``flooded`` (not attempts, not failures) or nothing → None: nothing to
       report."""
