@@ -133,7 +133,7 @@ async def test_stack_429_paces_stack_by_its_retry_after_header():
     seconds carried from the client — no failure for StackWatch or sender health."""
     import httpx
 
-    from sidecar.router.io.channels import StackChannel
+    from sidecar.router.io.stack_channel import StackChannel
     from sidecar.stack.client import StackClient
     from sidecar.stack.errors import StackUnavailable
 

@@ -66,7 +66,8 @@ from sidecar.store.ops import Op
 from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome
 from sidecar.router.exchange import Told
 from sidecar.router.ops import SettleDelivery
-from sidecar.router.io.channels import Channel, JournalChannel, StackChannel
+from sidecar.router.io.channels import Channel, JournalChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.model import Delivery, RoutingEvent
 from sidecar.router.io.sends import (MAX_BATCH, one_per_target, per_target, send_other,
                                       send_probes, send_run, send_stack)

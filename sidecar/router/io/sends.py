@@ -12,7 +12,8 @@ import logging
 from collections.abc import Mapping
 
 from sidecar.router.attempt import Begin, Outcome, held, retryable, terminal
-from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.io.channels import Channel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.model import Delivery
 
 log = logging.getLogger("sidecar.router.io.pump")

@@ -10,7 +10,7 @@ import email.utils
 import httpx
 import pytest
 
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.model import Delivery
 from sidecar.stack.client import StackClient
 
