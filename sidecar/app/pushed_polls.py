@@ -1,0 +1,86 @@
+"""Poll answers pushed into the frame: the sidecar's side of
+:mod:`sidecar.protocol.polls`.
+
+Rules / theory of operation
+---------------------------
+* **Listing.** After a ``clock.advance_to`` / ``platform.events`` that asked (``polls_ahead_s``),
+  :meth:`PushedPolls.listed` names every grid poll pass with fixed params due at or before
+  ``next_due + polls_ahead_s`` (:meth:`sidecar.services.passes.PassService.ahead`), per logged-in
+  TU, in time order (ties by TU, then pass name).  A replayer reaches no further before it sends
+  its next frame when it advances at most its operator's shortest delay past ``next_due``
+  (electron-stub README, "Virtual time steps").
+* **Taking.** The call's ``poll_answers`` are offered for the call only (:meth:`offered`, under
+  the step lock): a scheduled pass step's request (service ``passes``, context
+  :data:`~sidecar.services.passes.SCHEDULED`) whose ``(tu, pass, at)`` and params match an
+  offered answer takes it (:meth:`take`) instead of a round trip; its answer step runs exactly as
+  a round trip's would.  What the call did not take is dropped when it ends — a pass that did
+  not run (a logout, a later instant) — as a late answer is dropped today.  ``used`` lists what
+  was taken (indices into ``poll_answers``), in the order the passes ran.
+* Nothing here runs on the wall clock: the app offers answers and lists passes only on the
+  virtual clock, where a step's requests are made inline (:mod:`sidecar.runtime.executor`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sidecar.protocol.polls import PollAhead, PollAnswer
+from sidecar.runtime.engine import Engine
+from sidecar.runtime.step import Request
+from sidecar.services.passes import SCHEDULED, PassService
+
+PASSES = PassService.name  # the service whose grid steps may take a pushed answer
+
+
+class PushedPolls:
+    """Lists the passes ahead and holds the answers offered to the call under way."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._offered: dict[tuple[str, str, float], tuple[int, Any]] = {}  # (tu, pass, at) -> (index, result)
+        self.used: list[int] = []  # indices taken in the call under way
+        self.taken = 0  # pushed answers taken since start (status, bench)
+
+    def listed(self, until: float) -> list[PollAhead]:
+        """Every grid pass with fixed params due at or before ``until`` (unix seconds)."""
+        out: list[PollAhead] = []
+        for tu in sorted(self.engine.tus):
+            rt = self.engine.tus[tu]
+            svc = rt.services.named(PASSES)
+            if not rt.logged_in or not isinstance(svc, PassService):
+                continue
+            for at, p in svc.ahead(until):
+                out.append(PollAhead(project=rt.project, tu=tu, pass_=p.name, at=at, method=p.method,
+                                     params=dict(p.params)))
+        out.sort(key=lambda x: (x.at, x.tu, x.pass_))
+        return out
+
+    @contextmanager
+    def offered(self, answers: list[PollAnswer] | None) -> Iterator[list[int]]:
+        """Offer ``answers`` for the call inside (the caller holds the step lock); yields the
+        list of indices taken, complete when the block ends.  What was not taken is dropped."""
+        self._offered = {(a.tu, a.pass_, a.at): (i, a.result) for i, a in enumerate(answers or ())}
+        self.used = used = []
+        try:
+            yield used
+        finally:
+            self._offered = {}
+            self.used = []
+
+    def take(self, req: Request) -> tuple[bool, Any]:
+        """``(True, result)`` when an offered answer is this request's (module rules), which
+        it consumes; else ``(False, None)``: ask by round trip."""
+        if not self._offered or req.service != PASSES or req.context != SCHEDULED:
+            return False, None
+        key = (req.tu, req.tag, req.at)
+        hit = self._offered.get(key)
+        if hit is None:
+            return False, None
+        rt = self.engine.tus.get(req.tu)
+        if rt is None or req.params != dict(rt.client.pass_named(req.tag).params):
+            return False, None  # e.g. open_limits, whose params carry a cursor: never pushed
+        del self._offered[key]
+        self.used.append(hit[0])
+        self.taken += 1
+        return True, hit[1]
