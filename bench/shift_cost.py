@@ -17,7 +17,9 @@ Rules / theory of operation
 * ``--profile DIR``: each sidecar runs under cProfile (the same ``sitecustomize``) and leaves
   ``DIR/<pid>.prof`` at its exit (a killed one leaves none).
 * ``frames``: the frames the harness sent the sidecars, by method (``Replay.frames``);
-  ``request_frames``: the sidecars' ``platform.request(s)`` round trips.  ``transactions_per_frame``
+  ``request_frames``: the sidecars' ``platform.request(s)`` round trips; ``round_trips`` both;
+  ``pushed_answers``: poll answers pushed into frames instead (``electron_stub.pushed_polls``:
+  ``used``, and ``dropped`` — pushed for a pass that did not run).  ``transactions_per_frame``
   divides the write transactions by every frame sent.
 * Prints one JSON object per run.  ``/proc/loadavg``'s 1-minute figure is read before and after.
 """
@@ -97,6 +99,10 @@ def run_once(scenario: str, trace: str | None, count: bool, profile: str | None 
         rp = _Seen.replay
         r["frames"] = dict(getattr(rp, "frames", {}))  # sidecar-bound frames by method
         r["request_frames"] = dict(getattr(rp, "request_frames", {}))  # the sidecars' round trips
+        pusher = getattr(rp, "pusher", None)  # poll answers pushed into frames instead of round trips
+        if pusher is not None:
+            r["pushed_answers"] = {"used": pusher.used, "dropped": pusher.dropped}
+        r["round_trips"] = sum(r["frames"].values()) + sum(r["request_frames"].values())
         r["overlap"] = round(wall / max(1e-9, r["harness_cpu_s"] + r["sidecar_cpu_s"]), 2)
         if count:
             total: dict = {}

@@ -16,6 +16,9 @@ Rules / theory of operation
   ``task.created`` to the operator model; held while a frame is in flight), ``platform.request``
   — or a step's several in one ``platform.requests`` — is answered from the world as of the
   asking step's instant (its ``at``; inside a frame the lines up to then are applied first).
+  A grid poll pass whose answer is known before the frame goes is answered inside the frame
+  instead (:mod:`electron_stub.pushed_polls`); both write the same ``platform.request`` trace
+  line (:meth:`Replay._record`).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """

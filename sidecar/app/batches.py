@@ -14,6 +14,8 @@ Rules / theory of operation
 * An ``if_open`` event whose task is no longer open is skipped: nothing runs, and its index goes
   into the ``batch_skipped`` of the ``platform.request`` calls after it (:attr:`~EventBatches.
   skipped`, which the app hands to :mod:`sidecar.app.requests` with :attr:`~EventBatches.seen`).
+* On the virtual clock the call's grid passes take the answers it carried (``poll_answers``)
+  instead of a round trip (:mod:`sidecar.app.pushed_polls`); the answer says which.
 * A refused event (bad raw event, TU not logged in) is its own error result and changes
   nothing; the others are handled.  Each result carries ``seq``: the stream's last seq once its
   step's notes were sent (``step_seqs``, filled by the app's ``step_done`` port from

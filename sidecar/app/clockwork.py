@@ -12,6 +12,8 @@ Rules / theory of operation
   due at once commit as one group — one SQLite transaction, one thread hop — in step order
   (:meth:`StepExecutor.group`); inside ``platform.events`` an advance joins that call's group.
   The group is committed before the delivery pump reads SQLite and before any yield.
+* **Pushed poll answers**: an advance's grid passes take the answers the call carried
+  (``poll_answers``) instead of a round trip (:mod:`sidecar.app.pushed_polls`).
 * Wall clock: a ticker task (:meth:`Clockwork.ticker`) sleeps until the next due timer, or
   until the :class:`Alarm` wakes it for a sooner one.
 * **Wall clock, per event** (p99 ``platform.event`` → ``task.created`` ≤ 2 ms at

@@ -21,7 +21,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,6 +31,7 @@ from sidecar.runtime.step import Request
 from sidecar.services.passes import SCHEDULED, PassService
 
 PASSES = PassService.name  # the service whose grid steps may take a pushed answer
+Outcome = tuple[Any, str | None]  # (result, None) or (None, error text): sidecar.app.requests
 
 
 class PushedPolls:
@@ -38,9 +39,9 @@ class PushedPolls:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._offered: dict[tuple[str, str, float], tuple[int, Any]] = {}  # (tu, pass, at) -> (index, result)
+        # (tu, pass, at) -> (index, result); a request's ``at`` is never None on the virtual clock
+        self._offered: dict[tuple[str, str, float | None], tuple[int, Any]] = {}
         self.used: list[int] = []  # indices taken in the call under way
-        self.taken = 0  # pushed answers taken since start (status, bench)
 
     def listed(self, until: float) -> list[PollAhead]:
         """Every grid pass with fixed params due at or before ``until`` (unix seconds)."""
@@ -56,12 +57,29 @@ class PushedPolls:
         out.sort(key=lambda x: (x.at, x.tu, x.pass_))
         return out
 
+    def list_into(self, result: dict, ahead_s: float | None, next_due: float | None) -> dict:
+        """``result`` of a call that asked ``polls_ahead_s`` (``ahead_s``; None: not asked, or
+        the wall clock) with ``polls``: the passes due by ``next_due + ahead_s``."""
+        if ahead_s is not None:
+            result["polls"] = [] if next_due is None else self.listed(next_due + ahead_s)
+        return result
+
+    async def perform_many(self, reqs: list[Request], one: Callable[[Request], Awaitable[Outcome]],
+                           many: Callable[[list[Request]], Awaitable[list[Outcome]]]) -> list[Outcome]:
+        """One step's requests: the pushed ones take their answer, the rest are asked — by
+        ``many`` in one round trip when several are left, else by ``one``."""
+        taken = [self.take(r) for r in reqs]
+        ask = [r for r, (hit, _) in zip(reqs, taken) if not hit]
+        asked = await many(ask) if len(ask) > 1 else [await one(r) for r in ask]
+        it = iter(asked)
+        return [(res, None) if hit else next(it) for hit, res in taken]
+
     @contextmanager
     def offered(self, answers: list[PollAnswer] | None) -> Iterator[list[int]]:
         """Offer ``answers`` for the call inside (the caller holds the step lock); yields the
         list of indices taken, complete when the block ends.  What was not taken is dropped."""
         self._offered = {(a.tu, a.pass_, a.at): (i, a.result) for i, a in enumerate(answers or ())}
-        self.used = used = []
+        self.used = used = list[int]()
         try:
             yield used
         finally:
@@ -82,5 +100,4 @@ class PushedPolls:
             return False, None  # e.g. open_limits, whose params carry a cursor: never pushed
         del self._offered[key]
         self.used.append(hit[0])
-        self.taken += 1
         return True, hit[1]

@@ -11,6 +11,7 @@ the step executor's ports, and starts and closes the process.  Its concepts live
   (Stack's startup read), ``session.logout``, ``platform.poll``, ``platform.reconnected``,
   ``favorite.update``, ``task.close``, ``tasks.list``, ``why``;
 * :mod:`sidecar.app.batches` — ``platform.events``: a burst of raw events as one commit group;
+* :mod:`sidecar.app.pushed_polls` — poll answers pushed into a virtual-clock frame;
 * :mod:`sidecar.app.step_groups` — the wall clock's queued ``platform.event`` frames as one group.
 
 Rules / theory of operation
@@ -274,18 +275,12 @@ class SidecarApp:
         self.routing.register(reg, self.step, self._locked, self.clock.now)
 
     async def _advance(self, a: p.ClockAdvance) -> dict:
-        return self._polls_ahead(a, await self.clockwork.advance_to(a.t, a.poll_answers))
+        result = await self.clockwork.advance_to(a.t, a.poll_answers)
+        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None, self.next_due())
 
     async def _events(self, a: p.PlatformEvents) -> dict:
-        return self._polls_ahead(a, await self.batches.handle(a))
-
-    def _polls_ahead(self, a: p.PollsAsked, result: dict) -> dict:
-        """Virtual clock, asked by ``polls_ahead_s``: the answer lists the grid passes due by
-        ``next_due + polls_ahead_s`` (:mod:`sidecar.app.pushed_polls`)."""
-        if a.polls_ahead_s is not None and self.clock.virtual:
-            nd = self.next_due()
-            result["polls"] = [] if nd is None else self.pushed.listed(nd + a.polls_ahead_s)
-        return result
+        result = await self.batches.handle(a)
+        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None, self.next_due())
 
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
@@ -373,25 +368,16 @@ class SidecarApp:
         self.fatal.set()
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
-        """One ``platform.request`` (:mod:`sidecar.app.requests`), unless its answer was pushed
-        into the frame (:mod:`sidecar.app.pushed_polls`)."""
+        """One ``platform.request`` (:mod:`sidecar.app.requests`) or its pushed answer."""
         pushed, result = self.pushed.take(req)
         if pushed:
             return result, None
         return await self.asker.one(app_requests.params_of(req, self.batches.seen, self.batches.skipped))
 
     async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
-        """One step's requests in one ``platform.requests`` round trip (virtual clock); the ones
-        whose answer was pushed into the frame take it instead."""
-        taken = [self.pushed.take(r) for r in reqs]
-        ask = [r for r, (hit, _) in zip(reqs, taken) if not hit]
-        if len(ask) <= 1:
-            asked = [await self.perform(r) for r in ask]
-        else:
-            asked = await self.asker.many([app_requests.params_of(r, self.batches.seen, self.batches.skipped)
-                                           for r in ask])
-        it = iter(asked)
-        return [(res, None) if hit else next(it) for hit, res in taken]
+        """One step's requests in one ``platform.requests`` round trip, or their pushed answers."""
+        return await self.pushed.perform_many(reqs, self.perform, lambda rs: self.asker.many(
+            [app_requests.params_of(r, self.batches.seen, self.batches.skipped) for r in rs]))
 
     # status -----------------------------------------------------------------------------------
     def status(self) -> dict:
