@@ -15,6 +15,11 @@ Rules / theory of operation
   of the frame earlier than ``at`` changes what X's answers read: an item naming another TU,
   an RU going on/offline that is neither X's favorite nor in a dialog with X (the world is per
   project, ``world.py``) — one naming X, or a line naming no TU, keeps that pass's round trip.
+  X's own RUs going on/offline before ``at`` do not: the answer is computed with them applied to
+  the world's online sets for that one answer (then restored; the frame applies them when the
+  sidecar reaches them).
+  Golden's ``online_ru`` reads only X's favorites and who is online (:data:`ONLINE_ONLY`), so a
+  chat item, a letter or an own send of X does not keep its round trip either.
   (A line at the pass's very instant comes after it, as one by one plays it after the advance.)
 * Each pushed answer is recorded — its ``platform.request`` trace line at ``at``, the
   ``requests`` counts — when it is computed, before the frame goes, so it precedes the requests
@@ -27,6 +32,8 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from electron_stub import answers
@@ -35,6 +42,12 @@ from electron_stub.batch import Frame, Item
 from electron_stub.replay_sidecars import ACTION, VirtualTime
 from electron_stub.world import World
 
+# answers that read only the TU's favorites and who is online (Golden's online_ru): a chat item,
+# a letter or a dialog change of the TU does not change them
+ONLINE_ONLY = frozenset({("golden", "online_ru")})
+# lines that change only a pair's dialog (world.World.apply): no favorite, no online state
+PAIR_LINES = (sc.Message, sc.Like, sc.Mail, sc.MailReadLine, sc.EmailLine, sc.SystemLine, sc.Icebreaker,
+              sc.DialogCreatedLine, sc.ChatRequestLine, sc.EmptyDialog, sc.MutualLike)
 Record = Callable[[float, dict], Any]  # (at unix s, platform.request params) -> a handle to take it back
 
 
@@ -76,11 +89,13 @@ class PollPusher:
             at = poll.get("at")
             if not isinstance(at, (int, float)) or at > reach:
                 continue
-            if frame is not None and self._touched(frame, poll, at):
-                continue
+            moves = [] if frame is None else self._online_moves(frame, poll, at)
+            if moves is None:
+                continue  # an earlier item of the frame changes what the pass reads
             try:
-                result = answers.answer(self.world, poll["project"], poll["tu"], poll["method"],
-                                        poll.get("params") or {}, at)
+                with self._online_as_of(moves):
+                    result = answers.answer(self.world, poll["project"], poll["tu"], poll["method"],
+                                            poll.get("params") or {}, at)
             except Exception:  # noqa: BLE001 - a request the world refuses keeps its round trip
                 continue
             records.append(self.record(at, {"project": poll["project"], "tu": poll["tu"],
@@ -109,20 +124,46 @@ class PollPusher:
                 self.dropped += 1
                 self.unrecord(handle)
 
-    def _touched(self, frame: Frame, poll: dict, at: float) -> bool:
-        """Does an item of ``frame`` earlier than ``at`` change what ``poll``'s TU reads?"""
+    def _online_moves(self, frame: Frame, poll: dict, at: float) -> list[sc.Online] | None:
+        """The items of ``frame`` earlier than ``at`` that change what ``poll``'s TU reads: None
+        when one is not an RU going on/offline (the pass keeps its round trip), else those
+        on/offline lines, in order (:meth:`_online_as_of` applies them for the answer)."""
         start, tu, project = self.clock.start, poll["tu"], poll["project"]
+        online_only = (project, poll["method"]) in ONLINE_ONLY
+        moves: list[sc.Online] = []
         for it in frame.items:
             if start + it.t >= at:
-                return False
-            if it.apply is not None and self._touches(it, tu, project):
-                return True
-        return False
+                break
+            if it.apply is not None and self._touches(it, tu, project, online_only):
+                line = it.entry[3]
+                if it.event is not None or not isinstance(line, sc.Online):
+                    return None
+                moves.append(line)
+        return moves
 
-    def _touches(self, it: Item, tu: str, project: str) -> bool:
+    @contextmanager
+    def _online_as_of(self, moves: list[sc.Online]) -> Iterator[None]:
+        """The world's online sets with ``moves`` applied, for one answer; restored after (the
+        items themselves are applied when the sidecar reaches them, ``batch.Frame.seen``)."""
+        was: dict[tuple[str, str], bool] = {}
+        online = self.world.online
+        for line in moves:
+            was.setdefault((line.project, line.ru), line.ru in online[line.project])
+            (online[line.project].add if line.online else online[line.project].discard)(line.ru)
+        try:
+            yield
+        finally:
+            for (project, ru), on in was.items():
+                (online[project].add if on else online[project].discard)(ru)
+
+    def _touches(self, it: Item, tu: str, project: str, online_only: bool = False) -> bool:
+        """Does ``it`` change what ``tu``'s answers read (``online_only``: an answer that reads
+        only its favorites and who is online)?"""
+        line = it.entry[3]
+        if online_only and (it.entry[1] == ACTION or isinstance(line, PAIR_LINES)):
+            return False  # an own send, a chat item, a letter: a dialog, not who is online
         if it.event is not None and isinstance(it.event.get("tu"), str):
             return it.event["tu"] == tu  # a platform event (or an own send): its TU's pairs
-        line = it.entry[3]
         if it.entry[1] == ACTION:
             return True  # an own send always travels as an event; be safe otherwise
         named = getattr(line, "tu", None)

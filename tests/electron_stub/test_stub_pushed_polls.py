@@ -60,9 +60,9 @@ def test_pushed_replay_equals_round_trips_on_seed_scenarios(tmp_path, name, shar
 
 def _world() -> World:
     w = World(T0)
-    for tu, ru in (("g-1", "ru-1"), ("g-2", "ru-2")):
-        w.apply_initial(sc.Tu(project="golden", tu=tu, operator="op"))
-        w.apply_initial(sc.Favorite(project="golden", tu=tu, ru=ru))
+    for project, tu, ru in (("golden", "g-1", "ru-1"), ("golden", "g-2", "ru-2"), ("chathouse", "c-1", "c-ru-1")):
+        w.apply_initial(sc.Tu(project=project, tu=tu, operator="op"))
+        w.apply_initial(sc.Favorite(project=project, tu=tu, ru=ru))
     return w
 
 
@@ -80,6 +80,9 @@ def _pusher(world: World, rec: Recorder, frame: Frame | None = None) -> tuple[Po
 
 
 def _poll(tu: str, at: float) -> dict:
+    if tu.startswith("c-"):
+        return {"project": "chathouse", "tu": tu, "pass": "online", "at": T0 + at, "method": "scroll_all_online",
+                "params": {}}
     return {"project": "golden", "tu": tu, "pass": "online", "at": T0 + at, "method": "online_ru", "params": {}}
 
 
@@ -102,22 +105,31 @@ def test_an_advance_carries_every_listed_pass_it_reaches_answered_from_the_world
 def test_a_frame_pushes_only_passes_no_earlier_item_changes():
     world, rec = _world(), Recorder(T0)
 
-    def item(t: float, line, event: dict | None = None, phase: int = TIMELINE) -> Item:
-        return Item((t, phase, int(t), line), event, apply=lambda: None)
+    def item(t: float, line, tu: str | None = None, phase: int = TIMELINE) -> Item:
+        return Item((t, phase, int(t), line), None if tu is None else {"tu": tu, "name": "x"}, apply=lambda: None)
+
+    def message(tu: str, ru: str, project: str = "golden") -> sc.Message:
+        return sc.Message(project=project, tu=tu, ru=ru, from_="ru", id=f"m-{tu}")
     frame = Frame([
         item(2.0, sc.Online(project="golden", ru="ru-2", online=True)),  # g-2's favorite
         item(3.0, sc.Online(project="golden", ru="ru-7", online=True)),  # nobody's
-        item(4.0, None, {"tu": "g-1", "name": "receivePrivateMessage"}),  # a message to g-1
-        item(6.0, None, {"tu": "g-2", "name": "Send"}, phase=ACTION),
+        item(4.0, message("g-1", "ru-1"), "g-1"),  # a chat item: not who is online
+        item(4.5, message("c-1", "c-ru-1", "chathouse"), "c-1"),  # the row c-1's online scroll shows
+        item(5.5, sc.Favorite(project="golden", tu="g-1", ru="ru-5")),  # a new favorite of g-1
+        item(6.0, ("answer", "t-1", "chat"), "g-2", phase=ACTION),  # an own send of g-2
     ], start=T0)
     pusher, _ = _pusher(world, rec, frame)
-    pusher.settle("m1", {"polls": [_poll("g-1", 1), _poll("g-1", 4), _poll("g-1", 5), _poll("g-2", 2),
-                                   _poll("g-2", 3), _poll("g-1", 7)]}, [])
+    pusher.settle("m1", {"polls": [_poll("g-1", 1), _poll("g-1", 5), _poll("g-1", 6), _poll("g-2", 2),
+                                   _poll("g-2", 3), _poll("c-1", 4.5), _poll("c-1", 5), _poll("g-1", 7)]}, [])
     params, records = pusher.prepare("m1", "platform.events", {"events": frame.events})
-    # g-1 at 1 (before every item) and at 4 (the message at its very instant comes after the
-    # pass); g-2 at 2 (its favorite's online line at the same instant comes after it)
-    assert [(a["tu"], a["at"] - T0) for a in params["poll_answers"]] == [("g-1", 1.0), ("g-1", 4.0), ("g-2", 2.0)]
-    assert len(records) == 3
+    # g-1 at 1 and 5 (its message at 4 changes no online set; its new favorite at 5.5 does);
+    # g-2 at 2 (its favorite's online line at the same instant comes after the pass) and at 3,
+    # that line applied for the answer; c-1 at 4.5 (its message at that very instant comes
+    # after it), not at 5: the row changed; nothing past the frame's last item (7)
+    assert [(a["tu"], a["at"] - T0, a["result"].get("online")) for a in params["poll_answers"]] == [
+        ("g-1", 1.0, []), ("g-1", 5.0, []), ("g-2", 2.0, []), ("g-2", 3.0, ["ru-2"]), ("c-1", 4.5, None)]
+    assert len(records) == 5
+    assert world.online["golden"] == set()  # the frame applies the line when the sidecar reaches it
 
 
 def test_records_of_answers_the_sidecar_did_not_use_are_taken_back():
