@@ -6,8 +6,9 @@ Rules / theory of operation
 * Every ``clock.advance_to`` and ``platform.events`` frame asks for the poll passes ahead
   (``polls_ahead_s`` = the driver's ``tick``: no frame reaches further than that past the
   sidecar's ``next_due``, ``replay_sidecars.Sidecars.next_stop`` and ``replay_frames``' answer
-  horizon); the answer lists them (``polls``: tu, pass, at, method, params), remembered per
-  machine until its next such answer.
+  horizon); the answer lists the ones it has not listed before on this connection (``polls``:
+  tu, pass, at, method, params, in time order), kept per machine until a frame reaches them;
+  a machine restarted (a crash) starts a new list.
 * The next such frame to that machine carries the answer of every listed pass it reaches
   (``at`` ≤ the advance's ``t`` / the frame's last event) **whose answer is known now**: the
   world as of ``at`` for that TU is the world now.  An advance applies no line, so that holds
@@ -73,7 +74,7 @@ class PollPusher:
         if not self.enabled or method not in ("clock.advance_to", "platform.events"):
             return params, []
         out = {**params, "polls_ahead_s": self.ahead_s}
-        polls = self.listed.pop(name, None)
+        polls = self.listed.get(name)
         if not polls:
             return out, []
         if method == "clock.advance_to":
@@ -83,11 +84,18 @@ class PollPusher:
             if frame is None or not frame.items:
                 return out, []
             reach = self.clock.start + frame.items[-1].t
+        if polls[0]["at"] > reach:
+            return out, []  # in time order: none is reached yet (most frames)
+        later = [x for x in polls if x["at"] > reach]  # kept for a later frame
+        if later:
+            self.listed[name] = later
+        else:
+            del self.listed[name]
         pushed: list[dict] = []
         records: list[Any] = []
         for poll in polls:
-            at = poll.get("at")
-            if not isinstance(at, (int, float)) or at > reach:
+            at = poll["at"]
+            if at > reach:
                 continue
             moves = [] if frame is None else self._online_moves(frame, poll, at)
             if moves is None:
@@ -108,8 +116,10 @@ class PollPusher:
     def settle(self, name: str, result: Any, records: list[Any]) -> None:
         """The frame's answer: remember the polls it lists; take back the record of every
         pushed answer it did not use (none when it names none: an error answer)."""
-        if isinstance(result, dict) and isinstance(result.get("polls"), list):
-            self.listed[name] = result["polls"]
+        polls = result.get("polls") if isinstance(result, dict) else None
+        if polls:  # each pass is listed once: kept, in time order, until a frame reaches it
+            new = [x for x in polls if isinstance(x, dict) and isinstance(x.get("at"), (int, float))]
+            self.listed[name] = sorted(self.listed.get(name, []) + new, key=lambda x: x["at"])
         if not records:
             return
         used = result.get("poll_answers_used") if isinstance(result, dict) else None

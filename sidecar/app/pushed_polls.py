@@ -4,9 +4,13 @@
 Rules / theory of operation
 ---------------------------
 * **Listing.** After a ``clock.advance_to`` / ``platform.events`` that asked (``polls_ahead_s``),
-  :meth:`PushedPolls.listed` names every grid poll pass with fixed params due at or before
+  :meth:`PushedPolls.list_into` names every grid poll pass with fixed params due at or before
   ``next_due + polls_ahead_s`` (:meth:`sidecar.services.passes.PassService.ahead`), per logged-in
-  TU, in time order (ties by TU, then pass name).  A replayer reaches no further before it sends
+  TU, in time order (ties by TU, then pass name) — but only the ones not listed to this
+  connection before: the client keeps what it was told until it reaches it, so an answer lists
+  a pass once (most answers list none or one, where listing everything ahead each time cost
+  about what a round trip saves).  A TU that logs in later has its passes listed from the
+  horizon on; the ones before it go by round trip.  A replayer reaches no further before it sends
   its next frame when it advances at most its operator's shortest delay past ``next_due``
   (electron-stub README, "Virtual time steps").
 * **Taking.** The call's ``poll_answers`` are offered for the call only (:meth:`offered`, under
@@ -21,6 +25,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,26 +47,35 @@ class PushedPolls:
         # (tu, pass, at) -> (index, result); a request's ``at`` is never None on the virtual clock
         self._offered: dict[tuple[str, str, float | None], tuple[int, Any]] = {}
         self.used: list[int] = []  # indices taken in the call under way
+        self._conn: object = None  # the connection the passes were listed to (a new one: from scratch)
+        self._until = -math.inf  # every pass due by then was listed to it (unix seconds)
 
-    def listed(self, until: float) -> list[PollAhead]:
-        """Every grid pass with fixed params due at or before ``until`` (unix seconds)."""
+    def listed(self, after: float, until: float) -> list[PollAhead]:
+        """Every grid pass with fixed params due after ``after`` and at or before ``until``
+        (unix seconds), in time order (ties by TU, then pass)."""
         out: list[PollAhead] = []
         for tu in sorted(self.engine.tus):
             rt = self.engine.tus[tu]
             svc = rt.services.named(PASSES)
             if not rt.logged_in or not isinstance(svc, PassService):
                 continue
-            for at, p in svc.ahead(until):
+            for at, p in svc.ahead(after, until):
                 out.append(PollAhead(project=rt.project, tu=tu, pass_=p.name, at=at, method=p.method,
                                      params=dict(p.params)))
         out.sort(key=lambda x: (x.at, x.tu, x.pass_))
         return out
 
-    def list_into(self, result: dict, ahead_s: float | None, next_due: float | None) -> dict:
+    def list_into(self, result: dict, ahead_s: float | None, next_due: float | None, conn: object) -> dict:
         """``result`` of a call that asked ``polls_ahead_s`` (``ahead_s``; None: not asked, or
-        the wall clock) with ``polls``: the passes due by ``next_due + ahead_s``."""
-        if ahead_s is not None:
-            result["polls"] = [] if next_due is None else self.listed(next_due + ahead_s)
+        the wall clock) with ``polls``: the passes due by ``next_due + ahead_s`` that were not
+        listed before to the connection ``conn`` (module rules)."""
+        if ahead_s is None:
+            return result
+        if conn is not self._conn:  # a new connection: it knows nothing yet
+            self._conn, self._until = conn, -math.inf
+        until = -math.inf if next_due is None else next_due + ahead_s
+        result["polls"] = self.listed(self._until, until) if until > self._until else []
+        self._until = max(self._until, until)
         return result
 
     async def perform_many(self, reqs: list[Request], one: Callable[[Request], Awaitable[Outcome]],

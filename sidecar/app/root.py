@@ -276,11 +276,14 @@ class SidecarApp:
 
     async def _advance(self, a: p.ClockAdvance) -> dict:
         result = await self.clockwork.advance_to(a.t, a.poll_answers)
-        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None, self.next_due())
+        return self._listed(a, result)
 
     async def _events(self, a: p.PlatformEvents) -> dict:
-        result = await self.batches.handle(a)
-        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None, self.next_due())
+        return self._listed(a, await self.batches.handle(a))
+
+    def _listed(self, a: p.PollsAsked, result: dict) -> dict:
+        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None,
+                                     self.next_due(), self.bridge.client)
 
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step

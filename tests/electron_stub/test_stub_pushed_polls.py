@@ -97,9 +97,16 @@ def test_an_advance_carries_every_listed_pass_it_reaches_answered_from_the_world
         {"tu": "g-1", "pass": "online", "at": T0 + 5, "result": {"online": ["ru-1"]}},
         {"tu": "g-2", "pass": "online", "at": T0 + 9, "result": {"online": []}}]
     assert [(x["at"], x["tu"]) for x in rec.sorted_lines()] == [(5.0, "g-1"), (9.0, "g-2")]
-    # other methods carry nothing; the listing was the machine's word for one frame
+    # other methods carry nothing; a pass not reached yet is kept for a later frame, with the
+    # ones the next answer lists (each pass is listed once)
     assert pusher.prepare("m1", "session.login", {"tu": "g-1"}) == ({"tu": "g-1"}, [])
-    assert pusher.prepare("m1", "clock.advance_to", {"t": T0 + 30})[1] == []
+    pusher.settle("m1", {"now": T0 + 10, "polls": [_poll("g-2", 24)]}, records)
+    params, _ = pusher.prepare("m1", "clock.advance_to", {"t": T0 + 30})
+    assert [(a["tu"], a["at"] - T0) for a in params["poll_answers"]] == [("g-1", 20.0), ("g-2", 24.0)]
+    assert pusher.prepare("m1", "clock.advance_to", {"t": T0 + 60})[1] == []
+    pusher.settle("m1", {"polls": [_poll("g-1", 35)]}, [])
+    pusher.forget("m1")  # restarted: the new process lists anew
+    assert pusher.prepare("m1", "clock.advance_to", {"t": T0 + 60})[1] == []
 
 
 def test_a_frame_pushes_only_passes_no_earlier_item_changes():
@@ -125,9 +132,9 @@ def test_a_frame_pushes_only_passes_no_earlier_item_changes():
     # g-1 at 1 and 5 (its message at 4 changes no online set; its new favorite at 5.5 does);
     # g-2 at 2 (its favorite's online line at the same instant comes after the pass) and at 3,
     # that line applied for the answer; c-1 at 4.5 (its message at that very instant comes
-    # after it), not at 5: the row changed; nothing past the frame's last item (7)
+    # after it), not at 5: the row changed; nothing past the frame's last item (7); in time order
     assert [(a["tu"], a["at"] - T0, a["result"].get("online")) for a in params["poll_answers"]] == [
-        ("g-1", 1.0, []), ("g-1", 5.0, []), ("g-2", 2.0, []), ("g-2", 3.0, ["ru-2"]), ("c-1", 4.5, None)]
+        ("g-1", 1.0, []), ("g-2", 2.0, []), ("g-2", 3.0, ["ru-2"]), ("c-1", 4.5, None), ("g-1", 5.0, [])]
     assert len(records) == 5
     assert world.online["golden"] == set()  # the frame applies the line when the sidecar reaches it
 
