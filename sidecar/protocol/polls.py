@@ -6,9 +6,10 @@ Rules / theory of operation
 * Virtual clock only, and only for a client that asks: ``clock.advance_to`` and
   ``platform.events`` take ``polls_ahead_s`` (seconds ≥ 0).  Their answer then lists in ``polls``
   (:class:`PollAhead`) every grid poll pass (:mod:`sidecar.services.passes` rule 5) the sidecar
-  will run at or before ``next_due + polls_ahead_s`` whose params are fixed — per TU and pass its
-  instant ``at`` (unix seconds), ``method`` and ``params``, exactly the ``platform.request`` it
-  would make then.  Prime's ``open_limits`` scroll is never listed: its ``cursor`` is what the
+  will run at or before ``next_due + polls_ahead_s`` whose params are fixed and that it has not
+  listed to this connection before — per TU and pass its instant ``at`` (unix seconds),
+  ``method`` and ``params``, exactly the ``platform.request`` it would make then.  The client
+  keeps them until it reaches them.  Prime's ``open_limits`` scroll is never listed: its ``cursor`` is what the
   previous page answered (DESIGN §12.3).
 * The client may attach, to its next ``clock.advance_to`` / ``platform.events``, the answer of any
   listed pass as the platform would give it at ``at`` (:class:`PollAnswer` in ``poll_answers``).
