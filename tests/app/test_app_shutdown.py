@@ -168,11 +168,15 @@ async def test_close_names_every_stage_it_abandons_and_keeps_to_its_budget(tmp_p
     took = loop.time() - t0
     release.set()
     await store.close()
-    assert [entry.split(" (")[0] for entry in left] == [
-        "background tasks", "bridge quiesce", "router channels close", "Stack client close", "bridge close"]
-    assert left[0].endswith("still running)") and "over 0.60 s" in left[1]
-    assert left[3].endswith("(over 0.00 s)")  # 0.3 + 0.6 + 0.05 s: nothing of the budget was left
-    assert left[4].endswith(f"(over {GOODBYE_S:.2f} s)")  # goodbye has its own bound
+    by_stage = {entry.split(" (")[0]: entry for entry in left}
+    hanging = ["background tasks", "bridge quiesce", "router channels close", "Stack client close", "bridge close"]
+    # every stage that hangs is named, in order; on a loaded machine a quick stage squeezed into
+    # what is left of the budget (listing the pending deliveries) may be named too — never another
+    assert [name for name in by_stage if name in hanging] == hanging
+    assert set(by_stage) - set(hanging) <= {"pending deliveries listed"}, left
+    assert by_stage["background tasks"].endswith("still running)") and "over 0.60 s" in by_stage["bridge quiesce"]
+    assert by_stage["Stack client close"].endswith("(over 0.00 s)")  # 0.3 + 0.6 + 0.05 s: no budget left
+    assert by_stage["bridge close"].endswith(f"(over {GOODBYE_S:.2f} s)")  # goodbye has its own bound
     assert CLOSE_BUDGET_S + 0.3 + GOODBYE_S < 1.5  # + the database close: within the watchdog
     took_budget = CLOSE_BUDGET_S + GOODBYE_S + 0.3
     assert took < took_budget, took  # not 1.8 s: the budget cut the later stages
