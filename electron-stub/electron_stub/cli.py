@@ -29,8 +29,10 @@ import asyncio
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -313,6 +315,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C stops the stub even where it was started with SIGINT ignored (a shell's ``cmd &``):
+        # Python keeps an inherited SIG_IGN, and asyncio.run installs its handler only over the
+        # default one — the replay ran on to its end
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         a = parser().parse_args(argv)
         if a.cmd == "replay":

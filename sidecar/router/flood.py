@@ -31,14 +31,21 @@ FLOOD_CAP_S = 3600.0
 FLOOD_CRITICAL_LEAD_S = 0.001
 
 
+#: The least a 429 holds a target back (seconds): ``Retry-After: 0`` is valid HTTP, and waiting
+#: 0 s would retry at once, again and again — a loop that hammers the receiver it was asked to spare
+FLOOD_FLOOR_S = 1.0
+
+
 def flood_wait(ladder_step: float, retry_after: float | None) -> tuple[float, str]:
     """Seconds a 429 holds the target back, and the row's words for it: ``retry_after``
-    (seconds; negative read as 0) or, without one, ``ladder_step`` (the ladder's step after the
-    attempt the 429 answered, seconds); at most :data:`FLOOD_CAP_S`."""
+    (seconds) or, without one, ``ladder_step`` (the ladder's step after the attempt the 429
+    answered, seconds); at least :data:`FLOOD_FLOOR_S`, at most :data:`FLOOD_CAP_S`."""
     if retry_after is None:
         wait, why = ladder_step, "no retry-after: the ladder's next step"
     else:
-        wait, why = max(0.0, float(retry_after)), f"retry_after {retry_after:g} s"
+        wait, why = float(retry_after), f"retry_after {retry_after:g} s"
+    if wait < FLOOD_FLOOR_S:
+        return FLOOD_FLOOR_S, f"{why}, waited at least {FLOOD_FLOOR_S:g} s"
     if wait > FLOOD_CAP_S:
         return FLOOD_CAP_S, f"{why}, capped at {FLOOD_CAP_S:g} s"
     return wait, why

@@ -146,7 +146,12 @@ def test_ctrl_c_during_a_replay_is_one_line_exit_130_and_stops_the_sidecars(tmp_
         time.sleep(0.1)
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:  # never leave the replay and its sidecars running past the test
+            p.kill()
+            p.communicate()
     assert p.returncode == 130, err
     assert err.strip().splitlines()[-1] == "sidecar-stub: interrupted" and "Traceback" not in err
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True).stdout.split()
@@ -252,3 +257,29 @@ def test_every_flag_has_a_help_text_with_its_default(capsys, cmd):
     flags = [x for x in out.split("options:")[1].split("\n  -")[1:]]
     assert flags and all(len(f.split(None, 2)) > 2 or "help" in f for f in flags), out
     assert all("default" in f for f in flags if not f.startswith(("h,", "-binary", "-json"))), out
+
+
+def test_ctrl_c_stops_a_replay_even_when_sigint_was_inherited_ignored(tmp_path):
+    """A shell's ``cmd &`` (and some process managers) start a job with SIGINT ignored; Python keeps
+    an inherited SIG_IGN and asyncio installs its Ctrl-C handler only over the default one, so
+    the replay ran on to its end (the flake of the test above under pytest-xdist, whose workers
+    may start children that way).  The stub asks for Ctrl-C back: exit 130 as ever."""
+    scen = tmp_path / "shift.jsonl"
+    assert cli.main(["generate", "--preset", "smoke", "--hours", "4", "-o", str(scen)]) == 0
+    p = subprocess.Popen([sys.executable, "-m", "electron_stub", "replay", str(scen), "--data-dir",
+                          str(tmp_path / "data")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'electron-stub'}"),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "data").glob("m1/sidecar.db")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "sidecar-stub: interrupted"

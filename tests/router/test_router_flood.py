@@ -48,7 +48,7 @@ def test_flood_wait_is_retry_after_else_the_ladder_capped_at_an_hour():
     wait, why = flood_wait(LADDER[0], 7200.0)
     assert wait == FLOOD_CAP_S and "capped at 3600 s" in why
     assert flood_wait(LADDER[3], None)[0] == LADDER[3]
-    assert flood_wait(5.0, -5.0)[0] == 0.0
+    assert flood_wait(5.0, -5.0)[0] == 1.0  # the floor (FLOOD_FLOOR_S)
 
 
 def test_retry_after_header_seconds_or_http_date():
@@ -148,3 +148,12 @@ async def test_stack_429_paces_stack_by_its_retry_after_header():
     assert (err.status, err.retry_after) == (429, 17.0)
     out = StackChannel._outcome(err, 0.0)
     assert (out.kind, out.retry_after) == ("flooded", 17.0)
+
+
+@pytest.mark.parametrize("retry_after", [0.0, 0.0001, 0.01, -5.0])
+def test_a_tiny_retry_after_still_waits_the_floor(retry_after):
+    """``Retry-After: 0`` is valid HTTP; waiting 0 s made a retry loop hammering the receiver (a
+    replay with retry_after 0.0001 never ended): flood control waits at least FLOOD_FLOOR_S."""
+    from sidecar.router.flood import FLOOD_FLOOR_S
+    wait, why = flood_wait(LADDER[0], retry_after)
+    assert wait == FLOOD_FLOOR_S >= 1.0 and "at least" in why

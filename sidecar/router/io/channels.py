@@ -198,7 +198,7 @@ def retry_after_header(value: str | None, now: float) -> float | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²".isdigit() is True, float("²") raises
         return float(text)
     try:
         when = email.utils.parsedate_to_datetime(text)

@@ -24,7 +24,8 @@ def _row(i: int = 0) -> Delivery:
 
 def _channel(retry_after: str | None) -> StackChannel:
     def answer(request: httpx.Request) -> httpx.Response:
-        headers = {} if retry_after is None else {"Retry-After": retry_after}
+        # a header's bytes are latin-1 on the wire (httpx reads them so): "²" arrives as b"\xb2"
+        headers = {} if retry_after is None else {"Retry-After": retry_after.encode("latin-1")}
         return httpx.Response(429, json={"error": "slow down"}, headers=headers)
     client = StackClient("http://stack.test", timeout=1.0, transport=httpx.MockTransport(answer))
     return StackChannel(client, batch=True)
@@ -49,3 +50,13 @@ async def test_a_whole_batch_429_floods_every_write(header, seconds):
 async def test_the_probe_429_is_flooded_by_an_http_date():
     out = await _channel(email.utils.formatdate(NOW + 45, usegmt=True)).probe(NOW)
     assert out.kind == "flooded" and out.retry_after == 45.0
+
+
+@pytest.mark.parametrize("header", ["\u00b2", "1\u00b2", "\u00b9\u00b2"])
+async def test_a_non_ascii_digit_is_an_unreadable_retry_after_not_an_error(header):
+    """``'²'.isdigit()`` is True but ``float('²')`` raises: the 429 became a channel error (a
+    failure of the sender, then a cooldown) and a login's startup read an internal error."""
+    out = await _channel(header).send(_row(), NOW)
+    assert out.kind == "flooded" and out.retry_after is None
+    from sidecar.router.io.channels import retry_after_header
+    assert retry_after_header(header, NOW) is None and retry_after_header("\u0663", NOW) is None
