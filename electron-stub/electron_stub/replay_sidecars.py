@@ -41,6 +41,9 @@ from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
 
 TIMELINE, ACTION = 0, 1  # queue phases: equal ``t`` keep file order, timeline before harness actions
+# requests that take no step of the sidecar (sidecar/app/inputs.py: "the reads that take no step"):
+# they change no timer, so the driver keeps the sidecar's next_due across them
+READS = frozenset({"tasks.list"})
 
 
 @dataclass
@@ -122,11 +125,14 @@ class Sidecars:
         return max(stop, min(target, t_rel + 1e-6))
 
     async def send(self, m: Machine, method: str, params: Any) -> Any:
-        """One frame to ``m``; a JSON-RPC error answer is a warning and None, not fatal."""
+        """One frame to ``m``; a JSON-RPC error answer is a warning and None, not fatal.  A read
+        that takes no step (:data:`READS`) leaves ``due`` as it was: its answer (a list) carries
+        no ``next_due``, and nothing the sidecar does by itself moved."""
         self.frames[method] += 1
         try:
             result = await m.call(method, params)
-            self.note_due(m, result)
+            if method not in READS:
+                self.note_due(m, result)
             return result
         except Exception as exc:  # noqa: BLE001 - a JSON-RPC error answer is reported, not fatal
             if type(exc).__name__ != "RemoteError":
