@@ -11,6 +11,9 @@ What is measured
   Stack URL).
 * The pump runs as the wall clock's pump loop does (:meth:`DeliveryPump.run_due` with
   ``detach=True``, the next pass when a landing wakes it), at a fixed instant (every row due).
+* ``health``: the real sender-health gate plugged in as the app plugs it
+  (:class:`~sidecar.senders.gate.HealthGate` over a fresh registry, its records committed with
+  each pass) — without it the pump's gate is ``AlwaysOpen`` (no sender health at all).
 * Figures: ``rows_per_s`` (wall), ``cpu_s_per_row`` (this process's CPU, pump + receiver),
   ``passes``; and ``uptime``'s load average beside them (a busy machine reads low).
 
@@ -52,9 +55,10 @@ async def _seed(store, rows: list, chunk: int = 5000) -> None:
         await store.commit([PutDelivery(r) for r in rows[i:i + chunk]])
 
 
-async def drain(kind: str, n: int, backlog: int) -> dict:
+async def drain(kind: str, n: int, backlog: int, health: bool = False) -> dict:
     """Drain ``n`` rows of one ``kind`` target (``journal`` | ``webhook``) beside ``backlog``
-    pending Stack rows: ``rows_per_s``, ``cpu_s_per_row``, ``passes``, ``load``."""
+    pending Stack rows, with the real sender-health gate when ``health``: ``rows_per_s``,
+    ``cpu_s_per_row``, ``passes``, ``load``."""
     from sidecar.router.config import Target
     from pydantic import SecretStr
 
@@ -79,7 +83,7 @@ async def drain(kind: str, n: int, backlog: int) -> dict:
             await _seed(store, [_row(i, kind, chan.name, "o") for i in range(n)])
             rstore = RouterStore(store)
             woke = asyncio.Event()
-            pump = DeliveryPump(rstore, {chan.name: chan}, wake=woke.set)
+            pump = DeliveryPump(rstore, {chan.name: chan}, wake=woke.set, attempts=_attempts(chan.name, health))
             passes = 0
             load = os.getloadavg()[0]
             cpu0, t0 = time.process_time(), time.perf_counter()
@@ -105,9 +109,24 @@ async def drain(kind: str, n: int, backlog: int) -> dict:
                 httpd.shutdown()
                 httpd.server_close()
     done = n - left
-    return {"kind": kind, "n": n, "backlog": backlog, "rows_per_s": done / el, "wall_s": el,
+    return {"kind": kind, "n": n, "backlog": backlog, "health": health, "rows_per_s": done / el, "wall_s": el,
             "cpu_s": cpu, "cpu_s_per_row": cpu / max(done, 1), "passes": passes, "left": left,
             "load": load}
+
+
+def _attempts(target: str, health: bool):
+    """The pump's gate: ``AlwaysOpen``, or the real sender health as the app plugs it."""
+    from sidecar.core.rng import KeyedRandom
+    from sidecar.core.scheduler import Scheduler
+    from sidecar.router.attempt import Attempts
+    from sidecar.senders import health as h
+    from sidecar.senders.gate import HealthGate
+    from sidecar.senders.manage import Registry
+    if not health:
+        return Attempts()
+    gate = HealthGate(h.HealthMachine(KeyedRandom(7)), Scheduler())
+    gate.load(Registry(), [target])
+    return Attempts(gate)
 
 
 def raw_sqlite(n: int) -> dict:
@@ -139,8 +158,9 @@ def raw_sqlite(n: int) -> dict:
 
 def measure(quick: bool) -> dict:
     """The drain figures: journal and webhook, 0 and 20,000 Stack rows pending; the CPU per
-    row at 0 / 20k / 100k pending (journal); the raw sqlite3 and httpx limits beside.  The
-    journal drains 10,000 rows (3,000 drain in ~0.4 s: too short to read a ratio from)."""
+    row at 0 / 20k / 100k pending (journal); the same with the real sender-health gate (journal
+    at 0 and 100k, webhook at 0); the raw sqlite3 and httpx limits beside.  The journal drains
+    10,000 rows (3,000 drain in ~0.4 s: too short to read a ratio from)."""
     from bench.limits import httpx_posts
     sizes = {"journal": 500, "webhook": 300} if quick else {"journal": 10_000, "webhook": 3000}
     big = (0, 2000) if quick else (0, 20_000, 100_000)
@@ -151,6 +171,8 @@ def measure(quick: bool) -> dict:
             if kind == "webhook" and backlog > 20_000:
                 continue
             out["runs"].append(asyncio.run(drain(kind, sizes[kind], backlog)))
+    for kind, backlog in (("journal", 0), ("journal", big[-1]), ("webhook", 0)):
+        out["runs"].append(asyncio.run(drain(kind, sizes[kind], backlog, health=True)))
     return out
 
 
@@ -159,12 +181,14 @@ def lines(fig: dict) -> list[str]:
     rs, rh = fig["raw_sqlite"], fig["raw_httpx"]
     out = [f"  raw sqlite3: {rs['inserts_per_s']:,.0f} inserts/s, {rs['updates_per_s']:,.0f} updates/s"
            f" (100 per transaction); raw httpx POST loopback: {rh['posts_per_s']:,.0f}/s"]
-    base: dict[str, float] = {}
+    base: dict[tuple[str, bool], float] = {}
     for r in fig["runs"]:
+        key = (r["kind"], r.get("health", False))
         if r["backlog"] == 0:
-            base[r["kind"]] = r["rows_per_s"]
-        ratio = r["rows_per_s"] / base[r["kind"]] if base.get(r["kind"]) else float("nan")
-        out.append(f"  {r['kind']:7} n={r['n']:,} backlog={r['backlog']:>7,}: {r['rows_per_s']:>8,.0f} rows/s"
+            base[key] = r["rows_per_s"]
+        ratio = r["rows_per_s"] / base[key] if base.get(key) else float("nan")
+        name = r["kind"] + ("+health" if key[1] else "")
+        out.append(f"  {name:14} n={r['n']:,} backlog={r['backlog']:>7,}: {r['rows_per_s']:>8,.0f} rows/s"
                    f" (×{ratio:.2f} of no backlog), {r['cpu_s_per_row'] * 1000:.3f} ms CPU/row,"
                    f" CPU {r['cpu_s']:.2f} s, {r['passes']} passes, left {r['left']}, load {r['load']:.2f}")
     return out

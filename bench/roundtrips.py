@@ -147,15 +147,16 @@ async def _serve_floor(token: str) -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes it
 
 
-async def floor(n: int) -> dict[str, float]:
-    """Module rules, ``--floor``."""
+async def floor(n: int, token: str | None = None) -> dict[str, float]:
+    """Module rules, ``--floor``.  ``token``: the bridge token (default: a new random one)."""
     import secrets
 
     from bridge.client import BridgeClient
 
-    token = secrets.token_urlsafe(16)
+    token = token or secrets.token_urlsafe(16)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.roundtrips", "--serve-floor", token,
+        # "--opt=value": a token may begin with "-", which argparse takes for an option otherwise
+        sys.executable, "-m", "bench.roundtrips", f"--serve-floor={token}",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None
     port = int(await proc.stdout.readline())

@@ -1,4 +1,4 @@
-"""``python -m bench.shift_cost SCENARIO [--trace OUT] [--count]``: what one replay
+"""``python -m bench.shift_cost SCENARIO [--trace OUT] [--count] [--no-push]``: what one replay
 costs — wall seconds, harness CPU, sidecar CPU, and (``--count``) the sidecars' SQLite
 transactions and statements — with the load average beside each run (issue 24: measure each
 lever before and after).
@@ -17,7 +17,9 @@ Rules / theory of operation
 * ``--profile DIR``: each sidecar runs under cProfile (the same ``sitecustomize``) and leaves
   ``DIR/<pid>.prof`` at its exit (a killed one leaves none).
 * ``frames``: the frames the harness sent the sidecars, by method (``Replay.frames``);
-  ``request_frames``: the sidecars' ``platform.request(s)`` round trips.  ``transactions_per_frame``
+  ``request_frames``: the sidecars' ``platform.request(s)`` round trips; ``round_trips`` both;
+  ``pushed_answers``: poll answers pushed into frames instead (``electron_stub.pushed_polls``:
+  ``used``, and ``dropped`` — pushed for a pass that did not run).  ``transactions_per_frame``
   divides the write transactions by every frame sent.
 * Prints one JSON object per run.  ``/proc/loadavg``'s 1-minute figure is read before and after.
 """
@@ -62,7 +64,8 @@ def _catch_replay() -> None:
     replay.Replay.__init__ = caught  # type: ignore[method-assign]
 
 
-def run_once(scenario: str, trace: str | None, count: bool, profile: str | None = None) -> dict:
+def run_once(scenario: str, trace: str | None, count: bool, profile: str | None = None,
+             push: bool = True) -> dict:
     """One replay in this process (module rules); returns its figures."""
     from electron_stub import cli
 
@@ -85,7 +88,7 @@ def run_once(scenario: str, trace: str | None, count: bool, profile: str | None 
         s0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         with contextlib.redirect_stdout(io.StringIO()):
             code = cli.main(["replay", scenario, "--trace", str(out), "--quiet",
-                             "--data-dir", str(Path(tmp) / "data")])
+                             "--data-dir", str(Path(tmp) / "data"), *([] if push else ["--no-push"])])
         wall = time.monotonic() - w0
         s1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         os.environ.clear()
@@ -97,6 +100,10 @@ def run_once(scenario: str, trace: str | None, count: bool, profile: str | None 
         rp = _Seen.replay
         r["frames"] = dict(getattr(rp, "frames", {}))  # sidecar-bound frames by method
         r["request_frames"] = dict(getattr(rp, "request_frames", {}))  # the sidecars' round trips
+        pusher = getattr(rp, "pusher", None)  # poll answers pushed into frames instead of round trips
+        if pusher is not None:
+            r["pushed_answers"] = {"used": pusher.used, "dropped": pusher.dropped}
+        r["round_trips"] = sum(r["frames"].values()) + sum(r["request_frames"].values())
         r["overlap"] = round(wall / max(1e-9, r["harness_cpu_s"] + r["sidecar_cpu_s"]), 2)
         if count:
             total: dict = {}
@@ -122,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", help="keep the (first run's) trace here")
     ap.add_argument("--count", action="store_true", help="count SQLite transactions and statements")
     ap.add_argument("--profile", metavar="DIR", help="cProfile each sidecar into DIR/<pid>.prof")
+    ap.add_argument("--no-push", action="store_true",
+                    help="the replay asks every poll pass by round trip (the cost before pushed answers)")
     a = ap.parse_args(argv)
-    print(json.dumps(run_once(a.scenario, a.trace, a.count, a.profile)), flush=True)
+    print(json.dumps(run_once(a.scenario, a.trace, a.count, a.profile, push=not a.no_push)), flush=True)
     sys.stdout.flush()
     return 0
 

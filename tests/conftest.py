@@ -26,12 +26,14 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0"… inside a pytest-xdist
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """A slow test (shift replay, frozen build — often in its fixtures) says it started and,
-    every 30 s, that it is still running — otherwise ``./run test`` looks stuck on one dot.
-    In a pytest-xdist worker (``./run test`` runs the suite in several) the terminal reporter
-    writes nowhere visible, so the lines go to the worker's stderr, which is the terminal's."""
+    """A slow test (shift replay, frozen build — often in its fixtures) says it started; any test
+    still running after 30 s says so every 30 s — otherwise ``./run test`` looks stuck on one dot,
+    and a test that hangs is named in the log (stop 28: CI ran out of time at 1,735 of 1,738 tests
+    with no line saying which; pytest-timeout then ends it, see pyproject.toml).  In a
+    pytest-xdist worker (``./run test`` runs the suite in several) the terminal reporter writes
+    nowhere visible, so the lines go to the worker's stderr, which is the terminal's."""
     tr = item.config.pluginmanager.get_plugin("terminalreporter")
-    if item.get_closest_marker("slow") is None or tr is None:
+    if tr is None:
         yield
         return
     capman = item.config.pluginmanager.getplugin("capturemanager")
@@ -44,7 +46,8 @@ def pytest_runtest_protocol(item, nextitem):
             tr.write("\n")  # -q prints dots without ending the line
             tr.write_line(line)
 
-    say(f"slow test started: {item.nodeid}")
+    if item.get_closest_marker("slow") is not None:
+        say(f"slow test started: {item.nodeid}")
     stop = threading.Event()
     t0 = time.monotonic()
 

@@ -99,7 +99,7 @@ def _check_binary(binary: str | None) -> None:
 
 def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | None, quiet: bool,
             json_out: str | None = None, temporary: bool = False, batch: bool = True,
-            html_out: str | None = None) -> int:
+            html_out: str | None = None, push: bool = True) -> int:
     from electron_stub import report
     from electron_stub.machine import MachineError
     from electron_stub.replay import Replay
@@ -118,7 +118,7 @@ def _replay(path: str, trace: str | None, binary: str | None, data_dir: str | No
     if data_dir and Path(data_dir).exists() and not Path(data_dir).is_dir():
         raise InputError(f"--data-dir {data_dir} is not a folder")
     rp = Replay(scenario, data_dir=data_dir, binary=binary, quiet=quiet, logs_kept=not temporary,
-                batch=batch)
+                batch=batch, push=push)
     try:
         asyncio.run(rp.run())
     except MachineError as exc:
@@ -252,6 +252,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-batch", action="store_true",
                    help="send each world event after its own clock.advance_to instead of one "
                         "platform.events frame that advances too (same result, more round trips)")
+    r.add_argument("--no-push", action="store_true",
+                   help="ask every poll pass by platform.request round trip instead of pushing its "
+                        "answer into the frame (same result, more round trips)")
     from electron_stub.generate import PRESETS
 
     def preset_default(key: str) -> str:
@@ -314,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         a = parser().parse_args(argv)
         if a.cmd == "replay":
             return _replay(a.scenario, a.trace, a.binary, a.data_dir, a.quiet, a.json,
-                           batch=not a.no_batch, html_out=a.html)
+                           batch=not a.no_batch, html_out=a.html, push=not a.no_push)
         if a.cmd == "report":
             return _report(a)
         if a.cmd == "generate":

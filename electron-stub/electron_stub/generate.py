@@ -159,8 +159,35 @@ def _sessions(rng: random.Random, project: str, tu: str, ru: str, tag: str, dura
         t = end + rng.expovariate(1 / 3600)
 
 
-def _scripted(project: str, tu: str, world: list, tl: list, crash_t: float | None, login2_t: float | None) -> None:
-    """Pairs only this script touches, with expectations that hold whatever the operator draws."""
+#: a scripted block starts this long after its TU's login at the earliest (the login's own step,
+#: the favorites' bootstrap) and ends this long before its logout
+SESSION_MARGIN_S = 5.0
+
+
+def _fit(want: float, lead: float, span: float, sessions: list[tuple[float, float]],
+         crashes: list[float]) -> float | None:
+    """The earliest instant ``t >= want`` (seconds from the start) such that the block
+    ``[t - lead, t + span]`` lies inside one logged-in session of the TU (``SESSION_MARGIN_S``
+    from either end) and holds no crash; ``None`` when no such instant exists.  Candidates are
+    ``want`` and each later session start / crash plus the margin and the lead."""
+    cands = sorted({want, *(x + SESSION_MARGIN_S + lead for x in (*(a for a, _ in sessions), *crashes)
+                            if x + SESSION_MARGIN_S + lead > want)})
+    for t in cands:
+        inside = any(a + SESSION_MARGIN_S <= t - lead and t + span <= b - SESSION_MARGIN_S for a, b in sessions)
+        if inside and not any(t - lead - 1.0 <= c <= t + span for c in crashes):
+            return _r(t)
+    return None
+
+
+def _scripted(project: str, tu: str, world: list, tl: list, crash_t: float | None, login2_t: float | None,
+              sessions: list[tuple[float, float]], crashes: list[float], duration: float) -> None:
+    """Pairs only this script touches, with expectations that hold whatever the operator draws.
+
+    Each block is placed where its TU is logged in and no crash falls inside it (``_fit``): at
+    310 s and 610 s of a 1-hour demo (scaled down for a shorter one), at crash + 60 s and at the
+    shift change's re-login + 400 s, or at the first later instant that fits; a block that fits
+    nowhere before the end is left out.  ``sessions``: the TU's logged-in ``(login, logout)``
+    intervals, seconds from the start (the last one ends at ``duration``)."""
     p = PREFIX[project]
     fav = lambda ru: {"kind": "favorite", "project": project, "tu": tu, "ru": ru, "active": True, "is_white": False,  # noqa: E731
                       "spend_30d_usd": 120.0, "spend_total_usd": 800.0, "paid_actions": 40,
@@ -169,25 +196,32 @@ def _scripted(project: str, tu: str, world: list, tl: list, crash_t: float | Non
     a, b, c = f"{p}-ru-x01", f"{p}-ru-x02", f"{p}-ru-x03"
     world += [fav(a), fav(b), fav(c)]
     base = lambda ru: {"project": project, "tu": tu, "ru": ru}  # noqa: E731
+    scale = min(1.0, duration / 3600.0)
     # x01: a burst of three messages is one Unanswered message
-    tl.append({"t": 300.0, "kind": "online", "project": project, "ru": a, "online": True})
-    for i, dt in enumerate((0.0, 3.0, 6.0)):
-        tl.append({"t": 310.0 + dt, "kind": "message", **base(a), "from": "ru", "id": f"m-{a}-{i}", "body": "hi"})
-    tl.append({"t": 320.0, "kind": "expect", "what": "count", "type": "unanswered_message", "tu": tu, "ru": a,
-               "between": [310.0, 320.0], "min": 1, "max": 1})
+    if (t0 := _fit(_r(310.0 * scale), 10.0, 10.0, sessions, crashes)) is not None:
+        tl.append({"t": t0 - 10, "kind": "online", "project": project, "ru": a, "online": True})
+        for i, dt in enumerate((0.0, 3.0, 6.0)):
+            tl.append({"t": t0 + dt, "kind": "message", **base(a), "from": "ru", "id": f"m-{a}-{i}", "body": "hi"})
+        tl.append({"t": t0 + 10, "kind": "expect", "what": "count", "type": "unanswered_message", "tu": tu, "ru": a,
+                   "between": [t0, t0 + 10], "min": 1, "max": 1})
     # x02: a like makes a Like task at once
-    tl.append({"t": 600.0, "kind": "online", "project": project, "ru": b, "online": True})
-    tl.append({"t": 610.0, "kind": "like", **base(b), "like": LIKES[project][0]})
-    tl.append({"t": 612.0, "kind": "expect", "what": "task_created", "type": "like", "tu": tu, "ru": b,
-               "between": [610.0, 611.0]})
+    if (t0 := _fit(_r(610.0 * scale), 10.0, 2.0, sessions, crashes)) is not None:
+        tl.append({"t": t0 - 10, "kind": "online", "project": project, "ru": b, "online": True})
+        tl.append({"t": t0, "kind": "like", **base(b), "like": LIKES[project][0]})
+        tl.append({"t": t0 + 2, "kind": "expect", "what": "task_created", "type": "like", "tu": tu, "ru": b,
+                   "between": [t0, t0 + 1]})
     # x03: after the crash and after the shift change an RU message still makes a task at once
+    free_from = 0.0  # the RU's previous block has gone offline by then
     for k, (t0, dt) in enumerate(x for x in ((crash_t, 60.0), (login2_t, 400.0)) if x[0] is not None):
-        t1 = round(t0 + dt, 3)
+        t1 = _fit(max(round(t0 + dt, 3), free_from), 5.0, 1.0, sessions, crashes)
+        if t1 is None:
+            continue
         tl.append({"t": t1 - 5, "kind": "online", "project": project, "ru": c, "online": True})
         tl.append({"t": t1, "kind": "message", **base(c), "from": "ru", "id": f"m-{c}-{k}", "body": "still there?"})
         tl.append({"t": t1 + 1, "kind": "expect", "what": "task_created", "type": "unanswered_message", "tu": tu,
                    "ru": c, "between": [t1, t1 + 1], "source": "socket"})
         tl.append({"t": t1 + 200, "kind": "online", "project": project, "ru": c, "online": False})
+        free_from = t1 + 206
 
 
 def generate(preset: str = "demo", *, seed: int | None = None, hours: float | None = None,
@@ -208,12 +242,16 @@ def generate(preset: str = "demo", *, seed: int | None = None, hours: float | No
         for ti in range(1, int(cfg["tus_per_project"]) + 1):
             tu = f"{PREFIX[project]}-tu-{ti:02d}"
             world.append({"kind": "tu", "project": project, "tu": tu, "operator": "op-1"})
-            tl.append({"t": _r(g.uniform(0, 20)), "kind": "login", "project": project, "tu": tu, "operator": "op-1"})
+            login_t = _r(g.uniform(0, 20))
+            tl.append({"t": login_t, "kind": "login", "project": project, "tu": tu, "operator": "op-1"})
+            sessions = [(login_t, duration)]
             if logout_t is not None:
                 out = _r(logout_t + g.uniform(-90, 90))
                 tl.append({"t": out, "kind": "logout", "project": project, "tu": tu, "operator": "op-1"})
-                tl.append({"t": _r(logout_t + 120 + g.uniform(0, 180)), "kind": "login", "project": project,
+                back = _r(logout_t + 120 + g.uniform(0, 180))
+                tl.append({"t": back, "kind": "login", "project": project,
                            "tu": tu, "operator": "op-2", "fresh": True})
+                sessions = [(login_t, out), (back, duration)]
             for fi in range(1, int(cfg["favorites"]) + 1):
                 ru = f"{PREFIX[project]}-ru-{ti:02d}-{fi:04d}"
                 tag = f"{PREFIX[project]}{ti}-{fi}"
@@ -224,7 +262,7 @@ def generate(preset: str = "demo", *, seed: int | None = None, hours: float | No
                 _sessions(rng, project, tu, ru, tag, duration, letters, tl)
             if cfg["scripted"]:
                 _scripted(project, tu, world, tl, crashes[0] if crashes else None,
-                          _r(logout_t + 300) if logout_t is not None else None)
+                          _r(logout_t + 300) if logout_t is not None else None, sessions, crashes, duration)
     tl += [{"t": t, "kind": "crash"} for t in crashes]
     if cfg["stack_faults"]:
         t0 = _r(g.uniform(0.1, 0.2) * duration)

@@ -57,6 +57,8 @@ from electron_stub.stack_server import virtual_at
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 MAX_LATENCY_S = 2.0
+#: target ``config`` keys a scenario may set and the harness passes on to the sidecar
+TUNABLE = ("timeout_s",)
 FAULTS = ("down", "up", "error_rate", "latency", "terminal", "probe_fail", "rate_limit", "hang")
 #: faults that decide the answer: setting one replaces the others (``latency`` adds to any)
 ANSWER_MODES = ("down", "error_rate", "terminal", "probe_fail", "rate_limit", "hang")
@@ -79,6 +81,7 @@ class Receivers:
         self.lock = threading.Lock()
         self.channels: dict[str, str] = {}
         self.chat_ids: dict[str, str] = {}
+        self.tuning: dict[str, dict[str, Any]] = {}
         self.faults: dict[str, dict[str, Any]] = {}
         self.hanging: dict[str, int] = {}  # target → requests held by ``hang`` right now
         self.requests: dict[str, int] = {}
@@ -95,6 +98,9 @@ class Receivers:
         with self.lock:
             self.channels[name] = channel
             self.chat_ids[name] = str((config or {}).get("chat_id", "-1"))
+            # the scenario may tune how the sidecar's sender waits (a ``hang`` scenario's attempt
+            # times out in 1 s instead of the default 5 s); where it sends stays the harness's
+            self.tuning[name] = {k: (config or {})[k] for k in TUNABLE if k in (config or {})}
             self.faults[name] = {}
 
     def secret(self, name: str) -> str:
@@ -109,9 +115,10 @@ class Receivers:
         """The sidecar's configuration of target ``name`` (goes into ``SIDECAR_ROUTER_TARGETS``)."""
         channel = self.channels[name]
         if channel == "webhook":
-            return {"channel": "webhook", "url": f"{self.url}/hooks/{name}", "secret": self.secret(name)}
+            return {"channel": "webhook", "url": f"{self.url}/hooks/{name}", "secret": self.secret(name),
+                    **self.tuning[name]}
         return {"channel": "telegram", "base_url": self.url, "bot_token": self.bot_token(name),
-                "chat_id": self.chat_ids[name]}
+                "chat_id": self.chat_ids[name], **self.tuning[name]}
 
     def set_fault(self, target: str, mode: str, value: float | None = None) -> None:
         if mode not in FAULTS:

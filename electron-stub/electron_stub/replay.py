@@ -16,6 +16,9 @@ Rules / theory of operation
   ``task.created`` to the operator model; held while a frame is in flight), ``platform.request``
   — or a step's several in one ``platform.requests`` — is answered from the world as of the
   asking step's instant (its ``at``; inside a frame the lines up to then are applied first).
+  A grid poll pass whose answer is known before the frame goes is answered inside the frame
+  instead (:mod:`electron_stub.pushed_polls`); both write the same ``platform.request`` trace
+  line (:meth:`Replay._record`).
 * ``expect`` lines are evaluated at their ``t``.  At ``duration_s`` every sidecar is stopped
   gracefully; then the consistency checks run and the report is built.
 """
@@ -35,6 +38,7 @@ from electron_stub import scenario as sc
 from electron_stub.machine import Machine
 from electron_stub.operator_model import OperatorModel
 from electron_stub.progress import ReplayProgress
+from electron_stub.pushed_polls import PollPusher
 from electron_stub.replay_frames import FramePlayer
 from electron_stub.replay_lines import NOT_WORLD, ROUTING_LINES, SENDER_METHODS, LinePlayer
 from electron_stub.replay_sidecars import ACTION, TIMELINE, Sidecars, VirtualTime
@@ -53,7 +57,7 @@ class Replay:
 
     def __init__(self, scenario: sc.Scenario, *, data_dir: str | Path | None = None,
                  binary: str | None = None, quiet: bool = False, logs_kept: bool | None = None,
-                 batch: bool = True) -> None:
+                 batch: bool = True, push: bool = True) -> None:
         self.sc, self.binary, self.quiet = scenario, binary, quiet
         self.batch = batch  # world events with their advance in one platform.events frame
         self.frame_events: Counter = Counter()  # events taken per platform.events frame -> frames
@@ -93,6 +97,10 @@ class Replay:
         self.operator = OperatorModel(scenario, self.clock, rec=self.rec, world=self.world,
                                       sidecars=self.sidecars, lines=self.lines, stats=self.stats,
                                       op_sent=self.op_sent, push=self._push)
+        # poll answers pushed into the frame: no round trip for a grid pass whose answer is known
+        self.pusher = PollPusher(self.clock, self.world, ahead_s=self.tick, enabled=push, record=self._record,
+                                 unrecord=self._unrecord, frame_of=lambda: self.frame_player.frame)
+        self.sidecars.pusher = self.pusher
         self.frame_player = FramePlayer(self.clock, self.queue, enabled=batch, answer_lo=self.answer_lo,
                                         sidecars=self.sidecars, lines=self.lines, world=self.world,
                                         rec=self.rec, stats=self.stats, op_sent=self.op_sent,
@@ -184,17 +192,32 @@ class Replay:
             if at is None and seen is not None:
                 at = self.start + seen
         now = self.now if at is None else at  # the requesting step's instant, in both modes
-        name = f"{params.get('project')}.{params.get('method')}"
-        crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
-        self.requests[name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")] += 1
-        self.rec.platform_request(now, str(params.get("project", "")), str(params.get("tu", "")),
-                                  str(params.get("method", "")), params.get("params"))
+        self._record(now, params)
         try:
             return answers.answer(self.world, params.get("project", ""), params.get("tu", ""),
                                   params.get("method", ""), params.get("params") or {}, now)
         except Exception:
             self.stats.request_errors += 1
             raise
+
+    def _record(self, now: float, params: dict) -> tuple:
+        """A request's ``platform.request`` trace line and counts, at ``now`` (unix seconds):
+        made by round trip, or pushed into a frame (:mod:`electron_stub.pushed_polls`).
+        Returns the handle :meth:`_unrecord` takes."""
+        name = f"{params.get('project')}.{params.get('method')}"
+        crit = (params.get("params") or {}).get("criteria") if isinstance(params.get("params"), dict) else None
+        key = name + (f"[{','.join(map(str, crit))}]" if isinstance(crit, list) else "")
+        self.requests[key] += 1
+        return key, self.rec.platform_request(now, str(params.get("project", "")), str(params.get("tu", "")),
+                                              str(params.get("method", "")), params.get("params"))
+
+    def _unrecord(self, handle: tuple) -> None:
+        """Take back a :meth:`_record` (a pushed answer the sidecar did not use)."""
+        key, rec_handle = handle
+        self.requests[key] -= 1
+        if not self.requests[key]:
+            del self.requests[key]
+        self.rec.retract_request(rec_handle)
 
     # ---- the loop --------------------------------------------------------------------------
 

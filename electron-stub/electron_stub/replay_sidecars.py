@@ -31,7 +31,7 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from electron_stub import scenario as sc
 from electron_stub.machine import Machine
@@ -39,6 +39,9 @@ from electron_stub.report import RunStats
 from electron_stub.routing_world import RoutingWorld, read_deliveries
 from electron_stub.senders_lines import SenderLines
 from electron_stub.stack_server import StackServer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from electron_stub.pushed_polls import PollPusher
 
 TIMELINE, ACTION = 0, 1  # queue phases: equal ``t`` keep file order, timeline before harness actions
 # requests that take no step of the sidecar (sidecar/app/inputs.py: "the reads that take no step"):
@@ -71,6 +74,7 @@ class Sidecars:
         self.current: Machine | None = None
         self.tu_machine: dict[str, Machine] = {}
         self.due: dict[str, float | None] = {}  # machine -> its next_due (unix s); see note_due
+        self.pusher: "PollPusher | None" = None  # poll answers pushed into frames (set by the Replay)
 
     def running(self) -> list[Machine]:
         return [m for m in self.machines if m.running]
@@ -125,16 +129,24 @@ class Sidecars:
         return max(stop, min(target, t_rel + 1e-6))
 
     async def send(self, m: Machine, method: str, params: Any) -> Any:
-        """One frame to ``m``; a JSON-RPC error answer is a warning and None, not fatal.  A read
+        """One frame to ``m``; a JSON-RPC error answer is a warning and None, not fatal.  An
+        advance or an events frame carries the poll answers pushed into it (``pusher``).  A read
         that takes no step (:data:`READS`) leaves ``due`` as it was: its answer (a list) carries
         no ``next_due``, and nothing the sidecar does by itself moved."""
         self.frames[method] += 1
+        records: list[Any] = []
+        if self.pusher is not None:
+            params, records = self.pusher.prepare(m.name, method, params)
         try:
             result = await m.call(method, params)
             if method not in READS:
                 self.note_due(m, result)
+            if self.pusher is not None:
+                self.pusher.settle(m.name, result, records)
             return result
         except Exception as exc:  # noqa: BLE001 - a JSON-RPC error answer is reported, not fatal
+            if self.pusher is not None:
+                self.pusher.settle(m.name, None, records)
             if type(exc).__name__ != "RemoteError":
                 raise
             self.stats.warnings.append(f"{m.name} answered {method} with an error: {exc}")
@@ -165,6 +177,8 @@ class Sidecars:
         for m in self.running():
             await m.kill()
             await m.start()
+            if self.pusher is not None:
+                self.pusher.forget(m.name)  # the new process lists its own passes
             self.note_due(m, await m.call("clock.advance_to", {"t": self.clock.now}))
             for tu, (project, operator) in m.tus.items():
                 await self.send(m, "session.login", {"tu": tu, "project": project, "operator": operator})

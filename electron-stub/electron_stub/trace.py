@@ -182,9 +182,10 @@ class Recorder:
                   **({"machine": machine} if machine else {}),
                   **({"error": params["error"]} if params.get("error") else {}))
 
-    def platform_request(self, at: float, project: str, tu: str, method: str, params: Any) -> None:
+    def platform_request(self, at: float, project: str, tu: str, method: str, params: Any) -> tuple:
         """One ``platform.request`` the sidecar made (``params`` as it sent them), at ``at``
-        (unix seconds, the asking step's instant)."""
+        (unix seconds, the asking step's instant).  Returns a handle for
+        :meth:`retract_request` (a pushed poll answer the sidecar did not use)."""
         p = params if isinstance(params, dict) else {}
         ru, ids = p.get("ru"), p.get("ru_ids")
         rus: tuple[str, ...] = ((ru,) if isinstance(ru, str) else
@@ -199,6 +200,22 @@ class Recorder:
             keys["criteria"] = p["criteria"]
         self.counts["platform.request"] = self.counts.get("platform.request", 0) + 1
         self._add(at, "platform.request", **keys)
+        return self.lines[-1], (tu, method), (at, rus)
+
+    def retract_request(self, handle: tuple) -> None:
+        """Take back a :meth:`platform_request` record (its line, its count, its ``requests``
+        entry): the pushed answer it stood for was not used (``pushed_polls``)."""
+        line, key, entry = handle
+        for i in range(len(self.lines) - 1, -1, -1):  # a recent line: search from the end
+            if self.lines[i] is line:
+                del self.lines[i]
+                break
+        made = self._requests.get(key, [])
+        for i in range(len(made) - 1, -1, -1):
+            if made[i] == entry:
+                del made[i]
+                break
+        self.counts["platform.request"] -= 1
 
     def requests_of(self, tu: str, method: str, ru: str | None, lo: float, hi: float) -> int:
         """Platform requests of ``method`` for ``tu`` [naming ``ru``] at ``lo <= at <= hi`` (unix s)."""

@@ -14,6 +14,8 @@ Rules / theory of operation
 * An ``if_open`` event whose task is no longer open is skipped: nothing runs, and its index goes
   into the ``batch_skipped`` of the ``platform.request`` calls after it (:attr:`~EventBatches.
   skipped`, which the app hands to :mod:`sidecar.app.requests` with :attr:`~EventBatches.seen`).
+* On the virtual clock the call's grid passes take the answers it carried (``poll_answers``)
+  instead of a round trip (:mod:`sidecar.app.pushed_polls`); the answer says which.
 * A refused event (bad raw event, TU not logged in) is its own error result and changes
   nothing; the others are handled.  Each result carries ``seq``: the stream's last seq once its
   step's notes were sent (``step_seqs``, filled by the app's ``step_done`` port from
@@ -33,6 +35,7 @@ from bridge.errors import CutShort, InternalError, InvalidParams, RpcError, Shut
 from sidecar.protocol import inbound as p
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.clockwork import Clockwork
+from sidecar.app.pushed_polls import PushedPolls
 from sidecar.core.clock import Clock, VirtualClock
 from sidecar.runtime.engine import REFUSALS, Engine
 from sidecar.runtime.executor import StepExecutor
@@ -46,11 +49,13 @@ class EventBatches:
     None before it is set."""
 
     def __init__(self, *, clock: Clock, engine: Engine, executor: StepExecutor, lock: asyncio.Lock,
-                 deliveries: Deliveries, clockwork: Clockwork, stream_last_seq: Callable[[], int],
+                 deliveries: Deliveries, clockwork: Clockwork, pushed: PushedPolls,
+                 stream_last_seq: Callable[[], int],
                  require_clock: Callable[[], None], now_or_none: Callable[[], float | None]) -> None:
         self.clock, self.engine, self.executor = clock, engine, executor
         self._lock = lock  # the app's step lock: the whole call holds it
         self.deliveries, self.clockwork = deliveries, clockwork
+        self.pushed = pushed  # poll answers pushed into the frame
         self._pump_kick = deliveries.pump_kick  # the delivery timer fired
         self._stream_last_seq = stream_last_seq
         self._require_clock = require_clock
@@ -82,48 +87,52 @@ class EventBatches:
         results: list[dict] = []
         marks: list[int] = []  # the number of the last step once each event's step was run
         async with self._lock:
-            seq0 = self.last_seq = self._stream_last_seq()
-            self.seen, self.step_seqs, self.skipped, self.taken = 0, {}, [], 0
-            try:
-                async with self.executor.group():
-                    for i, ev in enumerate(a.events):
-                        if virtual:
-                            assert isinstance(clock, VirtualClock)
-                            at = ev.received_at
-                            if a.stop_at_due and i > 0 and self._acts_before(clock, at):
-                                break  # the caller sends the rest once it saw that
-                            if at is not None and (not clock.is_set or at > clock.now()):
-                                if not math.isfinite(at):
-                                    raise InvalidParams("platform.events: received_at must be finite",
-                                                        data={"field": f"events.{i}.received_at"})
-                                await self.clockwork.fire_until(clock, at, "platform.events")
-                            self._require_clock()
-                            if self._pump_kick.is_set() or self.executor.outbox_due_pending():
-                                await self.deliveries.pump_locked()  # as at the end of clock.advance_to
-                        self.seen = i + 1
-                        if ev.if_open is not None and ev.if_open not in self.engine.factory.open:
-                            self.skipped.append(i)  # the task closed before its answer
-                            results.append({"ok": True, "skipped": True, "events": 0})
-                        else:
-                            results.append(await self._batch_event(ev))
-                        marks.append(self.executor.steps + self.executor.pending_steps())
-                        self.taken = len(results)  # a cut short at shutdown says it (app.py)
-            except StepFailed as exc:
-                raise InternalError(str(exc)) from exc
-            except (Stopping, ShuttingDown, CutShort):
-                # shutdown began inside the call (a step refused, or an advance cut short): the
-                # events before it were committed with the group — say how many
-                taken = len(results)
-                raise CutShort(
-                    f"the sidecar is shutting down; platform.events took {taken} of {len(a.events)}"
-                    f" events (kept); send the rest after a restart",
-                    data={"taken": taken, "now": self._now_or_none()}) from None
-            finally:
-                self.seen, self.skipped = None, []
-                step_seqs, self.step_seqs = self.step_seqs or {}, None
-            for res, mark in zip(results, marks):
-                res["seq"] = step_seqs.get(mark, seq0)
-        return {"taken": len(results), "results": results, "now": self._now_or_none()}
+            with self.pushed.offered(a.poll_answers if virtual else None) as used:
+                seq0 = self.last_seq = self._stream_last_seq()
+                self.seen, self.step_seqs, self.skipped, self.taken = 0, {}, [], 0
+                try:
+                    async with self.executor.group():
+                        for i, ev in enumerate(a.events):
+                            if virtual:
+                                assert isinstance(clock, VirtualClock)
+                                at = ev.received_at
+                                if a.stop_at_due and i > 0 and self._acts_before(clock, at):
+                                    break  # the caller sends the rest once it saw that
+                                if at is not None and (not clock.is_set or at > clock.now()):
+                                    if not math.isfinite(at):
+                                        raise InvalidParams("platform.events: received_at must be finite",
+                                                            data={"field": f"events.{i}.received_at"})
+                                    await self.clockwork.fire_until(clock, at, "platform.events")
+                                self._require_clock()
+                                if self._pump_kick.is_set() or self.executor.outbox_due_pending():
+                                    await self.deliveries.pump_locked()  # as at the end of clock.advance_to
+                            self.seen = i + 1
+                            if ev.if_open is not None and ev.if_open not in self.engine.factory.open:
+                                self.skipped.append(i)  # the task closed before its answer
+                                results.append({"ok": True, "skipped": True, "events": 0})
+                            else:
+                                results.append(await self._batch_event(ev))
+                            marks.append(self.executor.steps + self.executor.pending_steps())
+                            self.taken = len(results)  # a cut short at shutdown says it (app.py)
+                except StepFailed as exc:
+                    raise InternalError(str(exc)) from exc
+                except (Stopping, ShuttingDown, CutShort):
+                    # shutdown began inside the call (a step refused, or an advance cut short): the
+                    # events before it were committed with the group — say how many
+                    taken = len(results)
+                    raise CutShort(
+                        f"the sidecar is shutting down; platform.events took {taken} of {len(a.events)}"
+                        f" events (kept); send the rest after a restart",
+                        data={"taken": taken, "now": self._now_or_none()}) from None
+                finally:
+                    self.seen, self.skipped = None, []
+                    step_seqs, self.step_seqs = self.step_seqs or {}, None
+                for res, mark in zip(results, marks):
+                    res["seq"] = step_seqs.get(mark, seq0)
+        out = {"taken": len(results), "results": results, "now": self._now_or_none()}
+        if virtual and a.poll_answers is not None:
+            out["poll_answers_used"] = used
+        return out
 
     def _acts_before(self, clock: VirtualClock, at: float | None) -> bool:
         """``platform.events`` with ``stop_at_due``: would a timer or a delivery pass of the

@@ -12,6 +12,8 @@ Rules / theory of operation
   due at once commit as one group — one SQLite transaction, one thread hop — in step order
   (:meth:`StepExecutor.group`); inside ``platform.events`` an advance joins that call's group.
   The group is committed before the delivery pump reads SQLite and before any yield.
+* **Pushed poll answers**: an advance's grid passes take the answers the call carried
+  (``poll_answers``) instead of a round trip (:mod:`sidecar.app.pushed_polls`).
 * Wall clock: a ticker task (:meth:`Clockwork.ticker`) sleeps until the next due timer, or
   until the :class:`Alarm` wakes it for a sooner one.
 * **Wall clock, per event** (p99 ``platform.event`` → ``task.created`` ≤ 2 ms at
@@ -32,6 +34,8 @@ from typing import Callable
 from bridge.errors import CutShort, InternalError, InvalidParams, RpcError
 from sidecar.app.aio import wait_event
 from sidecar.app.deliveries import Deliveries, StepLocked
+from sidecar.app.pushed_polls import PushedPolls
+from sidecar.protocol.polls import PollAnswer
 from sidecar.config import Settings
 from sidecar.core.clock import Clock, ScaledClock, VirtualClock, WallClock
 from sidecar.core.scheduler import Scheduler
@@ -72,7 +76,7 @@ class Clockwork:
     def __init__(self, *, clock: Clock, engine: Engine, executor: StepExecutor, lock: asyncio.Lock,
                  deliveries: Deliveries, alarm: Alarm, step_locked: StepLocked,
                  connected: Callable[[], bool], next_due: Callable[[], float | None],
-                 max_fires: int) -> None:
+                 max_fires: int, pushed: PushedPolls) -> None:
         self.clock = clock
         self.engine = engine
         self.executor = executor
@@ -83,19 +87,26 @@ class Clockwork:
         self._connected = connected
         self._next_due = next_due
         self.max_fires = max_fires
+        self.pushed = pushed  # poll answers pushed into the frame
 
     # virtual clock ----------------------------------------------------------------------------
-    async def advance_to(self, t: float) -> dict:
-        """Virtual clock: run everything due up to ``t`` (unix seconds) in order."""
+    async def advance_to(self, t: float, answers: list[PollAnswer] | None = None) -> dict:
+        """Virtual clock: run everything due up to ``t`` (unix seconds) in order; the grid passes
+        among them take their pushed answer from ``answers`` where there is one
+        (:mod:`sidecar.app.pushed_polls`; then the answer lists ``poll_answers_used``)."""
         if not isinstance(self.clock, VirtualClock):
             raise InvalidParams("clock.advance_to needs --clock virtual", data={"field": "t"})
         if not math.isfinite(t):
             raise InvalidParams("t must be a finite number of unix seconds", data={"field": "t"})
         async with self.lock:
-            await self.fire_until(self.clock, t, "clock.advance_to")
-            if self.deliveries.pump_kick.is_set():
-                await self.deliveries.pump_locked()
-            return {"now": self.clock.now()}
+            with self.pushed.offered(answers) as used:
+                await self.fire_until(self.clock, t, "clock.advance_to")
+                if self.deliveries.pump_kick.is_set():
+                    await self.deliveries.pump_locked()
+            out: dict = {"now": self.clock.now()}
+            if answers is not None:
+                out["poll_answers_used"] = used
+            return out
 
     async def fire_until(self, clock: VirtualClock, t: float, method: str) -> None:
         """Run every timer due up to ``t``, one step each at its instant, as one commit group

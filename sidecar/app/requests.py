@@ -22,6 +22,8 @@ Rules / theory of operation
 * Answers that each fit the bridge's frame cap (1 MiB) may not fit it together: the bridge fails
   the round trip at once (:class:`bridge.errors.AnswerTooLarge`) and that step's requests are
   asked one by one — asking together never fails where one by one succeeds.
+* A grid poll pass whose answer the frame carried asks nothing (the app's ``perform`` /
+  ``perform_many`` take it first, :mod:`sidecar.app.pushed_polls`).
 * Any failure is an outcome, never raised: ``(None, "<ExceptionName>: <text>")`` — a per-item
   error reads exactly as the same error of a single ``platform.request`` (a
   :class:`bridge.errors.RemoteError`), a failure of the whole round trip (a timeout, no client)

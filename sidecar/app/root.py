@@ -11,6 +11,7 @@ the step executor's ports, and starts and closes the process.  Its concepts live
   (Stack's startup read), ``session.logout``, ``platform.poll``, ``platform.reconnected``,
   ``favorite.update``, ``task.close``, ``tasks.list``, ``why``;
 * :mod:`sidecar.app.batches` — ``platform.events``: a burst of raw events as one commit group;
+* :mod:`sidecar.app.pushed_polls` — poll answers pushed into a virtual-clock frame;
 * :mod:`sidecar.app.step_groups` — the wall clock's queued ``platform.event`` frames as one group.
 
 Rules / theory of operation
@@ -59,6 +60,7 @@ from sidecar.app import closing, requests as app_requests
 from sidecar.app.closing import CLOSE_BUDGET_S, GOODBYE_S  # noqa: F401 - re-exported (tests, serve)
 from sidecar.protocol import inbound as p
 from sidecar.app.batches import EventBatches
+from sidecar.app.pushed_polls import PushedPolls
 from sidecar.app.deliveries import Deliveries
 from sidecar.app.inputs import Inputs
 from sidecar.app.log_feed import LogFeed
@@ -108,6 +110,7 @@ class SidecarApp:
         self.settings = settings
         self.clock = clock or make_clock(settings)  # the one clock
         self.engine = Engine(KeyedRandom(settings.seed), default_services)
+        self.pushed = PushedPolls(self.engine)  # poll answers pushed into the frame
         self.store = store  # SQLite, opened (and locked) by the caller
         self.stack: StackClient | None = None
         if settings.stack_url:
@@ -160,13 +163,15 @@ class SidecarApp:
         self.clockwork = Clockwork(clock=self.clock, engine=self.engine, executor=self.executor,
                                    lock=self._lock, deliveries=self.deliveries, alarm=self.alarm,
                                    step_locked=self._step_locked, connected=lambda: self.bridge.connected,
-                                   next_due=self.next_due, max_fires=MAX_FIRES_PER_ADVANCE)
+                                   next_due=self.next_due, max_fires=MAX_FIRES_PER_ADVANCE,
+                                   pushed=self.pushed)
         self.inputs = Inputs(settings=settings, clock=self.clock, engine=self.engine, store=store,
                              stack=self.stack, routing=self.routing, step=self.step,
                              flush_observed=self.deliveries.flush_observed,
                              queued=self.outbox_queued)
         self.batches = EventBatches(clock=self.clock, engine=self.engine, executor=self.executor,
                                     lock=self._lock, deliveries=self.deliveries, clockwork=self.clockwork,
+                                    pushed=self.pushed,
                                     stream_last_seq=lambda: self.bridge.stream.last_seq,
                                     require_clock=self._require_clock, now_or_none=self._now_or_none)
 
@@ -254,12 +259,12 @@ class SidecarApp:
         handed in by its component, never by extending an if-chain."""
         reg = self.methods.register
         reg("why", p.Why, lambda a: self.inputs.why(a), needs_clock=False)
-        reg("clock.advance_to", p.ClockAdvance, lambda a: self.clockwork.advance_to(a.t), needs_clock=False)
+        reg("clock.advance_to", p.ClockAdvance, self._advance, needs_clock=False)
         reg("status", p.Status, self._status, needs_clock=False)
         reg("session.login", p.SessionLogin, lambda a: self.inputs.login(a))
         reg("session.logout", p.SessionLogout, lambda a: self.inputs.logout(a))
         reg("platform.event", p.PlatformEventIn, self._platform_event)
-        reg("platform.events", p.PlatformEvents, lambda a: self.batches.handle(a), needs_clock=False)
+        reg("platform.events", p.PlatformEvents, self._events, needs_clock=False)
         reg("platform.reconnected", p.PlatformReconnected, lambda a: self.inputs.reconnected(a))
         reg("platform.poll", p.PlatformPoll, lambda a: self.inputs.poll(a))
         reg("favorite.update", p.FavoriteUpdate, lambda a: self.inputs.favorite_update(a))
@@ -268,6 +273,17 @@ class SidecarApp:
         reg("stack.flush", p.StackFlush, lambda a: self.deliveries.flush_stack())
         reg("sidecar.shutdown", p.SidecarShutdown, self._shutdown, needs_clock=False)
         self.routing.register(reg, self.step, self._locked, self.clock.now)
+
+    async def _advance(self, a: p.ClockAdvance) -> dict:
+        result = await self.clockwork.advance_to(a.t, a.poll_answers)
+        return self._listed(a, result)
+
+    async def _events(self, a: p.PlatformEvents) -> dict:
+        return self._listed(a, await self.batches.handle(a))
+
+    def _listed(self, a: p.PollsAsked, result: dict) -> dict:
+        return self.pushed.list_into(result, a.polls_ahead_s if self.clock.virtual else None,
+                                     self.next_due(), self.bridge.client)
 
     async def _locked(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` (a coroutine function) under the step lock: a change outside a step
@@ -355,13 +371,16 @@ class SidecarApp:
         self.fatal.set()
 
     async def perform(self, req: Request) -> tuple[Any, str | None]:
-        """One ``platform.request`` (:mod:`sidecar.app.requests`)."""
+        """One ``platform.request`` (:mod:`sidecar.app.requests`) or its pushed answer."""
+        pushed, result = self.pushed.take(req)
+        if pushed:
+            return result, None
         return await self.asker.one(app_requests.params_of(req, self.batches.seen, self.batches.skipped))
 
     async def perform_many(self, reqs: list[Request]) -> list[tuple[Any, str | None]]:
-        """One step's requests in one ``platform.requests`` round trip (virtual clock)."""
-        return await self.asker.many([app_requests.params_of(r, self.batches.seen, self.batches.skipped)
-                                      for r in reqs])
+        """One step's requests in one ``platform.requests`` round trip, or their pushed answers."""
+        return await self.pushed.perform_many(reqs, self.perform, lambda rs: self.asker.many(
+            [app_requests.params_of(r, self.batches.seen, self.batches.skipped) for r in rs]))
 
     # status -----------------------------------------------------------------------------------
     def status(self) -> dict:

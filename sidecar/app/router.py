@@ -44,7 +44,8 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.protocol.paging import MAX_LIMIT, budget, cut_text, page
 from sidecar.router.attempt import Attempts, Next, SenderHealth
 from sidecar.router.cadence import StackCadence
-from sidecar.router.io.channels import Channel, StackChannel, build_channel
+from sidecar.router.io.channels import Channel, build_channel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.config import RouterConfig, load_config
 from sidecar.router.core import Router, StackWatch, stack_pass
 from sidecar.router.model import Delivery, RoutingEvent, Status, parse_event

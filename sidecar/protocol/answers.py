@@ -20,6 +20,7 @@ import msgspec
 from sidecar.protocol.contract import ErrorData
 from sidecar.protocol.inbound import LogLevel
 from sidecar.protocol.outbound import TaskView
+from sidecar.protocol.polls import PollAhead
 
 __all__ = ["ANSWERS", "PLATFORM_ANSWER"]
 
@@ -87,6 +88,9 @@ class EventsAnswer(Answer, kw_only=True):
     taken: int
     results: list[EventResult]
     now: float | None
+    # asked by polls_ahead_s / given poll_answers (sidecar.protocol.polls); absent otherwise
+    polls: list[PollAhead] | msgspec.UnsetType = msgspec.UNSET
+    poll_answers_used: list[int] | msgspec.UnsetType = msgspec.UNSET
 
 
 class CloseAnswer(Ok, kw_only=True):
@@ -103,7 +107,12 @@ class LogsAnswer(Ok, kw_only=True):
 
 
 class AdvanceAnswer(Answer, kw_only=True):
-    now: float  # the virtual clock after the advance (unix seconds)
+    """``now``: the virtual clock after the advance (unix seconds); ``polls`` /
+    ``poll_answers_used``: :mod:`sidecar.protocol.polls` (absent unless asked / given)."""
+
+    now: float
+    polls: list[PollAhead] | msgspec.UnsetType = msgspec.UNSET
+    poll_answers_used: list[int] | msgspec.UnsetType = msgspec.UNSET
 
 
 class StackWaiting(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -16,6 +16,7 @@ import msgspec
 
 from sidecar.protocol.paging import INT64_MAX, Cursor, Limit, Weight
 from sidecar.protocol.patterns import NO_CONTROL
+from sidecar.protocol.polls import MAX_POLL_ANSWERS, AheadS, PollAnswer
 from sidecar.protocol.rules import Priority, RuleAction, RuleChanges, RuleConditions
 from sidecar.protocol.version import PROTOCOL_MAJOR
 
@@ -28,6 +29,15 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]  # a count, a limit, a 
 
 class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     """Base of every params Struct."""
+
+
+class PollsAsked(Params, kw_only=True):
+    """The two optional params of ``clock.advance_to`` and ``platform.events`` on the virtual
+    clock (:mod:`sidecar.protocol.polls`): ``polls_ahead_s`` asks for ``polls`` in the answer;
+    ``poll_answers`` are answers to passes an earlier answer listed."""
+
+    polls_ahead_s: AheadS | None = None
+    poll_answers: Annotated[list[PollAnswer], msgspec.Meta(max_length=MAX_POLL_ANSWERS)] | None = None
 
 
 # ---- Electron → sidecar -------------------------------------------------------------------
@@ -89,7 +99,7 @@ class PlatformEventIn(PlatformEvent, kw_only=True):
                              " is still open); platform.event does not take it — send it in platform.events")
 
 
-class PlatformEvents(Params, kw_only=True):
+class PlatformEvents(PollsAsked, kw_only=True):
     """A burst of raw platform socket events: handled in order, each its own
     step, all committed in ONE transaction.  Answer :class:`~sidecar.protocol.answers.EventsAnswer`:
     one result per event taken, in order; a refused event (bad raw event, TU not logged in) is
@@ -170,8 +180,9 @@ class StreamAck(Params, kw_only=True):
     seq: Count
 
 
-class ClockAdvance(Params, kw_only=True):
-    """Virtual clock only: run every timer due up to ``t`` (unix seconds), then answer."""
+class ClockAdvance(PollsAsked, kw_only=True):
+    """Virtual clock only: run every timer due up to ``t`` (unix seconds), then answer
+    (``polls_ahead_s`` / ``poll_answers``: :class:`PollsAsked`)."""
 
     t: float
 

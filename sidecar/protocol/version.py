@@ -5,5 +5,5 @@ bumps the minor; anything an older client could misread bumps the major (an ``au
 major gets -32602 then close 4426, :mod:`bridge.auth` rule 5)."""
 from __future__ import annotations
 
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
 PROTOCOL_MAJOR = int(PROTOCOL_VERSION.split(".")[0])  # the ready line's and status's ``protocol``

@@ -6,6 +6,12 @@ Rules / theory of operation
 * One :class:`HealthGate` per process, over the pure machine (:mod:`.health`) and the
   :class:`~.manage.Registry` loaded from SQLite at start (:meth:`HealthGate.load`).  A sender is
   a router target; ``stack`` is one too and always exists.
+* **One exchange per pump round** (:mod:`sidecar.router.exchange`): the router asks
+  :meth:`HealthGate.admit` once with every target's due rows (a :class:`~sidecar.router.exchange.Want`
+  each) and tells :meth:`HealthGate.settle` once with every attempt's outcome and probe answer
+  of the round — lists in, lists out; each item is the one-at-a-time answer below, in order, so
+  the seed's rules hold row by row.  An item whose bookkeeping raises (a bug) is handed back
+  (a :class:`~sidecar.router.exchange.Fault`, or the grant's ``error``) and the others stand.
 * **May this sender send now?** (:meth:`may_send`): ``active`` and past its pacing / rest →
   yes, and the attempt starts now (the machine's ``Sent``: the active group's send interval
   paces the next one).  In cooldown → no, ask again at the planned exit plus the rest (10 min; 0 for
@@ -40,15 +46,17 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace as dc_replace
 
 import msgspec
+from msgspec.structs import replace as struct_replace
 
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import YES, Admission, Kind, Outcome, RefreshWaiting, ReleaseTarget, Report
+from sidecar.router.exchange import Grant, Settlement, Told, Want, admit_each, settle_each
 from sidecar.router.model import RoutingEvent
-from sidecar.store.ops import Op
+from sidecar.store.ops import Op, PutSender
 
 from . import health as h
 from .manage import Registry, with_senders
@@ -74,6 +82,20 @@ def waiting_reason(s: h.SenderState, until: float | None) -> str:
         return (f"cooldown #{s.cooldown_times} until {h.utc_text(s.cooldown_end)},"
                 f" asked again at {h.utc_text(until)}")
     return f"paced or resting until {h.utc_text(until)}"
+
+
+def last_put_per_sender(ops: Sequence[Op]) -> tuple[Op, ...]:
+    """``ops`` without the :class:`~sidecar.store.ops.PutSender` upserts a later one of the same
+    sender overwrites (order otherwise kept: the survivor stays where the last one was)."""
+    seen: set[str] = set()
+    keep: list[Op] = []
+    for op in reversed(ops):
+        if isinstance(op, PutSender):
+            if op.sender in seen:
+                continue
+            seen.add(op.sender)
+        keep.append(op)
+    return tuple(reversed(keep))
 
 
 class SenderStateNote(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,7 +140,21 @@ class HealthGate:
     def state(self, sender: str) -> h.SenderState:
         return self._get(sender)
 
-    # ---- the router's SenderHealth --------------------------------------------------------------
+    # ---- the router's BatchHealth: one admission, one settlement per round ------------------------
+    def admit(self, wants: Sequence[Want], now: float) -> list[Grant]:
+        """Each want's grant: :meth:`may_send` asked row by row, stopping at the first "no"."""
+        return admit_each(self.may_send, wants, now)
+
+    def settle(self, told: Sequence[Told], now: float) -> Settlement:
+        """Every told item in order: an attempt's outcome (:meth:`report`, at its ``at``) or a
+        probe's answer (:meth:`probe_result`).  A sender's row is written once, with its last
+        state (every item's history rows are kept): the settlement commits in one transaction,
+        so the earlier upserts of the same row would be overwritten there anyway."""
+        got = settle_each(lambda t: self.report(t.target, t.channel, t.outcome, t.at, final=t.final),
+                          lambda t: self.probe_result(t.target, t.outcome, t.at), told)
+        return struct_replace(got, ops=last_put_per_sender(got.ops))
+
+    # ---- one at a time (the batch calls' items; the manage API and tests) ------------------------
     def may_send(self, target: str, channel: str, now: float) -> Admission:
         s = self._get(target)
         ok, nxt = h.may_send(s, now)
@@ -130,8 +166,8 @@ class HealthGate:
 
     def report(self, target: str, channel: str, outcome: Outcome, now: float, *,
                final: bool) -> Report:
-        # one call per ATTEMPT (one HTTP request): the router reports a request that carried
-        # several deliveries once (Attempts.report_request), never once per delivery
+        # one call per ATTEMPT (one HTTP request): the router tells a request that carried
+        # several deliveries once (Attempts.request_told), never once per delivery
         started = self._admitted.get(target, now)
         if outcome.kind == Kind.DELIVERED.value:
             ev: h.HealthInput = h.Delivered(now, started)

@@ -67,6 +67,25 @@ class PassService(Service):
         if p.period_s is not None:
             self.tu.schedule((self.name, p.name), self._next_slot(step.now, p))
 
+    def ahead(self, after: float, until: float) -> list[tuple[float, Pass]]:
+        """The grid passes with fixed params this TU will run after ``after`` and at or before
+        ``until`` (unix seconds) as ``(at, pass)`` in time order: each armed timer and the slots
+        after it on :meth:`_next_slot`'s grid — the very instants the timers will carry.  Prime's
+        ``open_limits`` is left out: its cursor is what the previous page answers (rule 4).
+        Their answers may be pushed into the frame (:mod:`sidecar.protocol.polls`)."""
+        out: list[tuple[float, Pass]] = []
+        for p in self.tu.client.passes:
+            if p.period_s is None or p.purpose == "open_limits":
+                continue
+            at = self.tu.due_of((self.name, p.name))
+            while at is not None and at <= until:
+                if at > after:
+                    out.append((at, p))
+                nxt = self._next_slot(at, p)
+                at = nxt if nxt > at else None  # a float grid that did not move: list no further
+        out.sort(key=lambda x: x[0])
+        return out
+
     def _next_slot(self, now: float, p: Pass) -> float:
         """The pass's next instant on a fixed grid (period, keyed offset per TU and pass), so a
         restarted sidecar polls at the same instants as one that never stopped (crash

@@ -189,7 +189,8 @@ class StackClient:
         cls: type[StackError] = StackUnavailable if code >= 500 or code == 429 else StackRejected
         ra = resp.headers.get("Retry-After", "").strip() if code == 429 else ""
         raise cls(f"{method} {path}: HTTP {code}", status=code, method=method, path=path,
-                  detail=_excerpt(resp), retry_after=float(ra) if ra.isdigit() else None)
+                  detail=_excerpt(resp), retry_after=float(ra) if ra.isdigit() else None,
+                  retry_after_header=ra or None)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -25,9 +25,13 @@ class StackError(IOFailure):
     retryable: bool = False
 
     def __init__(self, message: str, *, status: int | None = None, method: str = "",
-                 path: str = "", detail: str = "", retry_after: float | None = None) -> None:
+                 path: str = "", detail: str = "", retry_after: float | None = None,
+                 retry_after_header: str | None = None) -> None:
         self.status = status  # HTTP status, None when there was no response
         self.retry_after = retry_after  # seconds, a 429's Retry-After (flood control, DESIGN §10)
+        # a 429's Retry-After as sent (delay-seconds or an HTTP-date, RFC 9110 §10.2.3): a date is
+        # read against the caller's ``now`` (the router's pass), which the client does not know
+        self.retry_after_header = retry_after_header
         self.method = method  # "GET" | "PUT" | "POST"
         self.path = path  # request path, e.g. "/v1/tus/g-tu-1/tasks"
         self.detail = detail  # excerpt of the response body (≤ 200 chars)

@@ -19,6 +19,9 @@ def test_a_counted_replay_reports_cpu_frames_and_the_sidecars_transactions(tmp_p
     r = shift_cost.run_once(str(scenario), str(tmp_path / "t.jsonl"), count=True)
     assert r["exit"] == 0 and r["wall_s"] > 0 and r["harness_cpu_s"] > 0 and r["sidecar_cpu_s"] > 0
     assert r["frames"].get("session.login", 0) >= 1
+    # poll answers pushed into frames replace round trips (electron_stub.pushed_polls)
+    assert r["pushed_answers"]["used"] > 0 and r["pushed_answers"]["dropped"] >= 0
+    assert r["round_trips"] == sum(r["frames"].values()) + sum(r["request_frames"].values())
     sql = r["sql"]
     assert r["sidecars"] >= 1
     assert 0 < sql["begins"] <= sql["statements"] and sql["commits"] <= sql["begins"]

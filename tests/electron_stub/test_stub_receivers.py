@@ -104,3 +104,18 @@ def test_secrets_are_per_target_and_never_in_a_scenario(rx):
     assert tg == {"channel": "telegram", "base_url": rx.url, "bot_token": rx.bot_token("tg"), "chat_id": "-100"}
     with pytest.raises(ValueError):
         rx.add_target("j", "journal")
+
+
+def test_a_scenario_tunes_the_senders_timeout_but_never_where_it_sends():
+    r = Receivers(seed=3)
+    r.add_target("slow", "webhook", {"timeout_s": 1, "url": "http://elsewhere", "secret": "whsec_x"})
+    r.add_target("bot", "telegram", {"chat_id": "-5", "timeout_s": 2.5})
+    r.start()
+    try:
+        hook, bot = r.target_config("slow"), r.target_config("bot")
+        assert hook["timeout_s"] == 1 and hook["url"].startswith(r.url) and hook["secret"] == r.secret("slow")
+        assert bot["timeout_s"] == 2.5 and bot["chat_id"] == "-5"
+        r.add_target("plain", "webhook")
+        assert "timeout_s" not in r.target_config("plain")
+    finally:
+        r.stop()

@@ -133,7 +133,7 @@ async def test_stack_429_paces_stack_by_its_retry_after_header():
     seconds carried from the client — no failure for StackWatch or sender health."""
     import httpx
 
-    from sidecar.router.io.channels import StackChannel
+    from sidecar.router.io.stack_channel import StackChannel
     from sidecar.stack.client import StackClient
     from sidecar.stack.errors import StackUnavailable
 
@@ -146,5 +146,5 @@ async def test_stack_429_paces_stack_by_its_retry_after_header():
         except StackUnavailable as exc:
             err = exc
     assert (err.status, err.retry_after) == (429, 17.0)
-    out = StackChannel._outcome(err)
+    out = StackChannel._outcome(err, 0.0)
     assert (out.kind, out.retry_after) == ("flooded", 17.0)

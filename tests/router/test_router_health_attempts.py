@@ -11,7 +11,7 @@ from sidecar.core.rng import KeyedRandom
 from sidecar.core.scheduler import Scheduler
 from sidecar.router.attempt import (DELIVERED, Attempts, request_outcome, held, retryable,
                                     terminal)
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.senders import health as h
 from sidecar.senders.gate import HealthGate

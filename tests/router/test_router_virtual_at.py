@@ -12,7 +12,8 @@ import pytest
 
 from electron_stub.receivers import Receivers
 from electron_stub.stack_server import StackServer, virtual_at
-from sidecar.router.io.channels import StackChannel, TelegramChannel, WebhookChannel
+from sidecar.router.io.channels import TelegramChannel, WebhookChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.config import Target
 from sidecar.router.model import RoutingEvent, StackWrite
 from sidecar.router.io.pump import DeliveryPump

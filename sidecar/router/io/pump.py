@@ -8,29 +8,35 @@ Rules / theory of operation
   returns :class:`PumpResult` with ``next_due`` (when to call again) and Stack's pending heads.  It never reads a clock
   and never sleeps.  Passes are serialised by a lock: two concurrent calls never send a row twice.
 * A pass works in rounds.  Each round reads the due rows (:mod:`.storage`; one read, which
-  when nothing is due also brings what the pass ends with — one thread hop fewer), asks the gate
-  (:class:`~.attempt.Attempts`, the one place) about each, commits every claim / wait / expiry in
-  ONE transaction, then sends, then commits every outcome (plus channel ops, plus what sender
-  health returned) in ONE transaction.  Claim before send, settle after: a SIGKILL anywhere leads
-  to a resend with the same delivery id, never to a lost or doubled delivery at a deduping
-  receiver (``tests/router/test_pump.py`` kills between claim and send).
+  when nothing is due also brings what the pass ends with — one thread hop fewer), hands them to
+  the gate (:class:`~.attempt.Attempts`, the one place), which asks sender health ONCE for all
+  of them (:mod:`..exchange`: admissions in, grants out), commits every claim / wait / expiry in
+  ONE transaction, then sends, then tells sender health every attempt's outcome in ONE
+  settlement and commits every outcome (plus channel ops, plus what health returned) in ONE
+  transaction.  A pass starts by settling what landed since the last one and the warm-up
+  probes' answers — health told once, before it is asked again about those targets.  Claim
+  before send, settle after: a SIGKILL anywhere leads to a resend with the same delivery id,
+  never to a lost or doubled delivery at a deduping receiver (``tests/router/test_pump.py``
+  kills between claim and send).
 * Non-Stack rows: one per target per round (a sender sends one delivery at a time, so health
   decides each attempt knowing the one before), up to ``concurrency`` targets at once.  On the
-  wall clock (``detach``) a pass takes up to ``per_target`` due rows of a target (gate asked in
-  order; a target whose row waits is not asked about its later rows), sends them one after
-  another in the target's task, and holds the rest after the first that is not delivered
-  (their claim undone: not attempts); the journal is written inline, no task; the landings'
-  settles, the next claims and the journal's settles are ONE commit (docs/decisions.md "The
-  pump per batch").  Stack rows keep per-pair
+  wall clock (``detach``) a pass takes up to ``per_target`` due rows of a target (admitted in
+  order in the pass's one admission — a paced sender gets the first of them; a target whose
+  row waits is not decided on its later rows), sends them one after another in the target's
+  task, and holds the rest after the first that is not delivered (their claim undone: not
+  attempts); the journal is written inline, no task, and its outcomes are told in a settlement
+  after the write (health is then told at most twice in a pass: the landings before the
+  admission, the journal after it); the landings' settles, the next claims and the journal's
+  settles are ONE commit (docs/decisions.md "The pump per batch").  Stack rows keep per-pair
   order: when Stack has batching (:class:`~.channels.StackChannel`), each due pair's run of
   due rows goes into ``POST /v1/batch`` requests of ≤ 500 writes (a run is never split across two
   requests of one round unless it alone exceeds 500); without it only the pairs' heads are sent,
   ``concurrency`` single calls at a time.  A round's acknowledgements make the next rows heads,
   so follow-up writes go out in the same pass.
 * **Sender health counts attempts** (seed 000 §1; :func:`~.attempt.request_outcome`): a row
-  sent alone is one attempt, reported on its own; Stack's rows are reported once per HTTP
-  request — one ``POST /v1/batch``, whatever it carried — and, without batching, once per
-  round for the single writes sent together (none of them followed another's answer, so
+  sent alone is one attempt, told on its own (an item of the round's settlement); Stack's rows
+  are told once per HTTP request — one ``POST /v1/batch``, whatever it carried — and, without
+  batching, once per round for the single writes sent together (none of them followed another's answer, so
   together they are one failure "in a row", not up to ``concurrency``).  Every row is still
   settled on its own (its attempts, its retry on Stack's ladder).
 * Outage stop: if every Stack send of a round got no HTTP answer at all, the pass sends no more
@@ -44,8 +50,9 @@ Rules / theory of operation
 * Rows of a target with no channel (removed from the config) fail terminally ("bad target").
 * Sender health failing (a bug) never loses a round: asked "may it send?", the row waits
   (``Attempts.health_error``, not an attempt); told an outcome or a probe answer, the outcome
-  is recorded anyway and only health's part is skipped — logged, and listed in
-  ``PumpResult.health_errors``.  A round's outcomes and health's records are ONE commit.
+  is recorded anyway and only health's part of that item is skipped (a
+  :class:`~..exchange.Fault`) — logged, and listed in ``PumpResult.health_errors``.  A round's
+  outcomes and health's records are ONE commit.
 """
 from __future__ import annotations
 
@@ -56,12 +63,14 @@ from dataclasses import dataclass, field
 
 from sidecar.store.ops import Op
 
-from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome, retryable, terminal
+from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome
+from sidecar.router.exchange import Told
 from sidecar.router.ops import SettleDelivery
-from sidecar.router.io.channels import Channel, JournalChannel, StackChannel
+from sidecar.router.io.channels import Channel, JournalChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.model import Delivery, RoutingEvent
 from sidecar.router.io.sends import (MAX_BATCH, one_per_target, per_target, send_other,
-                                      send_run, send_stack)
+                                      send_probes, send_run, send_stack)
 from sidecar.router.io.storage import RouterStore
 
 log = logging.getLogger("sidecar.router.io.pump")
@@ -122,8 +131,7 @@ class DeliveryPump:
             stack_retry: list[float] = []  # next attempts of the Stack rows tried in this pass
             # detached: the landings' settles ride with the pass's first commit (ONE transaction
             # settles a batch and claims the next); else committed here, as before
-            carry = await self._land(now, res, stack_retry, commit=not detach)
-            carry = await self._probes(now, res, carry)
+            carry = await self._start(now, res, stack_retry, commit=not detach)
             tried: set[str] = set()
             stalled_until = self._stack_stalled
             if stalled_until is not None and now >= stalled_until:
@@ -168,8 +176,8 @@ class DeliveryPump:
                     # no task per row (docs/decisions.md "The pump per batch")
                     local = [(r, b) for r, b in go_other if isinstance(self.channels.get(r.target),
                                                                        JournalChannel)]
-                    wrote = self._settle(await send_run(self.channels, local, now), now, res, stack_retry)
-                    await self.store.commit(carry + claims + wrote)
+                    wrote, told = self._settle(await send_run(self.channels, local, now), now, res, stack_retry)
+                    await self.store.commit(carry + claims + wrote + self._tell(told, now, res))
                     carry = []
                     go_other = [(r, b) for r, b in go_other if (r, b) not in local]
                     self._fly(go_other, go_stack, now)
@@ -184,8 +192,9 @@ class DeliveryPump:
                 if stack_out and all(o.kind == "retryable" and o.status is None for _, _, o in stack_out):
                     stack_open = False  # no answer at all: Stack is unreachable
                     stalled = True
-                await self.store.commit(self._settle(outcomes, now, res, stack_retry)
-                                        + self._settle_attempts(attempts, now, res, stack_retry))
+                ops, told = self._settle(outcomes, now, res, stack_retry)
+                stack_ops, stack_told = self._settle_attempts(attempts, now, res, stack_retry)
+                await self.store.commit(ops + stack_ops + self._tell(told + stack_told, now, res))
             # due rows all tried in this pass already: the end is read on its own
             end = due.end if due.end is not None else await self.store.pass_end(
                 self.stack is not None, targets, frozenset(self._flying))
@@ -251,98 +260,91 @@ class DeliveryPump:
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.sleep(0)  # noqa: TID251 - an I/O yield: the done callbacks run
 
-    async def _land(self, now: float, res: PumpResult, stack_retry: list[float], *,
-                    commit: bool) -> list[Op]:
-        """Settle the detached attempts that landed, in ONE commit (sender health told as a
-        round's would be) — made here when ``commit``, else the ops are returned for the pass's
-        first commit; a Stack request with no answer at all holds Stack's writes until the
-        first retry of the rows it carried (the outage stop of the module rules)."""
-        if not self._landed:
+    async def _start(self, now: float, res: PumpResult, stack_retry: list[float], *,
+                     commit: bool) -> list[Op]:
+        """Settle the detached attempts that landed and send the warm-up probes sender health asks
+        for (seed 000 §3; one per sender, the machine keeps one in flight); health is told the
+        landings' outcomes and the probes' answers in ONE settlement, in that order, before it is
+        asked about any row of the pass.  Committed here when ``commit`` (or when a landing holds
+        rows: their claim is undone before the read; or a probe was sent), else the ops are
+        returned for the pass's first commit.  A Stack request with no answer at all holds
+        Stack's writes until the first retry of the rows it carried (the outage stop)."""
+        names = self.gate.probes_due(now)
+        if not self._landed and not names:
             return []
         landed, self._landed = self._landed, []
         ops: list[Op] = []
+        told: list[Told] = []
         for kind, group in landed:
             if kind == "other":
-                ops += self._settle(group, now, res, stack_retry)
-                continue
-            retry: list[float] = []
-            ops += self._settle_attempts([group], now, res, retry)
-            stack_retry += retry
-            res.stack_requests += 1
-            if group and retry and all(o.kind == "retryable" and o.status is None for _, _, o in group):
-                self._stack_stalled = min(retry)
-        if commit or any(o.kind == Kind.HELD.value for _, group in landed for _, _, o in group):
-            # a batch's held rows are due again only once their claim is undone: before the read
+                more, more_told = self._settle(group, now, res, stack_retry)
+            else:
+                retry: list[float] = []
+                more, more_told = self._settle_attempts([group], now, res, retry)
+                stack_retry += retry
+                res.stack_requests += 1
+                if group and retry and all(o.kind == "retryable" and o.status is None for _, _, o in group):
+                    self._stack_stalled = min(retry)
+            ops += more
+            told += more_told
+        if names:
+            told += [Attempts.probe_told(name, kind, outcome, now)
+                     for name, kind, outcome in await send_probes(self.channels, self.stack, names, now)]
+        ops += self._tell(told, now, res)
+        if commit or names or any(o.kind == Kind.HELD.value for _, group in landed for _, _, o in group):
             await self.store.commit(ops)
             return []
         return ops
 
-    async def _probes(self, now: float, res: PumpResult, carry: list[Op]) -> list[Op]:
-        """Send the warm-up probes sender health asks for (seed 000 §3; one per sender, the
-        health machine keeps exactly one in flight) and commit their answers together — after
-        ``carry`` (the landings' settles, in the same commit: health's records land in the
-        order health made them); returns what is still to commit (``carry``, or nothing)."""
-        health = self.gate.health
-        names = health.probes_due(now)
-        if not names:
-            return carry
-
-        async def one(name: str) -> tuple[str, Outcome]:
-            ch: Channel | None = self.stack if name == "stack" else self.channels.get(name)
-            if ch is None:
-                return name, terminal(f"bad target {name!r}: not configured")
-            try:
-                return name, await ch.probe(now)
-            except Exception as exc:  # noqa: BLE001 - a channel bug is an unconfirmed probe
-                log.exception("probe of %s raised", name)
-                return name, retryable(f"probe error: {type(exc).__name__}")
-
-        ops: list[Op] = list(carry)
-        for name, outcome in await asyncio.gather(*(one(n) for n in names)):
-            try:
-                rep = health.probe_result(name, outcome, now)
-            except Exception:  # noqa: BLE001 - one probe's bookkeeping bug keeps the others
-                log.exception("sender health failed to take the probe answer of %s", name)
-                res.health_errors.append(name)
-                continue
-            ops.extend(rep.ops)
-            res.events.extend(rep.events)
-        await self.store.commit(ops)
-        return []
+    def _tell(self, told: list[Told], now: float, res: PumpResult) -> list[Op]:
+        """Tell sender health ``told`` in ONE settlement: the ops to commit with the outcomes (the
+        router events go to ``res``).  An item health fails on (a bug) is logged and skipped; it
+        never loses the others, nor any row's own outcome (already settled)."""
+        try:
+            settled = self.gate.tell(told, now)
+        except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
+            log.exception("sender health failed to take a settlement of %d items; the outcomes"
+                          " are recorded, health skipped them", len(told))
+            res.health_errors.extend(t.target for t in told)
+            return []
+        for f in settled.faults:
+            t = f.told
+            if t.probe:
+                log.error("sender health failed to take the probe answer of %s", t.target, exc_info=f.error)
+            else:
+                log.error("sender health failed to take the outcome %s of %s (%s); the outcome is"
+                          " recorded, health skipped it", t.outcome.kind, t.about, t.target, exc_info=f.error)
+            res.health_errors.append(t.target)
+        res.events.extend(settled.events)
+        return list(settled.ops)
 
     def _settle_attempts(self, attempts: list[list[tuple[Delivery, Begin, Outcome]]], now: float,
-                         res: PumpResult, stack_retry: list[float]) -> list[Op]:
-        """The ops of Stack's attempts of a round: every row settled, and sender health told
-        ONCE per attempt (one HTTP request — a batch — or the round's single writes sent
-        together), not once per write (module rules)."""
+                         res: PumpResult, stack_retry: list[float]) -> tuple[list[Op], list[Told]]:
+        """The ops of Stack's attempts of a round — every row settled — and what sender health
+        is told: ONCE per attempt (one HTTP request — a batch — or the round's single writes
+        sent together), not once per write (module rules)."""
         ops: list[Op] = []
+        told: list[Told] = []
         for group in attempts:
-            ops += self._settle(group, now, res, stack_retry, report=False)
-            if not group:
-                continue
-            row = group[0][0]
-            try:
-                rep = self.gate.report_request(row.target, row.channel, [o for _, _, o in group], now)
-            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
-                log.exception("sender health failed to take the outcome of a request of %d writes"
-                              " (%s); the outcomes are recorded, health skipped it", len(group), row.target)
-                res.health_errors.append(row.target)
-                continue
-            ops.extend(rep.ops)
-            res.events.extend(rep.events)
-        return ops
+            ops += self._settle(group, now, res, stack_retry, report=False)[0]
+            if group:
+                row = group[0][0]
+                t = self.gate.request_told(row.target, row.channel, [o for _, _, o in group], now)
+                if t is not None:
+                    told.append(t)
+        return ops, told
 
     def _settle(self, outcomes: list[tuple[Delivery, Begin, Outcome]], now: float,
-                res: PumpResult, stack_retry: list[float], *, report: bool = True) -> list[Op]:
-        """The ops of a round's outcomes — every row's settle and channel ops, and sender
-        health's records (``report``: one attempt per row) — for ONE commit.  Health failing on
-        one outcome (a bug) is logged and skipped; it never loses the others, nor that row's
-        own outcome."""
+                res: PumpResult, stack_retry: list[float], *,
+                report: bool = True) -> tuple[list[Op], list[Told]]:
+        """The ops of a round's outcomes — every row's settle and channel ops — and (``report``)
+        what sender health is told of them, one attempt per row."""
         ops: list[Op] = []
+        told: list[Told] = []
         for row, b, outcome in outcomes:
             if outcome.kind == Kind.HELD.value and row.channel != "stack":
                 # claimed with its target's batch, never sent (:func:`.sends.send_run`): the claim
-                # is undone — its attempts and due instant as they were, no note, no report
+                # is undone — its attempts and due instant as they were, no note, nothing told
                 ops.append(SettleDelivery(row.id, row.status, row.attempts, row.next_attempt_at,
                                           row.last_error, None, now))
                 continue
@@ -354,45 +356,27 @@ class DeliveryPump:
             res.settled.append((row, nxt))
             if row.channel == "stack" and nxt.next_attempt_at is not None:
                 stack_retry.append(nxt.next_attempt_at)
-            if not report:
-                continue
-            try:
-                rep = self.gate.report(row, outcome, nxt, now, attempt=b.attempt)
-            except Exception:  # noqa: BLE001 - health's bug must not lose the round's outcomes
-                log.exception("sender health failed to take the outcome %s of delivery %s (%s);"
-                              " the outcome is recorded, health skipped it", outcome.kind, row.id,
-                              row.target)
-                res.health_errors.append(row.target)
-                continue
-            ops.extend(rep.ops)
-            res.events.extend(rep.events)
-        return ops
+            if report and (t := self.gate.told(row, outcome, nxt, now, attempt=b.attempt)) is not None:
+                told.append(t)
+        return ops, told
 
     def _begin(self, rows: list[Delivery], now: float,
                res: PumpResult) -> tuple[list[tuple[Delivery, Begin]], list[Op]]:
-        """Ask the gate about each row, in order; a target whose row waits (sender health: not
-        now — its pacing, a cooldown) is not asked about its later rows in this round: they
-        stay as they are, behind that row."""
+        """The gate decides the round's rows, asking sender health once (a target whose row waits
+        — its pacing, a cooldown — is not decided on its later rows: they stay behind it)."""
+        decided, faults = self.gate.admit(rows, now)
+        for row, exc in faults:
+            log.error("sender health failed asking whether %s may send delivery %s", row.target, row.id,
+                      exc_info=exc)
+            res.health_errors.append(row.target)
         ops: list[Op] = []
         go: list[tuple[Delivery, Begin]] = []
-        waiting: set[str] = set()
-        for row in rows:
-            if row.target in waiting and row.channel != "stack":
-                continue
-            try:
-                b = self.gate.begin(row, now)
-            except Exception as exc:  # noqa: BLE001 - one sender's health bug stops only its row
-                log.exception("sender health failed asking whether %s may send delivery %s",
-                              row.target, row.id)
-                res.health_errors.append(row.target)
-                b = self.gate.health_error(row, exc, now)
+        for row, b in decided:
             ops.extend(b.ops)
             if b.action == "send":
                 go.append((row, b))
             elif b.next is not None:  # a TTL expiry is a terminal outcome: noted like one
                 res.settled.append((row, b.next))
-            elif b.action == "wait":
-                waiting.add(row.target)
         return go, ops
 
     async def close(self) -> None:

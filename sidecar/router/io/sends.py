@@ -1,7 +1,8 @@
 """Sending a pump round's claimed rows through their channels (DESIGN §10; the rules are the
 pump's, :mod:`.pump`): a target's batch one row after another (:func:`send_run`), single rows of
 several targets together (:func:`send_other`), Stack's writes in ``POST /v1/batch`` requests or
-single calls (:func:`send_stack`), and which due rows a round takes (:func:`one_per_target`,
+single calls (:func:`send_stack`), the warm-up probes sender health asks for (:func:`send_probes`),
+and which due rows a round takes (:func:`one_per_target`,
 :func:`per_target`).  A channel that raises (a bug) fails the attempt retryably
 (:func:`channel_error`), logged; nothing here touches the store or sender health."""
 from __future__ import annotations
@@ -11,7 +12,8 @@ import logging
 from collections.abc import Mapping
 
 from sidecar.router.attempt import Begin, Outcome, held, retryable, terminal
-from sidecar.router.io.channels import Channel, StackChannel
+from sidecar.router.io.channels import Channel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.model import Delivery
 
 log = logging.getLogger("sidecar.router.io.pump")
@@ -96,6 +98,25 @@ async def send_stack(stack: StackChannel | None, items: list[tuple[Delivery, Beg
                 return row, b, channel_error(exc)
 
     return [list(await asyncio.gather(*(one(r, b) for r, b in items)))], len(items)
+
+
+async def send_probes(channels: Mapping[str, Channel], stack: StackChannel | None, names: list[str],
+                      now: float) -> list[tuple[str, str, Outcome]]:
+    """One probe per sender in ``names`` on its channel (``stack``: Stack's ``GET /v1/health``),
+    together: ``(sender, channel kind, answer)`` each, in ``names``' order (seed 000 §3).  A
+    sender with no channel answers terminally ("bad target"); a channel that raises, an
+    unconfirmed probe (logged)."""
+    async def one(name: str) -> tuple[str, str, Outcome]:
+        ch: Channel | None = stack if name == "stack" else channels.get(name)
+        if ch is None:
+            return name, "", terminal(f"bad target {name!r}: not configured")
+        try:
+            return name, ch.kind, await ch.probe(now)
+        except Exception as exc:  # noqa: BLE001 - a channel bug is an unconfirmed probe
+            log.exception("probe of %s raised", name)
+            return name, ch.kind, retryable(f"probe error: {type(exc).__name__}")
+
+    return list(await asyncio.gather(*(one(n) for n in names)))
 
 
 def channel_error(exc: Exception) -> Outcome:

@@ -17,7 +17,7 @@ from sidecar.router.io.channels import JournalChannel, TelegramChannel
 from sidecar.router.config import ConfigError, Target, load_config
 from sidecar.router.model import RoutingEvent, StackWrite
 from sidecar.router.io.pump import DeliveryPump
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.stack.client import StackClient
 
 from routerhelp import T0, emit, make_state

@@ -8,7 +8,7 @@ from sidecar.router.flood import FLOOD_CRITICAL_LEAD_S
 from sidecar.router.attempt import (DELIVERED, LADDER, classify_exc, classify_status, held, retryable,
                                    terminal)
 from sidecar.router.io.pump import DeliveryPump
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 
 from routerhelp import T0, Scripted, emit, make_state
 

@@ -13,7 +13,7 @@ import pytest
 from fake_stack import serve
 
 from sidecar.router.attempt import STACK_LADDER
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.router.io.storage import RouterStore
 from sidecar.stack.client import StackClient
@@ -130,7 +130,7 @@ async def test_rejected_write_fails_is_logged_and_its_pair_goes_on(rstore, state
     b0 = await put(rstore, state, "B", 0)
     stack_server.fail(400, key=a0, times=1)
     pump = pump_of(rstore, client, concurrency=1)
-    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.channels"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.stack_channel"):
         res = await pump.run_due(NOW)
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "STACK REFUSED" in caplog.text and a0 in caplog.text and "HTTP 400" in caplog.text

@@ -11,7 +11,7 @@ import pytest
 
 from electron_stub.stack_server import StackServer
 from sidecar.router.attempt import Outcome, after, terminal, retryable
-from sidecar.router.io.channels import StackChannel
+from sidecar.router.io.stack_channel import StackChannel
 from sidecar.router.io.pump import DeliveryPump
 from sidecar.stack.client import StackClient
 from sidecar.stack.writes import followup_chat_key, marker_write
@@ -49,7 +49,7 @@ async def test_a_refused_write_fails_loudly_and_the_pair_goes_on(rstore, client,
     keys = [await put(rstore, st, "A", s) for s in range(3)]
     ref_stack.set_fault("refuse")
     pump = DeliveryPump(rstore, {}, stack=StackChannel(client, batch=batch))
-    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.channels"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.router.io.stack_channel"):
         await pump.run_due(NOW)
         await pump.run_due(NOW + 5)  # a batch's later writes were held (424): due with the head
     rows = {d.idem_key: d for d in await rstore.deliveries()}

@@ -264,12 +264,32 @@ export type JsonrpcErrorCode = -32700 | -32600 | -32601 | -32602 | -32603 | -320
 
 export interface ProtocolDefs {}
 /**
+ * ``now``: the virtual clock after the advance (unix seconds); ``polls`` /
+ * ``poll_answers_used``: :mod:`sidecar.protocol.polls` (absent unless asked / given).
+ *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "AdvanceAnswer".
  */
 export interface AdvanceAnswer {
   next_due?: number | null;
   now: number;
+  polls?: PollAhead[];
+  poll_answers_used?: number[];
+}
+/**
+ * One poll pass the sidecar will run (module rules): ``project``, ``tu``, its ``pass`` name,
+ * ``at`` (unix seconds), and the ``method`` / ``params`` of the ``platform.request`` it makes.
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "PollAhead".
+ */
+export interface PollAhead {
+  project: string;
+  tu: string;
+  pass: string;
+  at: number;
+  method: string;
+  params: {};
 }
 /**
  * ``groups.assignments.set|add|remove`` (sender-centric): ``items`` = at most 500
@@ -861,13 +881,30 @@ export interface HistoryMessage {
   kind?: string | null;
 }
 /**
- * Virtual clock only: run every timer due up to ``t`` (unix seconds), then answer.
+ * Virtual clock only: run every timer due up to ``t`` (unix seconds), then answer
+ * (``polls_ahead_s`` / ``poll_answers``: :class:`PollsAsked`).
  *
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
  * via the `definition` "ClockAdvance".
  */
 export interface ClockAdvance {
+  polls_ahead_s?: number | null;
+  poll_answers?: PollAnswer[] | null;
   t: number;
+}
+/**
+ * One pushed answer: the platform's answer (``result``, the same JSON a ``platform.request``
+ * would be answered with) to the pass ``pass`` of ``tu`` at ``at`` (unix seconds, the ``at`` of
+ * a :class:`PollAhead` the sidecar listed).
+ *
+ * This interface was referenced by `ProtocolDefs`'s JSON-Schema
+ * via the `definition` "PollAnswer".
+ */
+export interface PollAnswer {
+  tu: string;
+  pass: string;
+  at: number;
+  result: unknown;
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
@@ -1114,6 +1151,8 @@ export interface InPlatformEvents {
  * via the `definition` "PlatformEvents".
  */
 export interface PlatformEvents {
+  polls_ahead_s?: number | null;
+  poll_answers?: PollAnswer[] | null;
   events: BatchEvent[];
   stop_at_due?: boolean;
 }
@@ -2054,6 +2093,8 @@ export interface EventsAnswer {
   taken: number;
   results: EventResult[];
   now: number | null;
+  polls?: PollAhead[];
+  poll_answers_used?: number[];
 }
 /**
  * This interface was referenced by `ProtocolDefs`'s JSON-Schema
