@@ -37,7 +37,9 @@ Rules / theory of operation
   with each item's own follow-up (the RU message's open-task sample, ``operator.sent``) placed
   after the notifications of its event's step — the per-event ``seq`` of the answer says where
   they end — exactly where one by one sees them.  A timer's notes between two events fall
-  between their follow-ups, as one by one's advance between them.
+  between their follow-ups, as one by one's advance between them.  A world-only item's
+  ``settle`` (an operator's pass-over while the TU's hand is busy) runs once every note is
+  through: it reads what it needs as of its instant from the notes' own instants.
 * ``stop_at_due`` (the sidecar stops before any event a timer of its own precedes, ``taken`` <
   sent) is no longer asked for; items not taken (an older sidecar) still go back with the same
   keys.
@@ -53,13 +55,15 @@ MAX_EVENTS = 500  # events per frame: the frame stays well under the bridge's fr
 @dataclass
 class Item:
     """One queue item in a frame: its queue ``entry`` (put back when not taken), its event's
-    params (None: a world-only item), ``apply`` (its world change) and ``after`` (what follows
-    its event once the event's notifications were handed on)."""
+    params (None: a world-only item), ``apply`` (its world change), ``after`` (what follows
+    its event once the event's notifications were handed on) and ``settle`` (a world-only
+    item's follow-up once every notification of the frame was handed on)."""
 
     entry: tuple
     event: dict | None
     apply: Callable[[], None] | None = None
     after: Callable[[], None] | None = None
+    settle: Callable[[], None] | None = None
     first_event: int = 0  # events of the frame before this item (its event's index)
     applied: bool = False
 
@@ -135,6 +139,9 @@ class Frame:
         for note in held[i:]:
             deliver(*note)
         self.held = []
+        for it in done:  # they read the recorder as of their own instant, by its notes' instants
+            if it.event is None and it.settle is not None:
+                it.settle()
 
 
 def _seq(note: tuple[Any, str, Any]) -> int | None:

@@ -28,8 +28,14 @@ Rules / theory of operation
 * Queue items (phase ``ACTION`` of the driver's queue): ``("answer", task_id, channel)`` a first
   look that answers (it may travel in a batched frame, :mod:`replay_frames`); ``("pass",
   task_id)`` a first look that passes over; ``("look", task_id, channel, n)`` a backlog look
-  ending (then the hand picks at once).  The last two end a batched frame: they read the
-  recorder and the sidecar's list at their instant, the same one by one and batched.
+  ending (then the hand picks at once).  A look, and a pass-over while the TU's hand is free,
+  end a batched frame: they read the recorder and the sidecar's list (``tasks.list``) at their
+  instant, the same one by one and batched.  A pass-over while the hand is busy only joins the
+  backlog: it travels in the frame as a world-only item (:meth:`OperatorModel.travels`), and
+  whether its task was still open at its instant is read once the frame's notifications are
+  through, from the task's ``closed_at`` (:meth:`OperatorModel.passed_in_frame`).  Ending the
+  frame there cost a ``clock.advance_to`` and a split ``platform.events`` frame each
+  (docs/decisions.md, "where the shift's CPU went").
 * Counters (``RunStats.operator_backlog``): ``passed_over`` (first looks that did not answer, of
   channels that answer at all), ``looks`` (backlog looks), ``answered`` (backlog looks that
   answered), ``picks_idle`` (picks that found nothing to take).
@@ -89,14 +95,38 @@ class OperatorModel:
         elif kind == "pass":
             task = self.rec.tasks.get(item[1])
             if task is not None and task.is_open:
-                self.counts["passed_over"] += 1
-                self.backlog.setdefault(task.tu, set()).add(task.task_id)
+                self._passed_over(task)
                 if task.tu not in self.in_hand:
                     await self.pick(task.tu)
         elif kind == "look":
             await self.look(item[1], item[2], item[3], t)
         else:
             raise ValueError(f"unknown operator item {item!r}")
+
+    def _passed_over(self, task: Task) -> None:
+        self.counts["passed_over"] += 1
+        self.backlog.setdefault(task.tu, set()).add(task.task_id)
+
+    # ---- a pass-over inside a batched frame ------------------------------------------------
+
+    def travels(self, item: tuple) -> bool:
+        """``item`` is a pass-over whose TU's hand is busy with a backlog task: it only joins
+        the backlog (the hand picks when it is free, at its look's end), so it reads nothing
+        from the sidecar and may travel in a batched frame (module rules)."""
+        if item[0] != "pass":
+            return False
+        task = self.rec.tasks.get(item[1])
+        return task is not None and task.tu in self.in_hand
+
+    def passed_in_frame(self, task_id: str, t: float) -> None:
+        """The pass-over of ``task_id`` at ``t`` (seconds from start) that travelled in a frame,
+        once the frame's notifications are through: the task was open at ``t`` unless the
+        sidecar closed it at or before ``t`` (one by one the advance to ``t`` brings the closes
+        of that instant first).  The hand was busy the whole frame: only a look's end (never
+        inside a frame) frees it."""
+        task = self.rec.tasks.get(task_id)
+        if task is not None and (task.closed_at is None or task.closed_at > self.clock.start + t):
+            self._passed_over(task)
 
     # ---- the backlog, in the sidecar's order ---------------------------------------------
 

@@ -104,7 +104,8 @@ class Replay:
         self.frame_player = FramePlayer(self.clock, self.queue, enabled=batch, answer_lo=self.answer_lo,
                                         sidecars=self.sidecars, lines=self.lines, world=self.world,
                                         rec=self.rec, stats=self.stats, op_sent=self.op_sent,
-                                        frame_events=self.frame_events, deliver=self._notification)
+                                        frame_events=self.frame_events, deliver=self._notification,
+                                        operator=self.operator)
 
     @property
     def now(self) -> float:

@@ -19,14 +19,16 @@ Rules / theory of operation
   running machine); routing-world lines never travel batched.  The reference Stack and the
   receivers record each call at the instant the sidecar stamps on it, so a call inside a frame
   is recorded where one by one records it.  The result — tasks, trace, deliveries, expectations,
-  samples — is the same as without batching; the tests compare both.
+  samples — is the same as without batching; the tests compare both.  An operator's pass-over
+  while the TU's hand is busy travels as a world-only item (:mod:`electron_stub.operator_model`);
+  every other operator item but a chat/mail answer ends the frame.
 """
 from __future__ import annotations
 
 import heapq
 import math
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from electron_stub import batch, encode
 from electron_stub.batch import Frame, Item
@@ -37,6 +39,9 @@ from electron_stub.report import RunStats
 from electron_stub.trace import Recorder
 from electron_stub.world import World
 
+if TYPE_CHECKING:
+    from electron_stub.operator_model import OperatorModel
+
 
 class FramePlayer:
     """Takes frames off the driver's ``queue`` (``(t, phase, order, item)`` heap) and plays them;
@@ -46,8 +51,9 @@ class FramePlayer:
     def __init__(self, clock: VirtualTime, queue: list[tuple[float, int, int, Any]], *, enabled: bool,
                  answer_lo: float, sidecars: Sidecars, lines: LinePlayer, world: World, rec: Recorder,
                  stats: RunStats, op_sent: Counter, frame_events: Counter,
-                 deliver: Callable[[Machine, str, Any], None]) -> None:
+                 deliver: Callable[[Machine, str, Any], None], operator: OperatorModel | None = None) -> None:
         self.clock, self.queue, self.enabled, self.answer_lo = clock, queue, enabled, answer_lo
+        self.operator = operator  # whose busy-hand pass-overs travel in frames (None: none do)
         self.sidecars, self.lines, self.world, self.rec = sidecars, lines, world, rec
         self.stats, self.op_sent, self.frame_events, self.deliver = stats, op_sent, frame_events, deliver
         self.frame: Frame | None = None  # the platform.events frame in flight (module batch)
@@ -99,8 +105,12 @@ class FramePlayer:
         start, tu_machine = self.clock.start, self.sidecars.tu_machine
         now = start + t
         if phase == ACTION:
+            if self.operator is not None and self.operator.travels(it):
+                # a pass-over while the hand is busy reads nothing from the sidecar (operator_model)
+                task_id, operator = it[1], self.operator
+                return Item(entry, None, settle=lambda: operator.passed_in_frame(task_id, t))
             if it[0] != "answer":
-                return None  # a pass-over or a backlog look reads the list at its instant (operator_model)
+                return None  # a look, or a pass-over that picks, reads the list at its instant
             _, task_id, channel = it
             task = self.rec.tasks.get(task_id)
             if task is None or not task.is_open:

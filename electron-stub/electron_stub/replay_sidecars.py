@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from electron_stub.pushed_polls import PollPusher
 
 TIMELINE, ACTION = 0, 1  # queue phases: equal ``t`` keep file order, timeline before harness actions
+# requests that take no step of the sidecar (sidecar/app/inputs.py: "the reads that take no step"):
+# they change no timer, so the driver keeps the sidecar's next_due across them
+READS = frozenset({"tasks.list"})
 
 
 @dataclass
@@ -127,14 +130,17 @@ class Sidecars:
 
     async def send(self, m: Machine, method: str, params: Any) -> Any:
         """One frame to ``m``; a JSON-RPC error answer is a warning and None, not fatal.  An
-        advance or an events frame carries the poll answers pushed into it (``pusher``)."""
+        advance or an events frame carries the poll answers pushed into it (``pusher``).  A read
+        that takes no step (:data:`READS`) leaves ``due`` as it was: its answer (a list) carries
+        no ``next_due``, and nothing the sidecar does by itself moved."""
         self.frames[method] += 1
         records: list[Any] = []
         if self.pusher is not None:
             params, records = self.pusher.prepare(m.name, method, params)
         try:
             result = await m.call(method, params)
-            self.note_due(m, result)
+            if method not in READS:
+                self.note_due(m, result)
             if self.pusher is not None:
                 self.pusher.settle(m.name, result, records)
             return result

@@ -44,3 +44,25 @@ def test_held_notifications_are_handed_on_in_order_with_each_follow_up_after_its
     assert log == [("task.created", 1), ("task.created", 2), ("after", "a"), ("after", "b"),
                    ("task.closed", 3), ("after", "c"), ("chain.attempt", 4)]
     assert f.held == []
+
+
+def test_a_world_only_items_settle_runs_once_every_note_of_the_frame_is_through():
+    log: list = []
+    f = Frame([Item((1.0, 0, 1, "a"), {"name": "a"}, after=lambda: log.append(("after", "a"))),
+               Item((2.0, 1, 2, "pass"), None, settle=lambda: log.append(("settle", "pass"))),
+               Item((3.0, 0, 3, "b"), {"name": "b"}, after=lambda: log.append(("after", "b")))])
+    # a timer's close between a and b (seq 2) may lie before or after the pass's instant: the
+    # pass settles after every note, reading the notes' own instants
+    f.held = [(None, "task.created", {"seq": 1}), (None, "task.closed", {"seq": 2}),
+              (None, "task.created", {"seq": 3})]
+    done, _ = f.taken_items(2)
+    f.hand_on(done, [{"ok": True, "seq": 1}, {"ok": True, "seq": 3}],
+              lambda m, method, params: log.append((method, params["seq"])))
+    assert log == [("task.created", 1), ("after", "a"), ("task.closed", 2), ("task.created", 3),
+                   ("after", "b"), ("settle", "pass")]
+    # an item not taken settles nothing: it goes back to the queue and is played again
+    log.clear()
+    f.held = []
+    done, rest = f.taken_items(1)
+    f.hand_on(done, [{"ok": True, "seq": 1}], lambda *a: None)
+    assert log == [("after", "a")] and [it.entry[3] for it in rest] == ["pass", "b"]
