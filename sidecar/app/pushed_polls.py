@@ -7,7 +7,8 @@ Rules / theory of operation
   :meth:`PushedPolls.list_into` names every grid poll pass with fixed params due at or before
   ``next_due + polls_ahead_s`` (:meth:`sidecar.services.passes.PassService.ahead`), per logged-in
   TU, in time order (ties by TU, then pass name) — but only the ones not listed to this
-  connection before: the client keeps what it was told until it reaches it, so an answer lists
+  connection before, and at most :data:`~sidecar.protocol.polls.MAX_POLLS_LISTED` of them (cut
+  between two instants, never inside one; the later ones are listed by the next answers): the client keeps what it was told until it reaches it, so an answer lists
   a pass once (most answers list none or one, where listing everything ahead each time cost
   about what a round trip saves).  A TU that logs in later has its passes listed from the
   horizon on; the ones before it go by round trip.  A replayer reaches no further before it sends
@@ -26,11 +27,12 @@ Rules / theory of operation
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sidecar.protocol.polls import PollAhead, PollAnswer
+from sidecar.protocol.polls import MAX_POLLS_LISTED, PollAhead, PollAnswer
 from sidecar.runtime.engine import Engine
 from sidecar.runtime.step import Request
 from sidecar.services.passes import SCHEDULED, PassService
@@ -74,7 +76,13 @@ class PushedPolls:
         if conn is not self._conn:  # a new connection: it knows nothing yet
             self._conn, self._until = conn, -math.inf
         until = -math.inf if next_due is None else next_due + ahead_s
-        result["polls"] = self.listed(self._until, until) if until > self._until else []
+        polls = self.listed(self._until, until) if until > self._until else []
+        if len(polls) > MAX_POLLS_LISTED:  # cut after the last whole instant that fits
+            ats = [p.at for p in polls]
+            # one instant holding more than the cap is listed whole (a pass is never half-known)
+            cut = bisect_left(ats, ats[MAX_POLLS_LISTED]) or bisect_right(ats, ats[0])
+            polls, until = polls[:cut], ats[cut - 1]
+        result["polls"] = polls
         self._until = max(self._until, until)
         return result
 

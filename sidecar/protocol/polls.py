@@ -9,7 +9,10 @@ Rules / theory of operation
   will run at or before ``next_due + polls_ahead_s`` whose params are fixed and that it has not
   listed to this connection before — per TU and pass its instant ``at`` (unix seconds),
   ``method`` and ``params``, exactly the ``platform.request`` it would make then.  The client
-  keeps them until it reaches them.  Prime's ``open_limits`` scroll is never listed: its ``cursor`` is what the
+  keeps them until it reaches them.  One answer lists at most :data:`MAX_POLLS_LISTED` of them
+  (the earliest; the passes of one instant are never split): the rest are listed by the next
+  answers that ask, so an answer stays far below a client's frame limit whatever the horizon
+  (86,400 s of 12 TUs was 1.2 MB, over the TypeScript client's 1 MiB).  Prime's ``open_limits`` scroll is never listed: its ``cursor`` is what the
   previous page answered (DESIGN §12.3).
 * The client may attach, to its next ``clock.advance_to`` / ``platform.events``, the answer of any
   listed pass as the platform would give it at ``at`` (:class:`PollAnswer` in ``poll_answers``).
@@ -34,6 +37,8 @@ _Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=NO_CONTR
 _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=NO_CONTROL)]
 AheadS = Annotated[float, msgspec.Meta(ge=0.0, le=86400.0)]  # seconds past next_due to list
 MAX_POLL_ANSWERS = 10_000  # answers one call may carry (the frame cap bounds them anyway)
+#: passes one answer lists at most (~150 bytes each: ~150 kB); the rest go to the next answers
+MAX_POLLS_LISTED = 1_000
 
 
 class PollAnswer(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):

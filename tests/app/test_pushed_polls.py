@@ -144,3 +144,33 @@ def test_prime_lists_its_fixed_passes_and_never_the_active_scroll(tmp_path):
         online = [p["at"] for p in a["polls"] if p["pass"] == "online"]
         assert len(online) in (60, 61) and all(round(b - x, 6) == 60.0 for x, b in zip(online, online[1:]))
     asyncio.run(main())
+
+
+def test_a_long_horizon_is_listed_in_bounded_answers_without_gap_or_repeat(tmp_path):
+    """Issue 21 (breaker D2): ``polls_ahead_s`` 86,400 listed every pass of a day in one answer
+    (1.2 MB for 12 TUs, over the TypeScript client's 1 MiB frame limit: the connection closed
+    1009).  An answer lists at most MAX_POLLS_LISTED, the earliest; the next answers list the
+    rest, each pass once, in time order."""
+    from sidecar.protocol.polls import MAX_POLLS_LISTED
+
+    async def main() -> None:
+        run = await Run(tmp_path).start()
+        run.app.bridge.request = lambda method, params, timeout=None: asyncio.sleep(0, _online(T0))  # type: ignore[method-assign]
+        try:
+            await run.call("clock.advance_to", {"t": T0})
+            await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+            ahead = 86_400.0
+            answers = [msgspec.to_builtins(await run.call("clock.advance_to", {"t": T0 + 1, "polls_ahead_s": ahead}))]
+            while len(answers[-1]["polls"]) == MAX_POLLS_LISTED:  # the same instant asks again
+                answers.append(msgspec.to_builtins(
+                    await run.call("clock.advance_to", {"t": T0 + 1, "polls_ahead_s": ahead})))
+                assert len(answers) < 20
+        finally:
+            await run.stop()
+        assert len(answers[0]["polls"]) == MAX_POLLS_LISTED
+        assert max(len(msgspec.json.encode(a)) for a in answers) < 256 * 1024
+        ats = [p["at"] for a in answers for p in a["polls"]]
+        assert ats == sorted(set(ats)), "a pass listed twice or out of order"
+        assert all(round(b - x, 6) == PERIOD for x, b in zip(ats, ats[1:])), "a pass left out"
+        assert answers[-1]["next_due"] + ahead - PERIOD < ats[-1] <= answers[-1]["next_due"] + ahead
+    asyncio.run(main())
