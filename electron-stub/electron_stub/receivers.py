@@ -221,7 +221,7 @@ class Receivers:
             return 400, {"ok": False, "error_code": 400, "description": "Bad Request: injected"}
         if probe and f.get("probe_fail"):
             return 500, {"ok": False, "error_code": 500, "description": "probe failed (injected)"}
-        if f.get("rate_limit"):
+        if "rate_limit" in f:  # 0 is a fault too: 429 with retry-after 0 (a hot retry, DESIGN §10)
             s = f["rate_limit"]
             if self.channels.get(target) == "webhook":  # RFC 9110: delay-seconds, an integer
                 return 429, {"error": "Too Many Requests"}, {"Retry-After": str(math.ceil(s))}

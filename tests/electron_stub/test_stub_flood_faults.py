@@ -40,6 +40,19 @@ def test_rate_limit_gives_each_channel_its_retry_after(rx):
     assert r.json()["error_code"] == 429
 
 
+def test_rate_limit_of_zero_seconds_is_a_fault_too(rx):
+    """``value`` 0 is a retry-after of 0 s (the sidecar's floor of 1 s then paces it), not
+    "no fault": the harness read a falsy value as none and the receiver answered 200."""
+    rx.set_fault("hook", "rate_limit", 0)
+    r = httpx.post(f"{rx.url}/hooks/hook", content=b"{}")
+    assert (r.status_code, r.headers["Retry-After"]) == (429, "0")
+    rx.set_fault("tg", "rate_limit", 0)
+    r = httpx.post(f"{rx.url}/bot{rx.bot_token('tg')}/sendMessage", json={"chat_id": "-100", "text": "x"})
+    assert r.status_code == 429 and r.json()["parameters"] == {"retry_after": 0}
+    rx.set_fault("hook", "up")
+    assert httpx.post(f"{rx.url}/hooks/hook", content=b"{}").status_code != 429
+
+
 def test_hang_holds_the_connection_until_up(rx):
     rx.set_fault("hook", "hang")
     out: list[BaseException | httpx.Response] = []
