@@ -18,7 +18,9 @@
 3a. After the flush it lists what stays with this machine (DESIGN §10 "Process-wide deliveries
    stay with their machine and are listed at shutdown"): one INFO line naming the pending
    non-Stack deliveries — process-wide ones, and a TU's, saying which were handed over
-   through Stack (this machine keeps sending those too: :func:`sidecar.router.handover.stays_summary`).
+   through Stack (this machine keeps sending those too) and which wait for Stack to take the
+   handover (a WARNING: they go out only when this machine runs again;
+   :func:`sidecar.router.handover.stays_summary`).
 4. Every stage has its own bound, cut to what is left of :data:`CLOSE_BUDGET_S`; a stage that
    overruns is abandoned and named in the returned list (``sidecar serve`` logs it instead of a
    clean shutdown; :mod:`sidecar.app.aio` "Abandoned is not done").
@@ -87,12 +89,12 @@ async def close(app: Closable, *, final: bool) -> list[str]:
                             "delivery flush at exit", left)
         if res is not None:
             app.deliveries.acked += res.stack_acked
-    async def kept() -> str | None:
+    async def kept() -> tuple[int, str] | None:
         return stays_summary(await app.routing.store.pending_kept(), await app.routing.store.handed_over())
 
-    line = await bounded(kept(), cap(0.1), "pending deliveries listed", left)
-    if line is not None:
-        log.info(line)
+    stays = await bounded(kept(), cap(0.1), "pending deliveries listed", left)
+    if stays is not None:
+        log.log(*stays)
     await bounded(app.routing.close(), cap(0.1), "router channels close", left)
     if app.stack is not None:
         await bounded(app.stack.close(), cap(0.2), "Stack client close", left)

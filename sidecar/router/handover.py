@@ -42,7 +42,8 @@ Rules / theory of operation
 from __future__ import annotations
 
 import base64
-from typing import Any, Iterable
+import logging
+from typing import Any, Iterable, Mapping
 
 import msgspec
 
@@ -194,20 +195,38 @@ def restored(tu: str, listed: Any, now: float) -> tuple[list[Op], int]:
     return ops, skipped
 
 
-def stays_summary(rows: Iterable[Delivery], handed: Iterable[str] = ()) -> str | None:
-    """The closing line for the pending non-Stack rows that stay with this machine: how many,
-    how many are process-wide (no TU), how many are a TU's and of those how many were handed
-    over through Stack (``handed``: their ids; this machine keeps sending them too), and their
-    ids (at most 20 named); None when there are none."""
+def stays_summary(rows: Iterable[Delivery], handed: Mapping[str, bool] | None = None) -> tuple[int, str] | None:
+    """The closing line for the pending non-Stack rows that stay with this machine, with its
+    logging level; None when there are none.
+
+    ``handed``: the ids handed over through Stack → whether Stack acknowledged the handover
+    (:func:`sidecar.router.io.storage.handed_over`).  The line says how many rows, how many are
+    process-wide (no TU), how many a TU's, of those how many Stack holds (the next machine
+    continues them; this one keeps sending them too) and how many wait for Stack to take the
+    handover — those go out only when this machine runs again (a logout while Stack was down,
+    then a stop: DESIGN §9), so the line is a WARNING then and INFO otherwise; at most 20 ids
+    are named, the waiting ones first."""
     rows = [d for d in rows if d.status == Status.PENDING.value and d.channel != STACK_TARGET]
     if not rows:
         return None
-    handed = set(handed)
+    handed = dict(handed or {})
     wide = [d.id for d in rows if d.tu is None]
     tus = len(rows) - len(wide)
-    over = sum(1 for d in rows if d.id in handed)
-    named = ", ".join(d.id + ("" if d.tu is None else f" (TU {d.tu}{', handed over' if d.id in handed else ''})")
-                      for d in rows[:20])
+    held = sum(1 for d in rows if handed.get(d.id) is True)
+    waiting = sum(1 for d in rows if handed.get(d.id) is False)
+
+    def named(d: Delivery) -> str:
+        if d.tu is None:
+            return d.id
+        got = handed.get(d.id)
+        state = "" if got is None else ", handed over" if got else ", handover waiting for Stack"
+        return f"{d.id} (TU {d.tu}{state})"
+    first = sorted(rows, key=lambda d: handed.get(d.id) is not False)  # stable: waiting ones first
     more = f" and {len(rows) - 20} more" if len(rows) > 20 else ""
-    return (f"{len(rows)} pending deliveries stay with this machine ({len(wide)} process-wide,"
-            f" {tus} of TUs, {over} of them handed over through Stack): {named}{more}")
+    line = (f"{len(rows)} pending deliveries stay with this machine ({len(wide)} process-wide,"
+            f" {tus} of TUs, {held} of them handed over through Stack")
+    if waiting:
+        line += (f", {waiting} whose handover Stack has not taken: they go out only when this"
+                 " machine runs again")
+    line += "): " + ", ".join(named(d) for d in first[:20]) + more
+    return (logging.WARNING if waiting else logging.INFO), line

@@ -40,7 +40,34 @@ def test_without_stack_nothing_is_handed_over_and_the_close_lists_what_stays(tmp
         assert [(r.action, r.tu, r.status) for r in rows] == [("sync", TU, "pending"), ("ping", None, "pending")]
         with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
             await run.stop()
-        (line,) = [r.getMessage() for r in caplog.records if "stay with this machine" in r.getMessage()]
+        (rec,) = [r for r in caplog.records if "stay with this machine" in r.getMessage()]
+        line = rec.getMessage()
+        assert rec.levelno == logging.INFO
         assert line.startswith("2 pending deliveries stay with this machine (1 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
         assert f"{rows[0].id} (TU {TU})" in line and f"{rows[1].id}" in line
+    asyncio.run(main())
+
+
+def test_a_handover_stack_never_took_is_a_warning_at_close(tmp_path, caplog):
+    """Breaker G1 (issue 21): a logout while Stack is down queues the handover's PUT, then the
+    machine stops — no other machine will ever continue those rows, only this one when it runs
+    again.  The close says so at WARNING, naming them."""
+    from sidecar.router import handover
+
+    async def main():
+        run = await Run(tmp_path).start()
+        await run.call("clock.advance_to", {"t": T0})
+        await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+        await run.call("rules.create", RULE)
+        await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "sync",
+                                       "payload": {"tu": TU}})
+        store = RouterStore(run.store)
+        # what a logout with a configured but unreachable Stack commits (sidecar.app.inputs)
+        await store.commit(handover.handover_ops(await store.pending_kept(TU), TU, T0 + 1))
+        (row,) = [d for d in await store.deliveries() if d.target == "hook"]
+        with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
+            await run.stop()
+        (rec,) = [r for r in caplog.records if "stay with this machine" in r.getMessage()]
+        assert rec.levelno == logging.WARNING
+        assert f"1 whose handover Stack has not taken: they go out only when this machine runs again): {row.id} (TU {TU}, handover waiting for Stack)" in rec.getMessage()
     asyncio.run(main())

@@ -169,21 +169,35 @@ def _row():
 
 
 def test_what_stays_with_the_machine_is_listed():
+    import logging
+
     from sidecar.router.model import Delivery
     rows = [Delivery(f"ev-{i}.0", f"ev-{i}", T0, "sidecar", "stack", "unreachable", "high", "r",
-                     "webhook", "crm-hook", "pending", b"{}", tu=tu) for i, tu in enumerate([None, "tu-a", None])]
-    line = handover.stays_summary(rows)
-    assert line is not None and line.startswith("3 pending deliveries stay with this machine (2 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
+                     "webhook", "crm-hook", "pending", b"{}", tu=tu) for i, tu in enumerate([None, "tu-a", None, "tu-b"])]
+    level, line = handover.stays_summary(rows[:3]) or (0, "")
+    assert level == logging.INFO
+    assert line.startswith("3 pending deliveries stay with this machine (2 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
     assert "ev-0.0, ev-1.0 (TU tu-a), ev-2.0" in line
     assert handover.stays_summary([]) is None
-    assert "1 of TUs, 1 of them handed over through Stack): ev-0.0, ev-1.0 (TU tu-a, handed over)," in (
-        handover.stays_summary(rows, ["ev-1.0"]) or "")
+    level, line = handover.stays_summary(rows[:3], {"ev-1.0": True}) or (0, "")
+    assert level == logging.INFO
+    assert "1 of TUs, 1 of them handed over through Stack): ev-0.0, ev-1.0 (TU tu-a, handed over)," in line
+    # breaker G1: a logout while Stack was down, then a stop — Stack never took the handover,
+    # so nobody else will send these: a WARNING that names them first
+    level, line = handover.stays_summary(rows, {"ev-1.0": True, "ev-3.0": False}) or (0, "")
+    assert level == logging.WARNING
+    assert ("(2 process-wide, 2 of TUs, 1 of them handed over through Stack, 1 whose handover Stack"
+            " has not taken: they go out only when this machine runs again): ev-3.0 (TU tu-b, handover"
+            " waiting for Stack), ev-0.0, ev-1.0 (TU tu-a, handed over), ev-2.0") in line
 
 
 async def test_the_handed_over_ids_are_read_until_they_settle(rstore):
     st = make_state(RULE)
     await emit(rstore, st, [crm("tu-a", 1)], T0)
     await rstore.commit(handover.handover_ops(await rstore.pending_kept("tu-a"), "tu-a", T0 + 1))
-    assert await rstore.handed_over() == ["ev-1.0"]
+    assert await rstore.handed_over() == {"ev-1.0": False}  # its PUT waits in the outbox
+    (put,) = [d for d in await rstore.deliveries() if d.method == "PUT"]
+    await rstore.commit([SettleDelivery(put.id, "delivered", 1, None, None, T0 + 2, T0 + 2)])
+    assert await rstore.handed_over() == {"ev-1.0": True}  # Stack acknowledged it
     await rstore.commit([SettleDelivery("ev-1.0", "delivered", 1, None, None, T0 + 2, T0 + 2)])
-    assert await rstore.handed_over() == []
+    assert await rstore.handed_over() == {}

@@ -263,10 +263,14 @@ def pending_kept(conn: sqlite3.Connection, tu: str | None = None) -> list[Delive
     return [delivery_from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
 
 
-def handed_over(conn: sqlite3.Connection) -> list[str]:
-    """The ids of the deliveries handed over through Stack and not yet settled here
-    (``router_handovers``, :mod:`sidecar.router.handover`)."""
-    return [r[0] for r in conn.execute("SELECT delivery_id FROM router_handovers ORDER BY delivery_id")]
+def handed_over(conn: sqlite3.Connection) -> dict[str, bool]:
+    """The deliveries handed over through Stack and not yet settled here (``router_handovers``,
+    :mod:`sidecar.router.handover`): id → whether Stack acknowledged the handover (False while
+    its ``PUT`` still waits in the outbox: Stack was down since the logout)."""
+    return {r[0]: not r[1] for r in conn.execute(
+        "SELECT h.delivery_id, EXISTS (SELECT 1 FROM deliveries d WHERE d.pair = h.pair"
+        " AND d.status = 'pending' AND d.channel = 'stack' AND d.method = 'PUT')"
+        " FROM router_handovers h ORDER BY h.delivery_id")}
 
 
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
@@ -312,7 +316,7 @@ class RouterStore:
     async def pending_kept(self, tu: str | None = None) -> list[Delivery]:
         return await self.store.read(pending_kept, tu)
 
-    async def handed_over(self) -> list[str]:
+    async def handed_over(self) -> dict[str, bool]:
         return await self.store.read(handed_over)
 
     async def journal(self, target: str) -> list[dict]:
