@@ -25,22 +25,34 @@ def _hook_target(monkeypatch):
     monkeypatch.setenv("SIDECAR_ROUTER_TARGETS", TARGETS)
 
 
+async def _logged_in_with_a_tus_delivery(tmp_path) -> Run:
+    """A started app: the TU logged in, the CRM rule, one ``sync`` event naming the TU."""
+    run = await Run(tmp_path).start()
+    await run.call("clock.advance_to", {"t": T0})
+    await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
+    await run.call("rules.create", RULE)
+    await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "sync",
+                                   "payload": {"tu": TU}})
+    return run
+
+
+async def _close_line(run: Run, caplog) -> logging.LogRecord:
+    """Stop the app; the close's one "stay with this machine" record."""
+    with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
+        await run.stop()
+    (rec,) = [r for r in caplog.records if "stay with this machine" in r.getMessage()]
+    return rec
+
+
 def test_without_stack_nothing_is_handed_over_and_the_close_lists_what_stays(tmp_path, caplog):
     async def main():
-        run = await Run(tmp_path).start()
-        await run.call("clock.advance_to", {"t": T0})
-        await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
-        await run.call("rules.create", RULE)
-        await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "sync",
-                                       "payload": {"tu": TU}})
+        run = await _logged_in_with_a_tus_delivery(tmp_path)
         await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "ping",
                                        "payload": {"tu": 7}})  # not a TU's name: process-wide
         await run.call("session.logout", {"tu": TU})
         rows = await RouterStore(run.store).deliveries()
         assert [(r.action, r.tu, r.status) for r in rows] == [("sync", TU, "pending"), ("ping", None, "pending")]
-        with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
-            await run.stop()
-        (rec,) = [r for r in caplog.records if "stay with this machine" in r.getMessage()]
+        rec = await _close_line(run, caplog)
         line = rec.getMessage()
         assert rec.levelno == logging.INFO
         assert line.startswith("2 pending deliveries stay with this machine (1 process-wide, 1 of TUs, 0 of them handed over through Stack): ")
@@ -55,19 +67,12 @@ def test_a_handover_stack_never_took_is_a_warning_at_close(tmp_path, caplog):
     from sidecar.router import handover
 
     async def main():
-        run = await Run(tmp_path).start()
-        await run.call("clock.advance_to", {"t": T0})
-        await run.call("session.login", {"tu": TU, "project": "golden", "operator": "op"})
-        await run.call("rules.create", RULE)
-        await run.call("events.emit", {"source": "electron", "subject": "crm", "action": "sync",
-                                       "payload": {"tu": TU}})
+        run = await _logged_in_with_a_tus_delivery(tmp_path)
         store = RouterStore(run.store)
         # what a logout with a configured but unreachable Stack commits (sidecar.app.inputs)
         await store.commit(handover.handover_ops(await store.pending_kept(TU), TU, T0 + 1))
         (row,) = [d for d in await store.deliveries() if d.target == "hook"]
-        with caplog.at_level(logging.INFO, logger="sidecar.app.root"):
-            await run.stop()
-        (rec,) = [r for r in caplog.records if "stay with this machine" in r.getMessage()]
+        rec = await _close_line(run, caplog)
         assert rec.levelno == logging.WARNING
         assert f"1 whose handover Stack has not taken: they go out only when this machine runs again): {row.id} (TU {TU}, handover waiting for Stack)" in rec.getMessage()
     asyncio.run(main())

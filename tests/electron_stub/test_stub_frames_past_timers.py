@@ -10,6 +10,7 @@ import json
 
 from electron_stub import scenario as sc
 from electron_stub.replay import Replay
+from stubhelp import golden_world
 
 HEADER = {"kind": "header", "format": 1, "name": "past-timers", "start": "2026-11-30T08:00:00Z", "seed": 4,
           "duration_s": 90, "operator": {"chat_answer_p": 1.0, "chat_delay_s": [15, 15],
@@ -18,10 +19,7 @@ RUS = [f"r{i}" for i in range(1, 7)]
 
 
 def _lines() -> list[dict]:
-    out: list[dict] = [HEADER, {"kind": "tu", "project": "golden", "tu": "g1", "operator": "op-1"}]
-    out += [{"kind": "favorite", "project": "golden", "tu": "g1", "ru": ru, "active": True, "is_white": False,
-             "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40, "paid_with_bonuses_only": False,
-             "chat_limit": None, "mail_limit": None, "markers": {}} for ru in RUS]
+    out = golden_world(HEADER, RUS)
     out.append({"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-1"})
     # an RU message every 1.5 s (odd instants, never on Stack's 10 s grid); each opens a task the
     # operator answers 15 s later — inside a later frame

@@ -10,6 +10,7 @@ import json
 
 from electron_stub import scenario as sc
 from electron_stub.replay import Replay
+from stubhelp import golden_world
 
 # chat answered rarely (p 0.05): nearly every first look passes over and the backlog forms; the
 # hand looks at one backlog task 15 s, then picks the next at once — so it is busy nearly always
@@ -20,10 +21,7 @@ RUS = [f"r{i}" for i in range(1, 13)]
 
 
 def _lines() -> list[dict]:
-    out: list[dict] = [HEADER, {"kind": "tu", "project": "golden", "tu": "g1", "operator": "op-1"}]
-    out += [{"kind": "favorite", "project": "golden", "tu": "g1", "ru": ru, "active": True, "is_white": False,
-             "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40, "paid_with_bonuses_only": False,
-             "chat_limit": None, "mail_limit": None, "markers": {}} for ru in RUS]
+    out = golden_world(HEADER, RUS)
     head = list(out)
     timeline: list[dict] = [{"t": 0, "kind": "login", "project": "golden", "tu": "g1", "operator": "op-1"}]
     # an RU message every 1.7 s, the RUs in turn: each RU's first message opens a task whose
