@@ -19,7 +19,10 @@ NODE_MAJOR = 20
 pytestmark = pytest.mark.xdist_group("capture")  # shares tests/contract's captured replay
 
 
-def _node() -> str:
+@pytest.fixture(scope="session")  # the scope of ``captured``: fixtures of a wider scope come first
+def node() -> str:
+    """Node ≥ 20 with the package's dependencies installed, or the test skips saying why —
+    asked before ``captured``, so a skip does not first pay for the replay it would feed."""
     node = shutil.which("node")
     if node is None:
         pytest.skip(f"node ≥ {NODE_MAJOR} not found on PATH: the TypeScript client's tests did not run")
@@ -33,8 +36,7 @@ def _node() -> str:
     return node
 
 
-def test_npm_test_compiles_the_schema_in_ajv_strict_and_validates_real_frames(tmp_path, captured):
-    node = _node()
+def test_npm_test_compiles_the_schema_in_ajv_strict_and_validates_real_frames(node, tmp_path, captured):
     npm = shutil.which("npm", path=str(Path(node).parent)) or shutil.which("npm")
     assert npm, "node is on PATH but npm is not"
     schema = tmp_path / "schema.json"
