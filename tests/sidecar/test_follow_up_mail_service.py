@@ -235,6 +235,24 @@ def test_a_read_makes_a_mail_and_the_same_event_again_is_not_processed_twice():
     assert ("mail_read", "refused:read_already_processed") in decisions(w)
 
 
+def test_a_read_by_an_ru_that_is_no_favorite_is_refused_and_writes_no_marker():
+    """Found on a fresh machine whose Stack startup took over 3 s (no favorites yet): a letter
+    read by an RU that is no favorite was refused, and then its read key was "recorded" on a
+    marker that cannot exist — ``write_marker`` raised, the step failed and the sidecar exited 6
+    (and, the trigger being durable, would again after the restart).  Markers live on Stack's
+    favorite row (DESIGN §9; seed 001 "Маркер" on the favorite): a refusal without a favorite is
+    logged and records nothing."""
+    w = world()
+    w.online.add("ru-stranger")
+    w.at(100).ru_reads("ru-stranger", "rd-1")
+    w.at(101)
+    assert mails(w) == [] and mail_markers(w) == []
+    assert ("mail_read", "refused:not_favorite") in decisions(w)
+    w.at(200).ru_reads(RU, "rd-2")  # the service goes on: a favorite's read still makes its mail
+    w.at(201)
+    assert len(mails(w, "mail_read")) == 1
+
+
 def test_a_failed_read_does_not_move_the_read_key():
     w = world()
     base = w.d.answer

@@ -169,12 +169,19 @@ def plan(tu: str, pair: PairState, triggers: Iterable[src.Trigger]) -> Plan:
             continue
         d.notes.append(Note(pair.ru, t.source, t.ref, f"refused:{reason}"))
         if not reason.endswith("already_processed"):  # a repeat is not a new check: no marker move
-            _record(tu, pair.ru, d, t)
+            _record(tu, pair, d, t)
     return Plan(tuple(live), d, bool(live))
 
 
-def _record(tu: str, ru: str, d: PairDecision, t: src.Trigger, why: str = "") -> None:
-    """The marker effects of a successfully checked trigger."""
+def _record(tu: str, pair: PairState, d: PairDecision, t: src.Trigger, why: str = "") -> None:
+    """The marker effects of a successfully checked trigger — none for a pair with no favorite:
+    the marker is a field of Stack's favorite row (DESIGN §9, seed 001 "Маркер"), so an RU that
+    is no favorite (a stranger reading the TU's letter; every RU while a slow Stack startup has
+    listed no favorites yet) is refused ``not_favorite`` and nothing is recorded (writing it
+    failed the step: ``TuRuntime.write_marker`` refuses a marker of a non-favorite)."""
+    if pair.favorite is None:
+        return
+    ru = pair.ru
     change: mk.MarkerChange | None = None
     if t.source == src.MAIL_READ:
         d.marker, change = mk.set_read(tu, ru, d.marker, t.ref)
@@ -203,7 +210,7 @@ def decide(rng: KeyedRandom, tu: str, pair: PairState, p: Plan, history: MailHis
                 reason = src.six_hour_refusal(history.last_tu_at, now)
             if reason is None and t.source != src.LAST_MAIL_6H and history.tu_mailed_after(t.at):
                 reason = "tu_mailed_since"
-        _record(tu, pair.ru, d, t, "tu_mailed_since" if reason == "tu_mailed_since" else "")
+        _record(tu, pair, d, t, "tu_mailed_since" if reason == "tu_mailed_since" else "")
         if reason is not None:
             d.notes.append(Note(pair.ru, t.source, t.ref, f"refused:{reason}"))
             continue
