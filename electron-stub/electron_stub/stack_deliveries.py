@@ -21,10 +21,9 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from electron_stub.stack_http import dump
+from electron_stub.stack_http import copied, dump
 
 if TYPE_CHECKING:
     from electron_stub.stack_server import StackServer
@@ -38,7 +37,7 @@ def put(stack: "StackServer", tu: str, delivery_id: str, data: dict, key: str) -
     if missing or data.get("id") != delivery_id or data.get("tu") != tu:
         return 400, dump({"error": "delivery body needs id and tu matching the path, channel,"
                                    " target, message_b64"})
-    stack.deliveries.setdefault(tu, {})[delivery_id] = json.loads(json.dumps(data))
+    stack.deliveries.setdefault(tu, {})[delivery_id] = copied(data)
     stack._record(kind="delivery", op="put", tu=tu, ru=data.get("ru"), id=delivery_id, key=key)
     return 200, dump({"ok": True, "tu": tu, "id": delivery_id})
 
@@ -53,4 +52,4 @@ def delete(stack: "StackServer", tu: str, delivery_id: str, data: dict, key: str
 def listed(stack: "StackServer", tu: str) -> list[dict[str, Any]]:
     """(lock held) The TU's held deliveries for its startup data, oldest first."""
     rows = stack.deliveries.get(tu, {}).values()
-    return json.loads(json.dumps(sorted(rows, key=lambda d: (d.get("event_at") or 0, d["id"]))))
+    return copied(sorted(rows, key=lambda d: (d.get("event_at") or 0, d["id"])))

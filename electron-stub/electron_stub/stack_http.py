@@ -14,7 +14,6 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import socket
@@ -22,12 +21,33 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import msgspec
+
 if TYPE_CHECKING:
     from electron_stub.stack_server import StackServer
 
 
+# msgspec, not the stdlib's json: a batch of writes was decoded and encoded ~7 times per write
+# here (batch, body, fingerprint, answer), and these server threads share the harness's GIL —
+# on a 1-hour shift they took ~2.5 CPU s beside the harness's own ~3 s (docs/decisions.md)
+_ENCODE = msgspec.json.Encoder()
+_SORTED = msgspec.json.Encoder(order="sorted")
+_DECODE = msgspec.json.Decoder()
+
+
 def dump(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    """Compact JSON (UTF-8, no escaping of non-ASCII)."""
+    return _ENCODE.encode(obj)
+
+
+def load(body: bytes | None) -> Any:
+    """JSON text → Python values; empty → None.  msgspec.DecodeError (a ValueError) if it is not JSON."""
+    return _DECODE.decode(body or b"null")
+
+
+def copied(obj: Any) -> Any:
+    """A deep copy of JSON values (what a caller may keep and change)."""
+    return _DECODE.decode(_ENCODE.encode(obj))
 
 
 def virtual_at(raw: str | None) -> float | None:
@@ -52,7 +72,7 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
             stack.counters["refused"] += 1
         return None
     try:
-        writes = json.loads(body or b"null")["writes"]
+        writes = load(body)["writes"]
         if not isinstance(writes, list) or not 1 <= len(writes) <= 500:
             raise ValueError("writes must be a list of 1..500")
         for w in writes:
@@ -67,7 +87,7 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
     results = []
     failed_pairs: set[str] = set()
     for w in writes:
-        wbody = json.dumps(w.get("body"), separators=(",", ":")).encode()
+        wbody = dump(w.get("body"))
         pair = pair_of(w["path"], w.get("body"))
         if pair in failed_pairs:
             results.append({"key": w["key"], "status": 424,
@@ -78,7 +98,7 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
                                      in_batch=True, at=at) or (502, b"null")
         if not 200 <= status < 300:
             failed_pairs.add(pair)
-        results.append({"key": w["key"], "status": status, "body": json.loads(answer or b"null")})
+        results.append({"key": w["key"], "status": status, "body": load(answer)})
     return 200, dump({"results": results})
 
 
@@ -128,7 +148,7 @@ class StackHandler(BaseHTTPRequestHandler):
 def fingerprint(method: str, path: str, body: bytes) -> str:
     """A write's identity for the idempotency check: the body compared as JSON, not as bytes."""
     try:
-        canon = json.dumps(json.loads(body or b"null"), sort_keys=True, separators=(",", ":"))
+        canon = _SORTED.encode(load(body)).decode()
     except ValueError:
         canon = repr(body)
     return f"{method} {path} {canon}"

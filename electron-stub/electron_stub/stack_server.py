@@ -64,7 +64,6 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -75,7 +74,7 @@ from electron_stub import keyed
 from electron_stub import scenario as sc
 from electron_stub.loopback import LoopbackServer
 from electron_stub import stack_deliveries
-from electron_stub.stack_http import StackHandler, dump, fingerprint, serve_batch, virtual_at
+from electron_stub.stack_http import StackHandler, copied, dump, fingerprint, load, serve_batch, virtual_at
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
@@ -235,9 +234,9 @@ class StackServer:
 
     def startup(self, tu: str) -> dict[str, Any]:
         with self.lock:
-            favs = [json.loads(json.dumps(f)) for _, f in sorted(self.favorites.get(tu, {}).items())]
+            favs = [copied(f) for _, f in sorted(self.favorites.get(tu, {}).items())]
             hist = sorted(self.history.get(tu, {}).values(), key=lambda t: (t.get("created_at") or 0, t["task_id"]))
-            out = {"tu": tu, "favorites": favs, "history": json.loads(json.dumps(hist))}
+            out = {"tu": tu, "favorites": favs, "history": copied(hist)}
             if self.deliveries.get(tu):  # handed-over deliveries, when it holds some
                 out["deliveries"] = stack_deliveries.listed(self, tu)
             if tu in self.no_favorites:
@@ -323,7 +322,7 @@ class StackServer:
                 self.counters["faulted"] += 1
             return 500, dump({"error": "injected fault", "attempt": attempt})
         try:
-            data = json.loads(body or b"null")
+            data = load(body)
         except ValueError:
             return self._bad(400, "body is not JSON")
         if not isinstance(data, dict):
