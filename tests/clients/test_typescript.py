@@ -19,10 +19,8 @@ NODE_MAJOR = 20
 pytestmark = pytest.mark.xdist_group("capture")  # shares tests/contract's captured replay
 
 
-@pytest.fixture(scope="session")  # the scope of ``captured``: fixtures of a wider scope come first
-def node() -> str:
-    """Node ≥ 20 with the package's dependencies installed, or the test skips saying why —
-    asked before ``captured``, so a skip does not first pay for the replay it would feed."""
+def node_or_skip() -> str:
+    """Node ≥ 20 with the package's dependencies installed, or the calling test skips saying why."""
     node = shutil.which("node")
     if node is None:
         pytest.skip(f"node ≥ {NODE_MAJOR} not found on PATH: the TypeScript client's tests did not run")
@@ -34,6 +32,13 @@ def node() -> str:
     if not (PACKAGE / "node_modules").is_dir():
         pytest.skip("run `npm ci` in clients/typescript: the TypeScript client's tests did not run")
     return node
+
+
+@pytest.fixture(scope="session")  # the scope of ``captured``: fixtures of a wider scope come first
+def node() -> str:
+    """:func:`node_or_skip` asked before ``captured``, so a skip does not first pay for the
+    replay it would feed (~11 s)."""
+    return node_or_skip()
 
 
 def test_npm_test_compiles_the_schema_in_ajv_strict_and_validates_real_frames(node, tmp_path, captured):

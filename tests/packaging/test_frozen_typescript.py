@@ -9,13 +9,13 @@ import subprocess
 
 import pytest
 
-from tests.clients.test_typescript import PACKAGE, _node
+from tests.clients.test_typescript import PACKAGE, node_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
 
 
 def test_typescript_client_against_the_frozen_binary(frozen):
-    _node()
+    node_or_skip()
     npm = shutil.which("npm")
     assert npm, "node is on PATH but npm is not"
     r = subprocess.run([npm, "test", "--", "test/client.test.mjs"], cwd=PACKAGE, capture_output=True, text=True,
