@@ -61,6 +61,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import msgspec
+
 from sidecar.store.ops import Op
 
 from sidecar.router.attempt import Attempts, Begin, Kind, Next, Outcome
@@ -161,8 +163,9 @@ class DeliveryPump:
                     if self.stack is not None and not self.stack.batch:
                         runs = [run[:1] for run in runs[:self.concurrency]]
                 if not other and not runs:
-                    if carry:
+                    if carry:  # the landings' settles: the end read above predates them
                         await self.store.commit(carry)
+                        due = msgspec.structs.replace(due, end=None)
                     break
                 stack_rows = [r for run in runs for r in run]
                 tried.update(r.id for r in other + stack_rows)
@@ -227,7 +230,11 @@ class DeliveryPump:
             return done
 
         async def other(items: list[tuple[Delivery, Begin]]) -> None:
-            self._landed.append(("other", await send_run(self.channels, items, now)))
+            outcomes = await send_run(self.channels, items, now)
+            # looked up after the await: a pass swaps ``_landed`` for a new list meanwhile, and
+            # ``self._landed.append(await …)`` bound the old one first — those outcomes were lost
+            # and their rows waited for the 30 s claim lease (issue 21 breaker, wall clock)
+            self._landed.append(("other", outcomes))
 
         async def stack() -> None:
             attempts, requests = await send_stack(self.stack, go_stack, now, self.concurrency)

@@ -116,3 +116,64 @@ async def test_the_due_head_read_goes_through_the_index(store):
     plan = await store._run(lambda c: c.execute("EXPLAIN QUERY PLAN " + _HEAD, ("audit", T0, 8)).fetchall())
     text = " ".join(str(r[-1]) for r in plan)
     assert "USING INDEX deliveries_head" in text and "SCAN" not in text.replace("SCAN TABLE", "x"), text
+
+
+async def test_the_pass_that_settles_a_landing_plans_the_next_from_the_settled_rows(rstore):
+    """Breaker (issue 21, wall clock): a landing settled by a pass that claimed nothing was
+    committed AFTER that pass had read its end — so the next due instant came from the row as
+    claimed (its 30 s in-flight lease), not as settled: a 429 asking for 5 s was retried at
+    30 s (a 503's retry, sender health's news, the same).  The end is read after the commit."""
+    from sidecar.router.attempt import flooded
+
+    ch = Scripted("crm-hook", lambda r, n: flooded("HTTP 429", retry_after=5.0))
+    await rstore.commit([PutDelivery(_row(0, "crm-hook", "webhook"))])
+    woke = asyncio.Event()
+    pump = DeliveryPump(rstore, {"crm-hook": ch}, wake=woke.set)
+    res = await pump.run_due(T0, detach=True)
+    assert res.claimed == 1
+    async with asyncio.timeout(10):
+        while pump.in_flight:
+            await woke.wait()
+            woke.clear()
+    res = await pump.run_due(T0 + 0.1, detach=True)  # settles the landing, claims nothing
+    (row,) = await rstore.deliveries(target="crm-hook")
+    assert row.attempts == 0 and T0 + 5.0 <= row.next_attempt_at < T0 + 5.2  # settled at T0 + 0.1
+    assert res.claimed == 0 and res.next_due == res.other_due == row.next_attempt_at
+    await pump.close()
+
+
+class _Gated(Scripted):
+    """Answers DELIVERED once ``gate`` is set (a slow receiver)."""
+
+    def __init__(self, name: str, gate: asyncio.Event) -> None:
+        super().__init__(name)
+        self.gate = gate
+
+    async def send(self, row, now):  # type: ignore[no-untyped-def]
+        await self.gate.wait()
+        return await super().send(row, now)
+
+
+async def test_an_attempt_that_lands_after_another_pass_settled_a_landing_is_settled_too(rstore):
+    """Breaker (issue 21, wall clock; 3 of 7 targets in 3 of 5 runs): a detached attempt bound
+    the pump's landing list when it started (``self._landed.append(await send…)``); a pass that
+    settled another target's landing meanwhile swapped the list, so the slow attempt's outcome
+    went to the old one and was lost — its row stayed "in flight" until the 30 s claim lease."""
+    gate = asyncio.Event()
+    fast, slow = Scripted("fast"), _Gated("slow", gate)
+    await rstore.commit([PutDelivery(_row(0, "fast", "webhook")), PutDelivery(_row(0, "slow", "webhook"))])
+    woke = asyncio.Event()
+    pump = DeliveryPump(rstore, {"fast": fast, "slow": slow}, wake=woke.set)
+    assert (await pump.run_due(T0, detach=True)).claimed == 2
+    async with asyncio.timeout(10):
+        while "fast" in pump.in_flight:
+            await woke.wait()
+            woke.clear()
+    await pump.run_due(T0 + 0.1, detach=True)  # settles the fast landing while slow still flies
+    assert pump.in_flight == ("slow",)
+    gate.set()
+    await _settle_all(pump, woke, T0 + 0.2)
+    rows = {r.target: r for r in await rstore.deliveries()}
+    assert (rows["fast"].status, rows["slow"].status) == ("delivered", "delivered")
+    assert rows["slow"].attempts == 1 and not (rows["slow"].last_error or "").startswith("in flight")
+    await pump.close()
