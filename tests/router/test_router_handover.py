@@ -201,3 +201,31 @@ async def test_the_handed_over_ids_are_read_until_they_settle(rstore):
     assert await rstore.handed_over() == {"ev-1.0": True}  # Stack acknowledged it
     await rstore.commit([SettleDelivery("ev-1.0", "delivered", 1, None, None, T0 + 2, T0 + 2)])
     assert await rstore.handed_over() == {}
+
+
+async def test_a_refused_handover_is_not_taken(rstore):
+    """Breaker D2 (issue 21): Stack refused the handover's PUT (a terminal 4xx: the write is
+    ``failed``), and the close still said "handed over through Stack" at INFO — no machine ever
+    continued the three deliveries.  Only a delivered PUT is a handover Stack took; a row
+    continued from Stack's listing (no PUT of this machine's) is one too."""
+    st = make_state(RULE)
+    await emit(rstore, st, [crm("tu-a", 1), crm("tu-a", 2), crm("tu-a", 3)], T0)
+    await rstore.commit(handover.handover_ops((await rstore.pending_kept("tu-a"))[:2], "tu-a", T0 + 1))
+    puts = sorted((d for d in await rstore.deliveries() if d.method == "PUT"), key=lambda d: d.path)
+    await rstore.commit([SettleDelivery(puts[0].id, "failed", 1, None, "refused: HTTP 422", None, T0 + 2),
+                         SettleDelivery(puts[1].id, "delivered", 1, None, None, T0 + 2, T0 + 2)])
+    # ev-3.0 as a delivery continued from Stack's listing: recorded for its release, no PUT here
+    await rstore.commit([handover.PutHandover("ev-3.0", "tu-a", handover.lane("tu-a", "ev-3.0"),
+                                              "/v1/tus/tu-a/deliveries/ev-3.0", T0)])
+    assert await rstore.handed_over() == {"ev-1.0": False, "ev-2.0": True, "ev-3.0": True}
+
+
+def test_the_handover_puts_are_found_by_an_index_range_not_a_scan():
+    import sqlite3
+
+    from sidecar.store import migrations
+    c = sqlite3.connect(":memory:")
+    migrations.migrate(c)
+    (plan,) = c.execute("EXPLAIN QUERY PLAN SELECT status FROM deliveries WHERE id >= ? AND id < ?",
+                        ("handover:t:e:put@", "handover:t:e:putA")).fetchall()
+    assert "USING INDEX" in plan[3] and "(id>? AND id<?)" in plan[3], plan

@@ -265,12 +265,19 @@ def pending_kept(conn: sqlite3.Connection, tu: str | None = None) -> list[Delive
 
 def handed_over(conn: sqlite3.Connection) -> dict[str, bool]:
     """The deliveries handed over through Stack and not yet settled here (``router_handovers``,
-    :mod:`sidecar.router.handover`): id → whether Stack acknowledged the handover (False while
-    its ``PUT`` still waits in the outbox: Stack was down since the logout)."""
-    return {r[0]: not r[1] for r in conn.execute(
-        "SELECT h.delivery_id, EXISTS (SELECT 1 FROM deliveries d WHERE d.pair = h.pair"
-        " AND d.status = 'pending' AND d.channel = 'stack' AND d.method = 'PUT')"
-        " FROM router_handovers h ORDER BY h.delivery_id")}
+    :mod:`sidecar.router.handover`): id → whether Stack took the handover — a ``PUT`` of it was
+    delivered, or there is none here (a row continued from Stack's listing).  False while the
+    ``PUT`` waits in the outbox (Stack down since the logout) or after Stack refused it.  The
+    ``PUT`` rows are found by their id (= key ``handover:<tu>:<id>:put@<instant>``, the
+    ``UNIQUE`` index on ``id``): a range, not a scan of the audit."""
+    out: dict[str, bool] = {}
+    for delivery_id, tu in conn.execute(
+            "SELECT delivery_id, tu FROM router_handovers ORDER BY delivery_id").fetchall():
+        prefix = f"handover:{tu}:{delivery_id}:put@"  # sidecar.router.handover.handover_ops
+        states = {s for (s,) in conn.execute(
+            "SELECT status FROM deliveries WHERE id >= ? AND id < ?", (prefix, prefix[:-1] + "A"))}
+        out[delivery_id] = not states or "delivered" in states
+    return out
 
 
 def journal_rows(conn: sqlite3.Connection, target: str) -> list[dict]:
