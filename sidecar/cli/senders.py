@@ -66,7 +66,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             p.add_argument("id", help="the group's id (groups list shows it)")
     for name in ("create", "patch"):
         p = gs.add_parser(name, parents=[common], help=f"{name} a group (fields of seed 000 §6; delays in "
-                                                      "minutes, intervals in seconds, HH:MM[:SS] UTC windows)")
+                                                      "minutes, send intervals in minutes (fractions allowed), HH:MM[:SS] UTC windows)")
         if name == "patch":
             p.add_argument("id", help="the group's id (groups list shows it)")
         p.add_argument("--name", required=name == "create", help="the group's name" + (" (required)" if name == "create" else ""))
@@ -218,7 +218,7 @@ def _group_table(rows: list[dict]) -> Any:
 
     t = Table(title="Sender groups (seed 000 §6; the highest priority covering group applies at a failure)",
               title_justify="left")
-    for col in ("id", "name", "priority", "failed in row", "cooldown delay (min)", "send interval (s)",
+    for col in ("id", "name", "priority", "failed in row", "cooldown delay (min)", "send interval (min)",
                 "window (UTC)", "senders"):
         t.add_column(col, overflow="fold")
     for g in rows:

@@ -60,3 +60,21 @@ async def test_changes_refused_while_a_sidecar_runs(tmp_path, capsys):
         assert await asyncio.to_thread(main, argv) == 3
         assert "use its bridge methods" in capsys.readouterr().err
         assert main(["senders", "list", "--data-dir", str(tmp_path)]) == 0  # reads work beside it
+
+
+def test_group_send_intervals_read_as_minutes_everywhere(tmp_path, capsys):
+    """Breaker (issue 21 item 4): the intervals became minutes (DESIGN §10) but the CLI's help
+    and the groups table still said seconds — a lead reading "0.5" would pace 60× wrong."""
+    import pytest
+
+    d = ["--data-dir", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        main(["groups", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "send intervals in minutes" in helptext and "in seconds" not in helptext
+    assert main(["groups", "create", "--name", "slow", "--priority", "3", "--send-from-message-interval", "0.5",
+                 "--send-to-message-interval", "1.5", *d]) == 0
+    capsys.readouterr()
+    assert main(["groups", "list", *d]) == 0
+    out = capsys.readouterr().out
+    assert "send interval (min)" in out and "0.5–1.5" in out and "(s)" not in out
