@@ -23,6 +23,7 @@ Rule 5.  :func:`parse_event` and :func:`parse_rule` turn untrusted dicts (bridge
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any, get_args
 
 import msgspec
@@ -155,9 +156,18 @@ DELIVERY_FIELDS = ("id", "event_id", "event_at", "source", "subject", "action", 
 assert Delivery.__struct_fields__ == DELIVERY_FIELDS, "positional Delivery(...) calls follow this order"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _name(v: Any, field: str) -> str:
+    """``v`` if it is a name: a non-blank string of at most 200 characters with no control
+    character (a NUL or an escape sequence in a rule's name, a source or a ``dedup_key`` would
+    reach the journal, the shift lead's terminal and Stack as is; the bridge's other ids refuse
+    them too: :data:`sidecar.protocol.patterns.NO_CONTROL`)."""
     if not isinstance(v, str) or not v.strip() or len(v) > 200:
         raise RouterInputError(field, "must be a non-empty string of at most 200 characters")
+    if _CONTROL.search(v):
+        raise RouterInputError(field, "must not hold control characters")
     return v
 
 

@@ -199,7 +199,10 @@ def test_rules_cannot_target_stack_and_events_emit_cannot_impersonate():
                        ({"source": "e", "subject": "s", "action": "a", "priority": "urgent"}, "priority"),
                        ({"source": "e", "subject": "s", "action": "a", "ttl_s": -1}, "ttl_s"),
                        ({"source": "e", "subject": "", "action": "a"}, "subject"),
-                       ({"source": "e", "subject": "s", "action": "a", "write": {}}, "write")):
+                       ({"source": "e", "subject": "s", "action": "a", "write": {}}, "write"),
+                       ({"source": "e\x00f", "subject": "s", "action": "a"}, "source"),  # control characters
+                       ({"source": "e", "subject": "s", "action": "a\n", "dedup_key": "k"}, "action"),
+                       ({"source": "e", "subject": "s", "action": "a", "dedup_key": "k\x1b[2J"}, "dedup_key")):
         with pytest.raises(RouterInputError) as ei:
             parse_event(bad)
         assert ei.value.field == field
@@ -208,7 +211,8 @@ def test_rules_cannot_target_stack_and_events_emit_cannot_impersonate():
                        ({"name": "x", "actions": [{"target": "audit"}], "conditions": {"priority_min": "x"}},
                         "conditions.priority_min"),
                        ({"name": "x", "actions": [{"target": "audit"}], "conditions": {"tags": []}},
-                        "conditions.tags")):
+                        "conditions.tags"),
+                       ({"name": "x\x00y", "actions": [{"target": "audit"}]}, "name")):
         with pytest.raises(RouterInputError) as ei:
             parse_rule(bad, TARGETS)
         assert ei.value.field == field
