@@ -233,7 +233,7 @@ class DeliveryPump:
             outcomes = await send_run(self.channels, items, now)
             # looked up after the await: a pass swaps ``_landed`` for a new list meanwhile, and
             # ``self._landed.append(await …)`` bound the old one first — those outcomes were lost
-            # and their rows waited for the 30 s claim lease (issue 21 breaker, wall clock)
+            # and their rows waited for the 30 s claim lease (docs/decisions.md, "the last breaker round")
             self._landed.append(("other", outcomes))
 
         async def stack() -> None:
