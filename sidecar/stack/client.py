@@ -2,9 +2,12 @@
 
 Rules / theory of operation
 ---------------------------
-* One ``httpx.AsyncClient`` per sidecar: HTTP/1.1 with keep-alive (a pooled connection is reused
-  by every write of a pump pass), no redirects followed, ``timeout`` seconds for connect, read,
-  write and pool wait each.  TLS: :func:`tls_context` (an ``http`` Stack loads no CA bundle).
+* One HTTP/1.1 path per sidecar (:mod:`.http11`): for an ``http`` Stack ``h11`` on asyncio streams
+  (a quarter of httpx's CPU per request: docs/decisions.md "Issue 24 lever 2"), for an ``https``
+  one — or a plugged ``transport`` — an ``httpx.AsyncClient``.  Either keeps connections alive (a
+  pooled connection is reused by every write of a pump pass; at most ``max_connections``), follows
+  no redirects, and allows ``timeout`` seconds for connect, read, write and pool wait each.  TLS
+  (httpx only): :func:`tls_context`.  ``Accept`` and ``User-Agent`` go with every request.
 * Writes: :meth:`StackClient.send` sends ``body`` as is, with ``Content-Type: application/json``
   and ``Idempotency-Key: <idem_key>`` on every call (Stack answers a repeated key with its first
   answer and changes nothing, so a write resent after a crash or a lost reply is harmless).
@@ -16,7 +19,8 @@ Rules / theory of operation
 * Reads: :meth:`startup` → ``GET /v1/tus/{tu}/startup`` → the decoded JSON object.
 * Every failure is a :mod:`.errors` exception: transport errors, timeouts, 5xx and 429 →
   :class:`StackUnavailable`; other non-2xx → :class:`StackRejected`; both carry the status.
-* ``transport`` lets tests plug an ``httpx.MockTransport``/ASGI transport; production passes None.
+* ``transport`` lets tests plug an ``httpx.MockTransport``/ASGI transport (the httpx path);
+  production passes None.
 * ``at`` (writes, batches, the health probe; the virtual clock only — the replay's reference
   Stack): the domain instant of the pump pass that sends, as the :data:`~sidecar.stack.virtual_at.VIRTUAL_AT_HEADER`
   header (unix seconds), so a harness records the call at the sidecar's instant, not at
@@ -29,14 +33,18 @@ from __future__ import annotations
 import asyncio
 import ssl
 from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
-import httpx
 import msgspec
 
 from .errors import StackError, StackRejected, StackUnavailable
+from .http11 import Answer, H11Pool, HttpxPath, PhaseTimeout, TransportFailure
 from .virtual_at import at_headers
 from .writes import seg  # re-exported: callers quote path segments with it
+
+if TYPE_CHECKING:
+    import httpx
 
 _decode = msgspec.json.Decoder().decode
 
@@ -91,19 +99,14 @@ class StackClient:
         self.timeout = timeout  # seconds per phase (connect, read, write, pool)
         # seconds for a whole request: a Stack that trickles bytes never trips a per-read timeout
         self.total_timeout = total_timeout if total_timeout is not None else 2 * timeout
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            verify=tls_context(self.base_url),
-            timeout=httpx.Timeout(timeout),
-            transport=transport,
-            http1=True,
-            http2=False,
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=max_connections,
-                                max_keepalive_connections=max_connections,
-                                keepalive_expiry=30.0),
-            headers={"Accept": "application/json", "User-Agent": "operator-sidecar"},
-        )
+        headers = {"Accept": "application/json", "User-Agent": "operator-sidecar"}
+        self._http: H11Pool | HttpxPath
+        if transport is None and urlsplit(self.base_url).scheme.lower() == "http":
+            self._http = H11Pool(self.base_url, timeout=timeout, max_connections=max_connections,
+                                 headers=headers)
+        else:  # https (TLS stays with httpx) or a test's plugged transport
+            self._http = HttpxPath(self.base_url, timeout=timeout, max_connections=max_connections,
+                                   headers=headers, verify=tls_context(self.base_url), transport=transport)
 
     async def send(self, method: str, path: str, body: bytes, idem_key: str, *,
                    at: float | None = None) -> StackReply:
@@ -117,9 +120,9 @@ class StackClient:
             raise ValueError("every Stack write needs an idempotency key")
         headers = {"Content-Type": "application/json", "Idempotency-Key": header_key(idem_key),
                    **at_headers(at)}
-        resp = await self._request(method, path, content=body, headers=headers)
-        return StackReply(status=resp.status_code, body=resp.content,
-                          replayed=resp.headers.get("Idempotent-Replayed", "") == "true")
+        resp = await self._request(method, path, body, headers)
+        return StackReply(status=resp.status, body=resp.body,
+                          replayed=resp.headers.get("idempotent-replayed", "") == "true")
 
     async def batch(self, writes: list[BatchWrite], *, at: float | None = None) -> list[BatchResult]:
         """``POST /v1/batch`` (``at``: the virtual instant stamp, module rules); returns one
@@ -134,60 +137,59 @@ class StackClient:
         # spliced in as it is, not decoded and encoded again
         items = [{"key": w.key, "method": w.method, "path": w.path,
                   "body": msgspec.Raw(w.body) if w.body else None} for w in writes]
-        resp = await self._request("POST", "/v1/batch", content=msgspec.json.encode({"writes": items}),
-                                   headers={"Content-Type": "application/json", **at_headers(at)})
+        resp = await self._request("POST", "/v1/batch", msgspec.json.encode({"writes": items}),
+                                   {"Content-Type": "application/json", **at_headers(at)})
         try:
-            results = msgspec.json.decode(resp.content, type=dict[str, list[BatchResult]])["results"]
+            results = msgspec.json.decode(resp.body, type=dict[str, list[BatchResult]])["results"]
         except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
-            raise StackUnavailable(f"POST /v1/batch: undecodable reply: {exc}", status=resp.status_code,
+            raise StackUnavailable(f"POST /v1/batch: undecodable reply: {exc}", status=resp.status,
                                    method="POST", path="/v1/batch", detail=_excerpt(resp)) from exc
         if [r.key for r in results] != [w.key for w in writes]:
             raise StackUnavailable("POST /v1/batch: the results do not match the writes",
-                                   status=resp.status_code, method="POST", path="/v1/batch",
+                                   status=resp.status, method="POST", path="/v1/batch",
                                    detail=_excerpt(resp))
         return results
 
     async def health(self, *, at: float | None = None) -> None:
         """``GET /v1/health`` (the Stack sender's probe, DESIGN §10; ``at``: module rules);
         raises the :mod:`.errors` tree when Stack does not answer 2xx."""
-        await self._request("GET", "/v1/health", headers=at_headers(at))
+        await self._request("GET", "/v1/health", None, at_headers(at))
 
     async def startup(self, tu: str) -> dict:
         """``GET /v1/tus/{tu}/startup`` → Stack's startup data for ``tu`` (favorites with
         markers, task history).  Raises the :mod:`.errors` tree; an undecodable or non-object
         body is :class:`StackUnavailable` (a broken reply is worth retrying)."""
         path = f"/v1/tus/{seg(tu)}/startup"
-        resp = await self._request("GET", path)
+        resp = await self._request("GET", path, None, {})
         try:
-            data = _decode(resp.content)
+            data = _decode(resp.body)
         except msgspec.DecodeError as exc:
-            raise StackUnavailable(f"GET {path}: undecodable reply: {exc}", status=resp.status_code,
+            raise StackUnavailable(f"GET {path}: undecodable reply: {exc}", status=resp.status,
                                    method="GET", path=path, detail=_excerpt(resp)) from exc
         if not isinstance(data, dict):
             raise StackUnavailable(f"GET {path}: reply is not a JSON object",
-                                   status=resp.status_code, method="GET", path=path,
+                                   status=resp.status, method="GET", path=path,
                                    detail=_excerpt(resp))
         return data
 
-    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> Answer:
         try:
             async with asyncio.timeout(self.total_timeout):  # no extra task per request
-                resp = await self._http.request(method, path, **kw)
+                resp = await self._http.request(method, path, headers, body)
         except TimeoutError as exc:
             raise StackUnavailable(f"{method} {path}: no complete answer within the "
                                    f"{self.total_timeout:g} s deadline", method=method,
                                    path=path) from exc
-        except httpx.TimeoutException as exc:
-            raise StackUnavailable(f"{method} {path}: timeout ({type(exc).__name__})",
+        except PhaseTimeout as exc:
+            raise StackUnavailable(f"{method} {path}: timeout ({exc.phase})",
                                    method=method, path=path) from exc
-        except httpx.TransportError as exc:
-            raise StackUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}",
-                                   method=method, path=path) from exc
-        code = resp.status_code
+        except TransportFailure as exc:
+            raise StackUnavailable(f"{method} {path}: {exc}", method=method, path=path) from exc
+        code = resp.status
         if 200 <= code < 300:
             return resp
         cls: type[StackError] = StackUnavailable if code >= 500 or code == 429 else StackRejected
-        ra = resp.headers.get("Retry-After", "").strip() if code == 429 else ""
+        ra = resp.headers.get("retry-after", "").strip() if code == 429 else ""
         raise cls(f"{method} {path}: HTTP {code}", status=code, method=method, path=path,
                   detail=_excerpt(resp), retry_after=float(ra) if ra.isascii() and ra.isdigit() else None,
                   retry_after_header=ra or None)
@@ -213,5 +215,5 @@ def tls_context(base_url: str) -> ssl.SSLContext | bool:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no CA
 
 
-def _excerpt(resp: httpx.Response) -> str:
-    return resp.content[:200].decode(errors="replace")
+def _excerpt(resp: Answer) -> str:
+    return resp.body[:200].decode(errors="replace")

@@ -1,0 +1,229 @@
+"""Stack's HTTP/1.1 paths (DESIGN §9 "Stack contract"; docs/decisions.md "Issue 24 lever 2:
+Stack's HTTP path"): :class:`H11Pool` — asyncio streams + ``h11`` with a keep-alive pool — for an
+``http`` Stack, and :class:`HttpxPath` — httpx — for an ``https`` Stack and the tests' plugged
+transports.  Both answer :meth:`request` with an :class:`Answer` or raise :class:`TransportFailure`.
+
+Rules / theory of operation
+---------------------------
+* Why two: httpx cost ~0.8 ms of client CPU per ``POST /v1/batch`` here, h11 on streams
+  ~0.2 ms (``python -m bench.stack_http``); on the 8-hour shift that was most of the Stack share
+  of the sidecar's CPU.  TLS stays with httpx (its CA bundle, hostname checks, tested).
+* :class:`H11Pool`, one per client: at most ``max_connections`` requests in flight (a semaphore;
+  the pool wait is a phase), each on a kept-alive connection taken from the idle list (last in,
+  first out) or opened; a connection goes back only when both sides finished the exchange and
+  neither said ``Connection: close``.  An idle connection the server closed (EOF seen) is dropped
+  at checkout; one found dead while sending or before any byte of its answer (the race of a
+  server closing it just then) is replaced by a fresh connection ONCE — every Stack request is
+  safe to resend (writes carry their idempotency key, reads are GETs).
+* Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
+  byte for that long).  The whole request's deadline is the caller's (``asyncio.timeout``
+  around :meth:`request`): a cancelled exchange closes its connection, never pools it.
+* No redirects (a 3xx is an answer like any other), no content decoding (no
+  ``Accept-Encoding`` is sent, so none arrives), ``Content-Length`` framing for bodies; the
+  answer's header names are lower-case.  Errors: :class:`PhaseTimeout` (its ``phase``:
+  ``ConnectTimeout``, ``WriteTimeout``, ``ReadTimeout``, ``PoolTimeout``) and
+  :class:`TransportFailure` for refused/reset connections and protocol violations.
+"""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import h11
+
+if TYPE_CHECKING:
+    import httpx
+
+
+class TransportFailure(Exception):
+    """No complete answer: connection refused/reset/closed, or the server broke HTTP/1.1."""
+
+
+class PhaseTimeout(TransportFailure):
+    """A phase took longer than the per-phase timeout; ``phase`` names it as httpx does."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(phase)
+        self.phase = phase
+
+
+class Answer:
+    """An HTTP answer: ``status``, ``body`` bytes, ``headers`` (``.get(lower-case name)``)."""
+
+    __slots__ = ("status", "body", "headers")
+
+    def __init__(self, status: int, body: bytes, headers: Any) -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+
+class _Stale(Exception):
+    """A reused connection died before its answer began (module rules: resent once)."""
+
+
+class _Conn:
+    __slots__ = ("reader", "writer", "h11", "reused")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.reused = False
+
+    def alive(self) -> bool:
+        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception())
+
+    def close(self) -> None:
+        self.writer.close()  # no wait for the close: nothing is owed to a connection given up
+
+
+class H11Pool:
+    """Keep-alive HTTP/1.1 to ``base_url`` (``http`` only; module rules)."""
+
+    def __init__(self, base_url: str, *, timeout: float, max_connections: int,
+                 headers: dict[str, str]) -> None:
+        u = urlsplit(base_url)
+        if u.scheme.lower() != "http" or not u.hostname:
+            raise ValueError(f"H11Pool speaks plain http to a host, not {base_url!r}")
+        self.host, self.port = u.hostname, u.port or 80
+        self.prefix = u.path.rstrip("/")  # a base URL's path is kept before every request's
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self._base: list[tuple[str, str]] = [("Host", host if u.port in (None, 80) else f"{host}:{u.port}"),
+                                             *headers.items()]
+        self.timeout = timeout
+        self._idle: list[_Conn] = []
+        self._slots = asyncio.Semaphore(max_connections)
+        self._closed = False
+
+    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
+        """One exchange: ``path`` starts with ``/`` (already quoted); ``body`` None sends none."""
+        if self._closed:
+            raise TransportFailure("the client is closed")
+        hdrs = [*self._base, *headers.items()]
+        if body is not None:
+            hdrs.append(("Content-Length", str(len(body))))
+        req = h11.Request(method=method, target=self.prefix + path, headers=hdrs)
+        if self._slots.locked():  # the pool wait is a phase of its own
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise PhaseTimeout("PoolTimeout") from None
+        else:
+            await self._slots.acquire()  # free: returns at once
+        try:
+            conn = await self._checkout()
+            try:
+                return await self._exchange(conn, req, body)
+            except _Stale:
+                return await self._exchange(await self._open(), req, body)
+        finally:
+            self._slots.release()
+
+    async def _checkout(self) -> _Conn:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.alive():
+                conn.reused = True
+                return conn
+            conn.close()  # the server closed it while idle
+        return await self._open()
+
+    async def _open(self) -> _Conn:
+        try:
+            async with asyncio.timeout(self.timeout):
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+        except TimeoutError:
+            raise PhaseTimeout("ConnectTimeout") from None
+        except OSError as exc:
+            raise TransportFailure(f"ConnectError: {exc}") from exc
+        return _Conn(reader, writer)
+
+    async def _exchange(self, conn: _Conn, req: h11.Request, body: bytes | None) -> Answer:
+        started = False  # a byte of the answer arrived: no resend after this
+        try:
+            c = conn.h11
+            out = c.send(req)
+            if body:
+                out += c.send(h11.Data(data=body))
+            conn.writer.write(out + c.send(h11.EndOfMessage()))
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await conn.writer.drain()
+            except TimeoutError:
+                raise PhaseTimeout("WriteTimeout") from None
+            status, head, chunks = 0, None, []
+            while True:
+                ev = c.next_event()
+                if ev is h11.NEED_DATA:
+                    try:
+                        async with asyncio.timeout(self.timeout):
+                            data = await conn.reader.read(65536)
+                    except TimeoutError:
+                        raise PhaseTimeout("ReadTimeout") from None
+                    started = started or bool(data)
+                    c.receive_data(data)
+                elif isinstance(ev, h11.Response):
+                    status, head = ev.status_code, ev.headers
+                elif isinstance(ev, h11.Data):
+                    chunks.append(bytes(ev.data))
+                elif isinstance(ev, h11.EndOfMessage):
+                    break
+                elif isinstance(ev, h11.ConnectionClosed):
+                    raise TransportFailure("RemoteProtocolError: the server closed the connection "
+                                           "without an answer")
+                # h11.InformationalResponse (1xx): skipped, the final answer follows
+        except (OSError, h11.ProtocolError, TransportFailure) as exc:
+            conn.close()
+            if conn.reused and not started and not isinstance(exc, PhaseTimeout):
+                raise _Stale() from exc
+            if isinstance(exc, TransportFailure):
+                raise
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            conn.close()  # cancelled (the request's deadline) mid-exchange: unusable
+            raise
+        if c.our_state is h11.DONE and c.their_state is h11.DONE and not self._closed:
+            c.start_next_cycle()
+            self._idle.append(conn)
+        else:
+            conn.close()  # Connection: close, or an answer framed by the connection's end
+        assert head is not None
+        return Answer(status, b"".join(chunks), {k.decode(): v.decode("latin-1") for k, v in head})
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class HttpxPath:
+    """The same :meth:`request` through ``httpx.AsyncClient`` (``https``, plugged transports)."""
+
+    def __init__(self, base_url: str, *, timeout: float, max_connections: int, headers: dict[str, str],
+                 verify: ssl.SSLContext | bool, transport: httpx.AsyncBaseTransport | None) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._http = httpx.AsyncClient(
+            base_url=base_url, verify=verify, timeout=httpx.Timeout(timeout), transport=transport,
+            http1=True, http2=False, follow_redirects=False,
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections, keepalive_expiry=30.0),
+            headers=headers)
+
+    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
+        httpx = self._httpx
+        try:
+            resp = await self._http.request(method, path, content=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise PhaseTimeout(type(exc).__name__) from exc
+        except httpx.TransportError as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        return Answer(resp.status_code, resp.content, resp.headers)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
