@@ -3,7 +3,7 @@
 Rules / theory of operation
 ---------------------------
 * One HTTP/1.1 path per sidecar (:mod:`.http11`): for an ``http`` Stack ``h11`` on asyncio streams
-  (a quarter of httpx's CPU per request: docs/decisions.md "Issue 24 lever 2"), for an ``https``
+  (a quarter of httpx's CPU per request: docs/decisions.md "Stack's HTTP path"), for an ``https``
   one — or a plugged ``transport`` — an ``httpx.AsyncClient``.  Either keeps connections alive (a
   pooled connection is reused by every write of a pump pass; at most ``max_connections``), follows
   no redirects, and allows ``timeout`` seconds for connect, read, write and pool wait each.  TLS

@@ -1,5 +1,5 @@
-"""Stack's HTTP/1.1 paths (DESIGN §9 "Stack contract"; docs/decisions.md "Issue 24 lever 2:
-Stack's HTTP path"): :class:`H11Pool` — asyncio streams + ``h11`` with a keep-alive pool — for an
+"""Stack's HTTP/1.1 paths (DESIGN §9 "Stack contract"; docs/decisions.md, the section on
+Stack's HTTP path): :class:`H11Pool` — asyncio streams + ``h11`` with a keep-alive pool — for an
 ``http`` Stack, and :class:`HttpxPath` — httpx — for an ``https`` Stack and the tests' plugged
 transports.  Both answer :meth:`request` with an :class:`Answer` or raise :class:`TransportFailure`.
 
