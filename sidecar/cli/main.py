@@ -233,9 +233,7 @@ async def _serve(settings, guard: StopGuard, left: list[str]) -> int:
               file=sys.stderr)
         return 4
     try:
-        # the virtual clock's loop waits for nothing: reads on it (sidecar.store.db rule 6)
-        store = await Store.open(db, durability=settings.durability,
-                                 reads_on_loop=settings.clock == "virtual")
+        store = await Store.open(db, durability=settings.durability)
     except DataDirLocked as exc:
         print(f"sidecar: {exc}; stop that sidecar or choose another --data-dir", file=sys.stderr)
         return 3

@@ -124,7 +124,6 @@ class StoreCounters:
     restarts: int = 0  # commits that waited for a catch-up checkpoint (sidecar.store.writer)
     catch_up_timeouts: int = 0  # ... and went on before it was done
     busy_retries: int = 0  # loop commits that found the lock taken, retried off the loop
-    loop_reads: int = 0  # readers run on the loop's connection (module rules, "Reads on the loop")
 
     def as_dict(self) -> dict[str, int]:
         return {"hops": self.hops, "commits": self.commits, "ops": self.ops}
@@ -134,8 +133,7 @@ class Store:
     """An open store.  Use :meth:`open` (or ``async with await Store.open(...)``)."""
 
     def __init__(self, path: Path, db: aiosqlite.Connection, lock: DirLock, durability: str,
-                 schema_version: int, writer: sqlite3.Connection | None = None,
-                 reads_on_loop: bool = False) -> None:
+                 schema_version: int, writer: sqlite3.Connection | None = None) -> None:
         self.path = path  # the database file
         self.durability = durability  # "normal" | "full"
         self.schema_version = schema_version  # PRAGMA user_version after migrations
@@ -143,11 +141,8 @@ class Store:
         self.counters = StoreCounters()  # thread hops, commits, ops (status, benchmarks, tests)
         # the loop's own connection, every commit made on it (module rules, "Commits on the
         # loop"); None: commits hop onto aiosqlite's thread like the readers
-        self._writer = (_w.LoopWriter(writer, self._run, self.counters, checkpoint_inline=reads_on_loop)
-                        if writer is not None else None)
+        self._writer = _w.LoopWriter(writer, self._run, self.counters) if writer is not None else None
         self.commits_on_loop = writer is not None  # module rules, "Commits on the loop"
-        # module rules, "Reads on the loop": only with a loop connection to read on
-        self.reads_on_loop = reads_on_loop and writer is not None
         self._lock = lock
 
     # ------------------------------------------------------------------ lifecycle
@@ -155,15 +150,12 @@ class Store:
     async def open(cls, path: Path | str, *, durability: str = "normal",
                    busy_timeout_ms: int = 5000,
                    migrations: Sequence[str] = MIGRATIONS,
-                   commit_on_loop: bool | None = None,
-                   reads_on_loop: bool = False) -> "Store":
+                   commit_on_loop: bool | None = None) -> "Store":
         """Open (creating folder and file) and migrate the store at ``path``.
 
         ``commit_on_loop``: commit on the event loop's thread (module rules, "Commits on the
         loop"); None (default) does so with ``durability="normal"`` only — ``"full"`` fsyncs
-        every commit, which must not hold the loop.  ``reads_on_loop``: :meth:`read` and the
-        checkpoints run on the loop's connection (module rules, "Reads on the loop") — only for
-        a loop nothing waits for (the virtual clock); ignored without a loop connection.
+        every commit, which must not hold the loop.
 
         Raises ``ValueError`` for an unknown ``durability``, :class:`DataDirLocked`, :class:`DatabaseDamaged`
         (``quick_check``, nothing written: :mod:`.integrity`), :class:`SchemaTooNew`, :class:`MigrationError`,
@@ -196,7 +188,7 @@ class Store:
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open store {path}: {exc}") from exc
             raise
-        return cls(path, db, lock, durability, version, writer, reads_on_loop)
+        return cls(path, db, lock, durability, version, writer)
 
     async def close(self) -> None:
         """Close the connections and release the lock (idempotent).  The loop's connection
@@ -240,18 +232,7 @@ class Store:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a reader ``fn(sqlite3.Connection, *args)`` of a process-wide component (its own
-        tables, e.g. :mod:`sidecar.router.io.storage`) on the connection thread — or, with
-        ``reads_on_loop``, on the loop's connection in this turn (module rules, "Reads on the
-        loop"); errors as above."""
-        writer = self._writer
-        if self.reads_on_loop and writer is not None and not writer.off_loop:
-            if self._db is None:
-                raise StoreError("store is closed")
-            self.counters.loop_reads += 1
-            try:
-                return fn(writer.conn, *args)
-            except sqlite3.Error as exc:
-                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        tables, e.g. :mod:`sidecar.router.io.storage`) on the connection thread; errors as above."""
         return await self._run(fn, *args)
 
     # ------------------------------------------------------------------ writes

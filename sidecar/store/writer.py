@@ -13,12 +13,7 @@ Rule 1.  **Commits on the loop.**  The commit runs on the event loop's thread, o
 Rule 2.  **What would fsync on the loop does not run there.**  The loop's connection never
          checkpoints by itself (``wal_autocheckpoint=0``); every :data:`CHECKPOINT_OPS` ops a
          PASSIVE checkpoint (:func:`passive_checkpoint`) runs on aiosqlite's thread in the
-         background, neither waiting for nor blocking the writer.  With ``checkpoint_inline``
-         (the virtual clock, where nothing waits for the loop: :mod:`sidecar.store.db` rule 6) it
-         runs on the loop's own connection right after that commit instead — no thread hop, no
-         task; a PASSIVE checkpoint there still never waits for a lock, and one that copies every
-         frame lets the next commit start the WAL over by itself (Rule 3's catch-up is then never
-         asked for).
+         background, neither waiting for nor blocking the writer.
 Rule 3.  **The WAL starts over.**  SQLite starts the WAL over only at a commit that finds every
          frame copied, which a steady stream of commits beside a background checkpoint never does
          (its fsyncs outlast the gap to the next commit).  So when a checkpoint leaves more than
@@ -159,10 +154,8 @@ class LoopWriter:
     ``busy_retries``)."""
 
     def __init__(self, conn: sqlite3.Connection,
-                 run: Callable[..., Awaitable[Any]], counters: Any, *,
-                 checkpoint_inline: bool = False) -> None:
+                 run: Callable[..., Awaitable[Any]], counters: Any) -> None:
         self.conn = conn
-        self.checkpoint_inline = checkpoint_inline  # module rules, Rule 2
         self._run = run
         self._counters = counters
         self._since_checkpoint = 0  # ops committed since the last checkpoint began
@@ -195,32 +188,11 @@ class LoopWriter:
             await self._commit_off_loop(plan)
             return
         self._since_checkpoint += n_ops
-        if self._since_checkpoint >= CHECKPOINT_OPS and self.checkpoint_inline:
-            self._since_checkpoint = 0
-            self._counters.checkpoints += 1
-            self._checkpoint_here()
-            return
         if self._since_checkpoint >= CHECKPOINT_OPS and self._checkpoint is None:
             self._since_checkpoint = 0
             self._counters.checkpoints += 1
             self._checkpoint = asyncio.get_running_loop().create_task(
                 self._checkpoint_wal(self._restarts), name="sqlite-checkpoint")
-
-    @property
-    def off_loop(self) -> bool:
-        """A commit retried on aiosqlite's thread has not ended (module rules, "Order"): reads
-        go there too, behind it (:mod:`sidecar.store.db` rule 6)."""
-        return self._off_loop > 0
-
-    def _checkpoint_here(self) -> None:
-        """The PASSIVE checkpoint on the loop's connection (``checkpoint_inline``; module rules,
-        Rule 2); a failure is logged — the next one, or the close, checkpoints what it left."""
-        try:
-            _, frames, _ = passive_checkpoint(self.conn)
-        except sqlite3.Error as exc:
-            log.warning("WAL checkpoint failed (the next one retries): %s", exc)
-            return
-        self._wal_frames = frames
 
     async def _commit_off_loop(self, plan: Plan) -> None:
         """``plan`` on aiosqlite's thread (:func:`apply_plan_off_loop`), which may wait for the
