@@ -342,18 +342,8 @@ BEGIN
 END;
 """
 
-# The due-head index holds no Stack row (docs/decisions.md "Issue 24: the pump's SQLite on the
-# virtual clock"): its two readers (sidecar.router.io.storage ``due_heads``, ``others_due``) ask
-# for ``channel != 'stack'`` only, and Stack's rows — most of the table — were written into it at
-# the insert, moved at the claim and taken out at the settle, for nothing.  Same key, same order.
-V11 = """
-DROP INDEX deliveries_head;
-CREATE INDEX deliveries_head ON deliveries (target, next_attempt_at, seq)
-    WHERE status = 'pending' AND channel != 'stack';
-"""
-
 #: The scripts, oldest first; ``len(MIGRATIONS)`` is the schema version this code writes.
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11)
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10)
 
 
 def user_version(conn: sqlite3.Connection) -> int:
