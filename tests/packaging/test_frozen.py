@@ -92,3 +92,40 @@ async def test_frozen_binary_holds_what_it_imports_on_first_use(frozen, tmp_path
     assert json.loads(rows["audit"]["message"])["message"] == "hello FROZEN", rows
     assert json.loads(rows["hook"]["message"])["message"] == "01", rows
 
+
+
+async def test_frozen_binary_writes_to_stack_over_plain_http(frozen, tmp_path):
+    """Stack over ``http://`` goes through h11 directly (``sidecar/stack/http11.py``, issue 24
+    lever 2), not httpx: the frozen build must hold h11.  A login reads Stack's startup data and
+    ``stack.flush`` sends the first message's writes; both are answered by a real loopback Stack."""
+    from bridge.client import BridgeClient
+    from tests.integration.sidecar_proc import SidecarProcess
+    from tests.stack.fake_stack import StackServer
+
+    t0, tu = 1796025600.0, "g-tu-1"
+
+    async def answer(method, params):
+        return {"users": [], "dialogs": []}
+
+    stack = StackServer()
+    stack.startup[tu] = {"favorites": [{"ru": "ru-9"}], "history": []}
+    stack.start()
+    try:
+        async with SidecarProcess(tmp_path, binary=str(frozen), clock="virtual",
+                                  extra=("--stack-url", stack.url)) as sc:
+            c = await BridgeClient.connect(sc.port, sc.token, on_request=answer)
+            await c.call("clock.advance_to", {"t": t0})
+            login = await c.call("session.login", {"tu": tu, "project": "golden", "operator": "op"})
+            assert login["restored_from_stack"] is True and login["favorites"] == 1, login
+            await c.call("clock.advance_to", {"t": t0 + 3})
+            await c.call("platform.event", {
+                "project": "golden", "tu": tu, "name": "receivePrivateMessage", "received_at": t0 + 3,
+                "data": {"messageId": "m-1", "senderId": "ru-1", "recipientId": tu, "sentAt": t0 + 3,
+                         "text": "hi"}})
+            flushed = await c.call("stack.flush", {})
+            await c.close()
+            assert await sc.stop() == 0
+    finally:
+        stack.stop()
+    assert flushed["acked"] >= 2 and flushed["failed"] == 0 and flushed["pending"] == 0, flushed
+    assert len(stack.writes()) == flushed["acked"]
