@@ -33,12 +33,17 @@ from urllib.parse import urlsplit
 
 import h11
 
+from ..domain.errors import IOFailure
+
 if TYPE_CHECKING:
     import httpx
 
 
-class TransportFailure(Exception):
-    """No complete answer: connection refused/reset/closed, or the server broke HTTP/1.1."""
+class TransportFailure(IOFailure):
+    """No complete answer: connection refused/reset/closed, or the server broke HTTP/1.1.
+
+    The client maps it to :class:`~sidecar.stack.errors.StackUnavailable` at once; it derives
+    from the I/O branch of the one root (``sidecar.domain.errors`` rule 1) like every other."""
 
 
 class PhaseTimeout(TransportFailure):
@@ -60,7 +65,7 @@ class Answer:
         self.headers = headers
 
 
-class _Stale(Exception):
+class _Stale(IOFailure):
     """A reused connection died before its answer began (module rules: resent once)."""
 
 
