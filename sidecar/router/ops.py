@@ -95,15 +95,15 @@ def _delivery_params(op: PutDelivery) -> tuple:
     return (d.id, d.event_id, d.event_at, d.source, d.subject, d.action, d.priority, d.rule,
             d.channel, d.target, d.status, d.attempts, d.next_attempt_at, d.expires_at,
             d.last_error, d.note, bytes(d.message), d.delivered_at, d.pair, d.idem_key, d.method,
-            d.path, d.tu, d.ru, d.event_at)
+            d.path, d.tu, d.ru, d.event_at, d.channel, d.idem_key)
 
 
 register(PutDelivery,
          "INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule,"
          " channel, target, status, attempts, next_attempt_at, expires_at, last_error, note, message,"
          " delivered_at, pair, idem_key, method, path, tu, ru, updated_at)"
-         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-         " ON CONFLICT (idem_key) WHERE status = 'pending' AND channel = 'stack' DO NOTHING",
+         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
+         " (SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?))",
          _delivery_params)
 register(ClaimDelivery,
          "UPDATE deliveries SET attempts=?, next_attempt_at=?, last_error=?, updated_at=?"
