@@ -2,6 +2,7 @@
 restart (rules, dedup, throttle windows, event ids), Stack pairs' runs, the audit's filters."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from sidecar.router.model import RoutingEvent, StackWrite, parse_rule
@@ -76,3 +77,19 @@ async def test_audit_filters_and_prune(rstore):
     await rstore.commit(prune_ops(T0 + 8 * 86400, 7 * 86400, 86400))
     assert len(await rstore.deliveries()) == 4  # pending rows are never pruned; settled old ones are
     assert (await rstore.load(T0 + 8 * 86400, 86400)).dedup == {}
+
+
+async def test_a_repeated_stack_key_leaves_no_trace(rstore):
+    """The insert's idem-key check runs before the row takes a seq: a repeated Stack write (a
+    re-run step) leaves no gap in the audit's seq cursor, and a settled-status Stack row whose key
+    is still pending (a dedup duplicate) is not stored either — issue 24 ``ON CONFLICT … DO
+    NOTHING`` would change both (an AUTOINCREMENT seq is spent before the conflict is found)."""
+    st = make_state()
+    await emit(rstore, st, [marker(1, "a")], T0)
+    r = route(st, [marker(1, "a")], T0 + 1, TARGETS)
+    await rstore.commit([*r.ops(), PutDelivery(msgspec.structs.replace(
+        r.deliveries[0], id="ev-9.0", status="duplicate", next_attempt_at=None))])
+    st.apply(r)
+    await emit(rstore, st, [marker(2, "b")], T0 + 2)
+    rows = await rstore.deliveries()
+    assert [(d.seq, d.idem_key, d.status) for d in rows] == [(1, "k1", "pending"), (2, "k2", "pending")]
