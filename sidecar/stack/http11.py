@@ -190,7 +190,10 @@ class H11Pool:
         except BaseException:
             conn.close()  # cancelled (the request's deadline) mid-exchange: unusable
             raise
-        if c.our_state is h11.DONE and c.their_state is h11.DONE and not self._closed:
+        # bytes past the answer's end (a server sending more than it framed) would be read as
+        # the NEXT request's answer: a connection out of step with its server is never pooled
+        if c.our_state is h11.DONE and c.their_state is h11.DONE and not c.trailing_data[0] \
+                and not self._closed:
             c.start_next_cycle()
             self._idle.append(conn)
         else:

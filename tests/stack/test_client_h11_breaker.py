@@ -1,0 +1,73 @@
+"""Adversarial tests of the h11 path (sidecar.stack.http11) against raw loopback servers: each
+server is an ``asyncio.start_server`` handler that misbehaves in one precise way."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sidecar.stack.client import StackClient
+
+
+async def read_req(r: asyncio.StreamReader) -> bytes:
+    """One request (head + ``Content-Length`` body) off the connection; returns its head."""
+    head = await r.readuntil(b"\r\n\r\n")
+    n = next((int(ln.split(b":")[1]) for ln in head.split(b"\r\n")
+              if ln.lower().startswith(b"content-length:")), 0)
+    if n:
+        await r.readexactly(n)
+    return head
+
+
+def ok(body: bytes = b"{}", extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+class Srv:
+    """``handler(reader, writer, n)`` serves the n-th connection (1-based); ``conns`` counts them."""
+
+    def __init__(self, handler) -> None:
+        self.handler, self.conns, self.writers = handler, 0, []
+
+    async def __aenter__(self) -> "Srv":
+        async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            self.conns += 1
+            self.writers.append(w)
+            try:
+                await self.handler(r, w, self.conns)
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                w.close()
+        self.srv = await asyncio.start_server(serve, "127.0.0.1", 0)
+        self.port = self.srv.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.srv.close()
+        for w in self.writers:
+            w.close()
+
+
+async def keep_answering(r: asyncio.StreamReader, w: asyncio.StreamWriter, body: bytes) -> None:
+    while True:
+        await read_req(r)
+        w.write(ok(body))
+        await w.drain()
+
+
+@pytest.mark.parametrize("first", [ok(b'{"first":1}'), b"HTTP/1.1 204 No Content\r\n\r\n"],
+                         ids=["200", "204"])
+async def test_bytes_past_the_end_of_an_answer_are_never_read_as_the_next_answer(first):
+    """A server that sends more than it framed (here a whole second answer after a 200, or
+    after a 204, which has no body) is out of step: the surplus must not become the answer to
+    the client's next request."""
+    async def h(r, w, n):
+        if n == 1:
+            await read_req(r)
+            w.write(first + ok(b'{"stale":1}'))
+        await keep_answering(r, w, b'{"real":2}')
+    async with Srv(h) as s, StackClient(s.url, timeout=2.0) as c:
+        assert (await c.send("PUT", "/p", b"{}", "k1")).status in (200, 204)
+        assert (await c.send("PUT", "/p", b"{}", "k2")).body == b'{"real":2}'
