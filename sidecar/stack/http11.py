@@ -11,8 +11,8 @@ Rules / theory of operation
 * :class:`H11Pool`, one per client: at most ``max_connections`` requests in flight (a semaphore;
   the pool wait is a phase), each on a kept-alive connection taken from the idle list (last in,
   first out) or opened; a connection goes back only when both sides finished the exchange and
-  neither said ``Connection: close``.  An idle connection the server closed (EOF seen) is dropped
-  at checkout; one found dead while sending or before any byte of its answer (the race of a
+  neither said ``Connection: close``.  An idle connection the server closed (EOF seen) or sent
+  bytes to is dropped at checkout; one found dead while sending or before any byte of its answer (the race of a
   server closing it just then) is replaced by a fresh connection ONCE — every Stack request is
   safe to resend (writes carry their idempotency key, reads are GETs).
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
@@ -78,7 +78,11 @@ class _Conn:
         self.reused = False
 
     def alive(self) -> bool:
-        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception())
+        # bytes that came in while idle (a server's 408 before it closes) answer no request of
+        # ours; read as the next answer they would give it a stranger's reply.  at_eof() is False
+        # while they sit unread, and StreamReader has no public way to ask: its ``_buffer``.
+        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception()
+                    or getattr(self.reader, "_buffer", None))
 
     def close(self) -> None:
         self.writer.close()  # no wait for the close: nothing is owed to a connection given up

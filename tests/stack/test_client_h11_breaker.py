@@ -71,3 +71,29 @@ async def test_bytes_past_the_end_of_an_answer_are_never_read_as_the_next_answer
     async with Srv(h) as s, StackClient(s.url, timeout=2.0) as c:
         assert (await c.send("PUT", "/p", b"{}", "k1")).status in (200, 204)
         assert (await c.send("PUT", "/p", b"{}", "k2")).body == b'{"real":2}'
+
+
+async def test_bytes_a_server_sends_to_an_idle_connection_are_never_read_as_an_answer():
+    """Servers answer an idle kept-alive connection they are about to close with ``408 Request
+    Timeout``: that answer belongs to no request, so the next request must not get it — the
+    connection is dropped at checkout like one the server closed."""
+    idle, idle_answered = asyncio.Event(), asyncio.Event()
+
+    async def h(r, w, n):
+        if n == 1:
+            await read_req(r)
+            w.write(ok())
+            await w.drain()
+            await idle.wait()
+            w.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            await w.drain()
+            idle_answered.set()
+            await asyncio.sleep(30)  # not closed yet: only the stray bytes tell
+        await keep_answering(r, w, b'{"real":2}')
+    async with Srv(h) as s, StackClient(s.url, timeout=2.0) as c:
+        await c.send("PUT", "/p", b"{}", "k1")
+        idle.set()
+        await idle_answered.wait()
+        for _ in range(20):  # let the client's loop take in the 408 bytes
+            await asyncio.sleep(0.01)
+        assert (await c.send("PUT", "/p", b"{}", "k2")).body == b'{"real":2}'
