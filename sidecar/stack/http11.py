@@ -85,7 +85,10 @@ class _Conn:
                     or getattr(self.reader, "_buffer", None))
 
     def close(self) -> None:
-        self.writer.close()  # no wait for the close: nothing is owed to a connection given up
+        # abort, not close: close() first flushes what is still buffered, so a connection given
+        # up mid-write (WriteTimeout, the deadline) to a peer that stopped reading stayed open,
+        # its buffer held, for as long as that peer lived.  Nothing is owed to it; no wait either.
+        self.writer.transport.abort()
 
 
 class H11Pool:

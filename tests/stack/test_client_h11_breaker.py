@@ -3,10 +3,12 @@ server is an ``asyncio.start_server`` handler that misbehaves in one precise way
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from sidecar.stack.client import StackClient
+from sidecar.stack.errors import StackUnavailable
 
 
 async def read_req(r: asyncio.StreamReader) -> bytes:
@@ -97,3 +99,28 @@ async def test_bytes_a_server_sends_to_an_idle_connection_are_never_read_as_an_a
         for _ in range(20):  # let the client's loop take in the 408 bytes
             await asyncio.sleep(0.01)
         assert (await c.send("PUT", "/p", b"{}", "k2")).body == b'{"real":2}'
+
+
+def client_sockets(port: int) -> int:
+    """This process's TCP sockets connected TO ``port`` (the client's ends, not the server's)."""
+    mine = {os.readlink(f"/proc/self/fd/{fd}")[8:-1] for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}") and os.readlink(f"/proc/self/fd/{fd}").startswith("socket:[")}
+    with open("/proc/self/net/tcp") as f:
+        rows = [ln.split() for ln in f.read().splitlines()[1:]]
+    return sum(1 for r in rows if int(r[2].split(":")[1], 16) == port and r[9] in mine)
+
+
+@pytest.mark.parametrize("timeout,total", [(0.2, 10.0), (10.0, 0.3)], ids=["WriteTimeout", "deadline"])
+async def test_a_connection_given_up_mid_write_is_closed_at_once(timeout, total):
+    """A Stack that stops reading: the write times out (or the deadline cancels it) with data
+    still buffered.  The given-up connection must be gone then — not kept open (and its buffer
+    held) until a peer that never reads drains it."""
+    async def h(r, w, n):
+        await asyncio.sleep(30)  # never reads
+    async with Srv(h) as s, StackClient(s.url, timeout=timeout, total_timeout=total) as c:
+        for i in range(3):
+            with pytest.raises(StackUnavailable):
+                await c.send("PUT", "/p", b"x" * (32 << 20), f"k{i}")
+        for _ in range(20):  # a closed transport lets go of its socket on a later loop turn
+            await asyncio.sleep(0.01)
+        assert client_sockets(s.port) == 0
