@@ -144,6 +144,8 @@ class H11Pool:
         return await self._open()
 
     async def _open(self) -> _Conn:
+        if self._closed:  # a request queued for a slot (or resending) when close() came: shutdown
+            raise TransportFailure("the client is closed")
         try:
             async with asyncio.timeout(self.timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port)

@@ -124,3 +124,25 @@ async def test_a_connection_given_up_mid_write_is_closed_at_once(timeout, total)
         for _ in range(20):  # a closed transport lets go of its socket on a later loop turn
             await asyncio.sleep(0.01)
         assert client_sockets(s.port) == 0
+
+
+async def test_requests_waiting_for_the_pool_open_no_connection_after_close():
+    """``close()`` is shutdown: requests still queued for a slot must fail then, not open fresh
+    connections to Stack afterwards (the one in flight may finish; its connection is not pooled)."""
+    async def h(r, w, n):
+        await read_req(r)
+        await asyncio.sleep(0.3)
+        w.write(ok())
+        await w.drain()
+        await keep_answering(r, w, b"{}")
+    async with Srv(h) as s:
+        c = StackClient(s.url, timeout=5.0, max_connections=1)
+        tasks = [asyncio.create_task(c.health()) for _ in range(3)]
+        while s.conns == 0:
+            await asyncio.sleep(0.01)
+        await c.close()
+        first, *queued = await asyncio.gather(*tasks, return_exceptions=True)
+        assert first is None
+        assert all(isinstance(e, StackUnavailable) and "closed" in str(e) for e in queued), queued
+        assert s.conns == 1
+        assert c._http._idle == []
