@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -146,3 +147,62 @@ async def test_requests_waiting_for_the_pool_open_no_connection_after_close():
         assert all(isinstance(e, StackUnavailable) and "closed" in str(e) for e in queued), queued
         assert s.conns == 1
         assert c._http._idle == []
+
+
+# -- held when tried (kept: cheap, and each guards a promise of the module) ---------------------
+
+async def test_an_answer_trickled_byte_by_byte_still_ends_at_the_deadline():
+    """Every read gets a byte well within the per-read timeout: only the deadline can end it."""
+    async def h(r, w, n):
+        await read_req(r)
+        for b in ok(b"x" * 10_000):
+            w.write(bytes([b]))
+            await w.drain()
+            await asyncio.sleep(0.01)
+    async with Srv(h) as s, StackClient(s.url, timeout=5.0, total_timeout=0.5) as c:
+        t0 = time.monotonic()
+        with pytest.raises(StackUnavailable, match="deadline"):
+            await c.health()
+        assert time.monotonic() - t0 < 5
+
+
+async def test_pool_waits_that_time_out_or_are_cancelled_give_every_slot_back():
+    """Stack hangs: requests above ``max_connections`` time out waiting for the pool or are
+    cancelled by their deadline; once Stack heals all slots are free again."""
+    healed = asyncio.Event()
+
+    async def h(r, w, n):
+        while True:
+            await read_req(r)
+            if not healed.is_set():
+                await asyncio.sleep(30)
+            w.write(ok())
+            await w.drain()
+    async with Srv(h) as s, StackClient(s.url, timeout=0.3, total_timeout=10.0, max_connections=2) as c:
+        res = await asyncio.gather(*(c.health() for _ in range(6)), return_exceptions=True)
+        assert all(isinstance(e, StackUnavailable) for e in res)
+        assert any("PoolTimeout" in str(e) for e in res)
+        c.timeout, c.total_timeout = 10.0, 0.3  # now the deadline cancels the pool waits
+        res = await asyncio.gather(*(c.health() for _ in range(6)), return_exceptions=True)
+        assert all(isinstance(e, StackUnavailable) for e in res)
+        healed.set()
+        c.total_timeout = 10.0
+        assert await asyncio.gather(*(c.health() for _ in range(6))) == [None] * 6
+        assert c._http._slots._value == 2
+
+
+async def test_a_request_cancelled_mid_answer_never_leaves_its_connection_to_the_next():
+    async def h(r, w, n):
+        if n == 1:
+            await read_req(r)
+            w.write(b'HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{"half":')
+            await w.drain()
+            await asyncio.sleep(1)
+            w.write(b'1}        ')
+        await keep_answering(r, w, b'{"next":2}')
+    async with Srv(h) as s, StackClient(s.url, timeout=5.0, total_timeout=0.3) as c:
+        with pytest.raises(StackUnavailable, match="deadline"):
+            await c.startup("a")
+        c.total_timeout = 5.0
+        assert await c.startup("b") == {"next": 2}
+        assert s.conns == 2
