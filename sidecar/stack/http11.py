@@ -11,8 +11,8 @@ Rules / theory of operation
 * :class:`H11Pool`, one per client: at most ``max_connections`` requests in flight (a semaphore;
   the pool wait is a phase), each on a kept-alive connection taken from the idle list (last in,
   first out) or opened; a connection goes back only when both sides finished the exchange and
-  neither said ``Connection: close``.  An idle connection the server closed (EOF seen) is dropped
-  at checkout; one found dead while sending or before any byte of its answer (the race of a
+  neither said ``Connection: close``.  An idle connection the server closed (EOF seen) or sent
+  bytes to is dropped at checkout; one found dead while sending or before any byte of its answer (the race of a
   server closing it just then) is replaced by a fresh connection ONCE — every Stack request is
   safe to resend (writes carry their idempotency key, reads are GETs).
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
@@ -78,10 +78,17 @@ class _Conn:
         self.reused = False
 
     def alive(self) -> bool:
-        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception())
+        # bytes that came in while idle (a server's 408 before it closes) answer no request of
+        # ours; read as the next answer they would give it a stranger's reply.  at_eof() is False
+        # while they sit unread, and StreamReader has no public way to ask: its ``_buffer``.
+        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception()
+                    or getattr(self.reader, "_buffer", None))
 
     def close(self) -> None:
-        self.writer.close()  # no wait for the close: nothing is owed to a connection given up
+        # abort, not close: close() first flushes what is still buffered, so a connection given
+        # up mid-write (WriteTimeout, the deadline) to a peer that stopped reading stayed open,
+        # its buffer held, for as long as that peer lived.  Nothing is owed to it; no wait either.
+        self.writer.transport.abort()
 
 
 class H11Pool:
@@ -137,6 +144,8 @@ class H11Pool:
         return await self._open()
 
     async def _open(self) -> _Conn:
+        if self._closed:  # a request queued for a slot (or resending) when close() came: shutdown
+            raise TransportFailure("the client is closed")
         try:
             async with asyncio.timeout(self.timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port)
@@ -190,7 +199,10 @@ class H11Pool:
         except BaseException:
             conn.close()  # cancelled (the request's deadline) mid-exchange: unusable
             raise
-        if c.our_state is h11.DONE and c.their_state is h11.DONE and not self._closed:
+        # bytes past the answer's end (a server sending more than it framed) would be read as
+        # the NEXT request's answer: a connection out of step with its server is never pooled
+        if c.our_state is h11.DONE and c.their_state is h11.DONE and not c.trailing_data[0] \
+                and not self._closed:
             c.start_next_cycle()
             self._idle.append(conn)
         else:
