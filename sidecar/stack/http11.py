@@ -12,9 +12,9 @@ Rules / theory of operation
   the pool wait is a phase), each on a kept-alive connection taken from the idle list (last in,
   first out) or opened; a connection goes back only when both sides finished the exchange and
   neither said ``Connection: close``.  An idle connection the server closed (EOF seen) or sent
-  bytes to is dropped at checkout; one found dead while sending or before any byte of its answer (the race of a
-  server closing it just then) is replaced by a fresh connection ONCE — every Stack request is
-  safe to resend (writes carry their idempotency key, reads are GETs).
+  bytes to is dropped at checkout; one found dead while sending or before any byte of its answer
+  (the race of a server closing it just then) is replaced by a fresh connection ONCE — every
+  Stack request is safe to resend (writes carry their idempotency key, reads are GETs).
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
   byte for that long).  The whole request's deadline is the caller's (``asyncio.timeout``
   around :meth:`request`): a cancelled exchange closes its connection, never pools it.
