@@ -23,6 +23,10 @@ Rules / theory of operation
   answer's header names are lower-case.  Errors: :class:`PhaseTimeout` (its ``phase``:
   ``ConnectTimeout``, ``WriteTimeout``, ``ReadTimeout``, ``PoolTimeout``) and
   :class:`TransportFailure` for refused/reset connections and protocol violations.
+* An answer's body is capped at :data:`MAX_ANSWER_BYTES` on both paths: past it the request is a
+  :class:`TransportFailure` naming the cap (Stack unavailable, retried on its ladder) and the
+  connection is dropped — a runaway answer (an endless chunked body) grew the sidecar ~1 GB
+  within a 2 s deadline before (docs/decisions.md, "Stack's HTTP path": the breaker round).
 """
 from __future__ import annotations
 
@@ -39,6 +43,11 @@ if TYPE_CHECKING:
     import httpx
 
 
+#: bytes of one answer's body, at most: a TU's startup data (favorites with markers, history) is
+#: a few MB at the most; 64 MiB leaves room and still bounds what a broken Stack can make us hold
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
 class TransportFailure(IOFailure):
     """No complete answer: connection refused/reset/closed, or the server broke HTTP/1.1.
 
@@ -52,6 +61,10 @@ class PhaseTimeout(TransportFailure):
     def __init__(self, phase: str) -> None:
         super().__init__(phase)
         self.phase = phase
+
+
+def _too_large() -> TransportFailure:
+    return TransportFailure(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
 
 
 class Answer:
@@ -168,7 +181,7 @@ class H11Pool:
                     await conn.writer.drain()
             except TimeoutError:
                 raise PhaseTimeout("WriteTimeout") from None
-            status, head, chunks = 0, None, []
+            status, head, chunks, size = 0, None, [], 0
             while True:
                 ev = c.next_event()
                 if ev is h11.NEED_DATA:
@@ -182,6 +195,9 @@ class H11Pool:
                 elif isinstance(ev, h11.Response):
                     status, head = ev.status_code, ev.headers
                 elif isinstance(ev, h11.Data):
+                    size += len(ev.data)
+                    if size > MAX_ANSWER_BYTES:
+                        raise _too_large()
                     chunks.append(bytes(ev.data))
                 elif isinstance(ev, h11.EndOfMessage):
                     break
@@ -235,12 +251,18 @@ class HttpxPath:
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
         httpx = self._httpx
         try:
-            resp = await self._http.request(method, path, content=body, headers=headers)
+            async with self._http.stream(method, path, content=body, headers=headers) as resp:
+                chunks, size = [], 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise _too_large()
+                    chunks.append(chunk)
         except httpx.TimeoutException as exc:
             raise PhaseTimeout(type(exc).__name__) from exc
         except httpx.TransportError as exc:
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
-        return Answer(resp.status_code, resp.content, resp.headers)
+        return Answer(resp.status_code, b"".join(chunks), resp.headers)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -209,3 +209,61 @@ async def test_a_request_cancelled_mid_answer_never_leaves_its_connection_to_the
         c.total_timeout = 5.0
         assert await c.startup("b") == {"next": 2}
         assert s.conns == 2
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+async def test_an_answer_larger_than_the_cap_fails_fast_and_holds_no_more(monkeypatch, framing):
+    """A Stack that sends a runaway answer (an endless chunked body, or a huge Content-Length)
+    must not grow the sidecar's memory until the deadline (the breaker saw ~1 GB in 2 s): past
+    ``MAX_ANSWER_BYTES`` the request fails as Stack unavailable, naming the cap, long before
+    its deadline, and the connection is not pooled."""
+    from sidecar.stack import http11
+
+    monkeypatch.setattr(http11, "MAX_ANSWER_BYTES", 1 << 20)
+    chunk = b"x" * 65536
+
+    async def runaway(r, w, n):
+        await read_req(r)
+        if framing == "chunked":
+            w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            while True:
+                w.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await w.drain()
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (1 << 30))
+        while True:
+            w.write(chunk)
+            await w.drain()
+
+    async with Srv(runaway) as srv:
+        c = StackClient(srv.url, timeout=30.0)
+        t0 = time.monotonic()
+        with pytest.raises(StackUnavailable, match="larger than 1048576 bytes"):
+            await c.startup("g-tu-1")
+        assert time.monotonic() - t0 < 25  # the cap, not the 60 s deadline, ended it
+        assert c._http._idle == []  # type: ignore[union-attr]
+        await c.close()
+
+
+async def test_the_httpx_path_caps_an_answer_too(monkeypatch):
+    """The https path (httpx) reads the body as a stream under the same cap."""
+    import httpx
+
+    from sidecar.stack import http11
+
+    monkeypatch.setattr(http11, "MAX_ANSWER_BYTES", 1 << 20)
+
+    async def two_mib():
+        for _ in range(32):
+            yield b"x" * 65536
+
+    def big(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=two_mib())  # streamed, 64 KiB at a time
+
+    c = StackClient("https://stack.example", transport=httpx.MockTransport(big))
+    with pytest.raises(StackUnavailable, match="larger than 1048576 bytes"):
+        await c.startup("g-tu-1")
+    small = StackClient("https://stack.example", transport=httpx.MockTransport(
+        lambda req: httpx.Response(200, json={"favorites": [], "history": []})))
+    assert (await small.startup("g-tu-1"))["favorites"] == []
+    await c.close()
+    await small.close()
