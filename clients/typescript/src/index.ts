@@ -77,7 +77,10 @@ export class SidecarClient extends EventEmitter {
   server?: { protocol: string; capabilities: string[] };
   private ws?: WebSocket;
   private nextId = 1;
-  private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  /** requests in flight, each with the connection it went out on (only that one's close fails it) */
+  private pending = new Map<number, { ws: WebSocket; resolve: (v: any) => void; reject: (e: Error) => void }>();
+  /** the one connection attempt in flight, and the port it goes to (see connect) */
+  private connecting?: { port: number; done: Promise<Requests["auth"]["result"]> };
   private streamId?: string;
   /** the last seq handled and acked on the current stream; a frame at or below it is a duplicate */
   lastAcked = 0;
@@ -128,9 +131,29 @@ export class SidecarClient extends EventEmitter {
     try { await this.start(); this.emit("restarted", this.ready); } catch (e) { this.emit("error", e); }
   }
 
-  /** Opens the websocket and sends `auth` — nothing else before its answer (pre-auth frames are capped). */
+  /**
+   * Opens the websocket and sends `auth` — nothing else before its answer (pre-auth frames are capped).
+   * One attempt at a time: a SIGKILLed sidecar closes the socket and exits at once, so the reconnect
+   * loop and the restart both connect — two connections, the sidecar replaces the first (4409), and
+   * its close failed the other's auth or `tasks.list`, so "reset" never came.  A call while an attempt
+   * to the same port is in flight joins it; one to an old port (the restarted sidecar listens on a
+   * new one) is waited out first.
+   */
   async connect(): Promise<Requests["auth"]["result"]> {
-    const ws = new WebSocket(`ws://127.0.0.1:${this.ready!.port}`);
+    const port = this.ready!.port;
+    while (this.connecting) {
+      if (this.connecting.port === port) return this.connecting.done;
+      await this.connecting.done.catch(() => undefined);
+    }
+    const done: Promise<Requests["auth"]["result"]> = this.openAndAuth(port).finally(() => {
+      if (this.connecting?.done === done) this.connecting = undefined;
+    });
+    this.connecting = { port, done };
+    return done;
+  }
+
+  private async openAndAuth(port: number): Promise<Requests["auth"]["result"]> {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}`);
     this.ws = ws;
     await new Promise<void>((res, rej) => { ws.once("open", () => res()); ws.once("error", rej); });
     ws.on("message", (data) => this.onFrame(JSON.parse(String(data))));
@@ -168,8 +191,11 @@ export class SidecarClient extends EventEmitter {
   }
 
   private async onClose(ws: WebSocket, code: number) {
-    for (const p of this.pending.values()) p.reject(new Error(`connection closed (${code})`));
-    this.pending.clear();
+    for (const [id, p] of this.pending) {
+      if (p.ws !== ws) continue; // a newer connection's request: not this close's to fail
+      this.pending.delete(id);
+      p.reject(new Error(`connection closed (${code})`));
+    }
     if (ws !== this.ws || this.stopping || !this.child) return;
     if (code === 4409) { this.emit("replaced"); return; } // another window owns the sidecar
     if (code === CLOSE_UNSUPPORTED_PROTOCOL) { // a restart speaks the same major: never reconnect
@@ -183,6 +209,7 @@ export class SidecarClient extends EventEmitter {
     }
     for (let n = 0; !this.stopping && this.child; n++) {
       await new Promise((r) => setTimeout(r, this.backoff(n)));
+      if (this.ws !== ws && this.ws?.readyState === WebSocket.OPEN) return; // a restart connected meanwhile
       try { await this.connect(); return; } catch { /* retry with backoff */ }
     }
   }
@@ -233,9 +260,10 @@ export class SidecarClient extends EventEmitter {
   request<M extends keyof Requests>(method: M, params: Requests[M]["params"]): Promise<Requests[M]["result"]> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return reject(new Error("not connected"));
-      this.pending.set(id, { resolve, reject });
-      this.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+      const ws = this.ws;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return reject(new Error("not connected"));
+      this.pending.set(id, { ws, resolve, reject });
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
     });
   }
 

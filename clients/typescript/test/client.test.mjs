@@ -1,6 +1,6 @@
 // The client against the REAL sidecar (issue 20 item 5): the checkout's .venv/bin/sidecar, or the
 // frozen binary when SIDECAR_FROZEN points at it.  Generous timeouts only; the timings are printed.
-import { test } from "node:test";
+import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,10 +17,22 @@ const command = process.env.SIDECAR_FROZEN ? [process.env.SIDECAR_FROZEN] : [ven
 const skip = !existsSync(command[0]) && `no sidecar at ${command[0]}`;
 const events = JSON.parse(readFileSync(join(here, "..", "examples", "events.json"), "utf8"));
 
+const clients = [];
 function client(extra = {}) {
-  return new SidecarClient({ command, dataDir: mkdtempSync(join(tmpdir(), "sc-ts-")), token: randomBytes(32).toString("base64url"),
+  const c = new SidecarClient({ command, dataDir: mkdtempSync(join(tmpdir(), "sc-ts-")), token: randomBytes(32).toString("base64url"),
     readyTimeoutMs: 120000, platformHandler: () => ({ online: [] }), ...extra });
+  clients.push(c);
+  return c;
 }
+// a test that failed or timed out leaves its sidecar (and the client's reconnect timers) alive, and
+// Node waits for them forever: CI hung until pytest's own timeout (stop 31).  Stop every one.
+after(() => {
+  for (const c of clients) {
+    c["stopping"] = true; // no restart, no reconnect
+    c["ws"]?.terminate();
+    c.child?.kill("SIGKILL");
+  }
+});
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 
 test("the checked-in types equal a fresh generation", { skip }, async () => {
@@ -90,6 +102,33 @@ test("a SIGKILLed sidecar is restarted, its state restored", { skip, timeout: 24
   const after = await c.listAllTasks(events.logins[0].tu);
   assert.ok(before.length > 0);
   assert.deepEqual(after.map((t) => t.task_id), before.map((t) => t.task_id));
+  assert.equal((await c.shutdown()).code, 0);
+});
+
+test("a SIGKILL while the reconnect loop runs: the restart and the loop share one connection, reset said once", { skip, timeout: 240000 }, async () => {
+  // the socket's close and the child's exit race: the reconnect loop (no backoff here) and the
+  // restart both connected, the sidecar replaced the first connection (4409) and its close
+  // rejected the other's pending auth / tasks.list, so "reset" never came (CI hang, stop 31)
+  const c = client({ backoffMs: () => 5 });
+  c.resetTus.add(events.logins[0].tu);
+  await c.start();
+  for (const e of events.logins) await c.request("session.login", e);
+  await c.request("platform.event", events.events[0]);
+  const before = await c.listAllTasks(events.logins[0].tu);
+  let resets = 0, replaced = 0, connects = 0;
+  c.on("reset", () => resets++);
+  c.on("replaced", () => replaced++);
+  c.on("connected", () => connects++);
+  const reset = new Promise((r) => c.once("reset", r));
+  c["ws"].terminate(); // the loop starts first, at the old port, every 5 ms
+  c.child.kill("SIGKILL");
+  await reset;
+  await c.request("session.login", events.logins[0]);
+  const after = await c.listAllTasks(events.logins[0].tu);
+  assert.deepEqual(after.map((t) => t.task_id), before.map((t) => t.task_id));
+  await new Promise((r) => setTimeout(r, 300)); // a second connection would have replaced this one by now
+  assert.equal(c["ws"].readyState, 1);
+  assert.deepEqual({ resets, replaced, connects }, { resets: 1, replaced: 0, connects: 1 });
   assert.equal((await c.shutdown()).code, 0);
 });
 
