@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,28 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "clients" / "typescript"
 NODE_MAJOR = 20
 pytestmark = pytest.mark.xdist_group("capture")  # shares tests/contract's captured replay
+
+
+#: seconds an `npm test` may run (~20 s quiet here): one that hangs — a failed test left a sidecar
+#: alive and Node waited for it — fails naming itself instead of holding its worker until
+#: pytest-timeout's stack dump (stop 31)
+NPM_TEST_TIMEOUT_S = 600
+
+
+def run_bounded(cmd: list[str], *, cwd: Path, env: dict[str, str],
+                timeout: float = NPM_TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """``cmd`` in a session of its own, output captured; past ``timeout`` seconds the whole
+    process group (npm, node, the sidecars it spawned) is killed and the test fails with the
+    output so far."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            pytest.fail(f"{' '.join(cmd)!r} still ran after {timeout} s (killed):\n{out[-4000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def node_or_skip() -> str:
@@ -47,8 +70,8 @@ def test_npm_test_compiles_the_schema_in_ajv_strict_and_validates_real_frames(no
     schema = tmp_path / "schema.json"
     with schema.open("w") as f:
         subprocess.run([sys.executable, "-m", "sidecar", "schema"], cwd=ROOT, stdout=f, check=True)
-    r = subprocess.run([npm, "test"], cwd=PACKAGE, capture_output=True, text=True,
-                       env={**os.environ, "SIDECAR_SCHEMA": str(schema), "SIDECAR_FRAMES": str(captured)})
+    r = run_bounded([npm, "test"], cwd=PACKAGE,
+                    env={**os.environ, "SIDECAR_SCHEMA": str(schema), "SIDECAR_FRAMES": str(captured)})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "# skipped 0" in r.stdout and "# fail 0" in r.stdout, r.stdout[-2000:]
     assert re.search(r"ajv strict: \d+ frames, 0 violations", r.stdout), r.stdout[-2000:]

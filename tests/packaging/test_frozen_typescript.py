@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
 import pytest
 
-from tests.clients.test_typescript import PACKAGE, node_or_skip
+from tests.clients.test_typescript import PACKAGE, node_or_skip, run_bounded
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("frozen")]
 
@@ -18,8 +17,8 @@ def test_typescript_client_against_the_frozen_binary(frozen):
     node_or_skip()
     npm = shutil.which("npm")
     assert npm, "node is on PATH but npm is not"
-    r = subprocess.run([npm, "test", "--", "test/client.test.mjs"], cwd=PACKAGE, capture_output=True, text=True,
-                       env={**os.environ, "SIDECAR_FROZEN": str(frozen)}, timeout=900)
+    r = run_bounded([npm, "test", "--", "test/client.test.mjs"], cwd=PACKAGE,
+                    env={**os.environ, "SIDECAR_FROZEN": str(frozen)})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     # the client's three tests ran and passed (the schema tests skip: they need SIDECAR_SCHEMA)
     assert "# fail 0" in r.stdout and r.stdout.count("\nok ") >= 3, r.stdout[-2000:]
