@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -12,9 +14,11 @@ from sidecar.stack.errors import StackUnavailable
 from sidecar.stack.http11 import H11Pool
 
 
-def _server(answer: bool) -> tuple[socket.socket, threading.Event, list[int]]:
+@contextmanager
+def _server(answer: bool) -> Iterator[tuple[str, list[int]]]:
     """Answers each request 200 and closes the connection WITHOUT ``Connection: close`` (the
-    client believes it kept-alive) — or, ``answer=False``, reads and never answers."""
+    client believes it kept-alive) — or, ``answer=False``, reads and never answers.  Yields the
+    base URL and the count of accepted connections; stopped and closed on exit."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -35,36 +39,32 @@ def _server(answer: bool) -> tuple[socket.socket, threading.Event, list[int]]:
                 stop.wait()
             conn.close()
     threading.Thread(target=serve, daemon=True).start()
-    return srv, stop, accepted
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        srv.close()
 
 
 async def test_a_closed_kept_alive_connection_is_replaced_and_the_request_succeeds():
-    srv, stop, accepted = _server(answer=True)
-    async with StackClient(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=2.0) as c:
-        assert isinstance(c._http, H11Pool)
-        for i in range(3):
-            assert (await c.send("PUT", "/v1/p", b"{}", f"k{i}")).status == 200
-    assert accepted[0] == 3
-    stop.set()
-    srv.close()
+    with _server(answer=True) as (url, accepted):
+        async with StackClient(url, timeout=2.0) as c:
+            assert isinstance(c._http, H11Pool)
+            for i in range(3):
+                assert (await c.send("PUT", "/v1/p", b"{}", f"k{i}")).status == 200
+        assert accepted[0] == 3
 
 
 async def test_a_server_that_never_answers_hits_the_total_deadline():
-    srv, stop, _ = _server(answer=False)
-    async with StackClient(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=5.0,
-                           total_timeout=0.5) as c:
-        with pytest.raises(StackUnavailable, match="deadline"):
-            await c.send("POST", "/v1/tus/t/tasks", b"{}", "k")
-    stop.set()
-    srv.close()
+    with _server(answer=False) as (url, _):
+        async with StackClient(url, timeout=5.0, total_timeout=0.5) as c:
+            with pytest.raises(StackUnavailable, match="deadline"):
+                await c.send("POST", "/v1/tus/t/tasks", b"{}", "k")
 
 
 async def test_a_read_timeout_names_its_phase():
-    srv, stop, _ = _server(answer=False)
-    async with StackClient(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=0.3,
-                           total_timeout=10.0) as c:
-        with pytest.raises(StackUnavailable, match=r"timeout \(ReadTimeout\)") as ei:
-            await c.health()
-        assert ei.value.status is None
-    stop.set()
-    srv.close()
+    with _server(answer=False) as (url, _):
+        async with StackClient(url, timeout=0.3, total_timeout=10.0) as c:
+            with pytest.raises(StackUnavailable, match=r"timeout \(ReadTimeout\)") as ei:
+                await c.health()
+            assert ei.value.status is None
