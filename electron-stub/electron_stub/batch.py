@@ -47,7 +47,7 @@ Rules / theory of operation
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 MAX_EVENTS = 500  # events per frame: the frame stays well under the bridge's frame size
 
@@ -56,14 +56,17 @@ MAX_EVENTS = 500  # events per frame: the frame stays well under the bridge's fr
 class Item:
     """One queue item in a frame: its queue ``entry`` (put back when not taken), its event's
     params (None: a world-only item), ``apply`` (its world change), ``after`` (what follows
-    its event once the event's notifications were handed on) and ``settle`` (a world-only
-    item's follow-up once every notification of the frame was handed on)."""
+    its event once the event's notifications were handed on), ``settle`` (a world-only
+    item's follow-up once every notification of the frame was handed on) and ``then`` (what
+    follows once the whole frame is through, skipped or not: a backlog look's pick, which
+    reads the sidecar at the look's instant — so an item with ``then`` ends its frame)."""
 
     entry: tuple
     event: dict | None
     apply: Callable[[], None] | None = None
     after: Callable[[], None] | None = None
     settle: Callable[[], None] | None = None
+    then: Callable[[], Awaitable[None]] | None = None
     first_event: int = 0  # events of the frame before this item (its event's index)
     applied: bool = False
 

@@ -128,6 +128,40 @@ class OperatorModel:
         if task is not None and (task.closed_at is None or task.closed_at > self.clock.start + t):
             self._passed_over(task)
 
+    # ---- a look inside a batched frame, or without an advance ------------------------------
+
+    def look_answers(self, item: tuple) -> bool:
+        """``item`` is a backlog look (``("look", task_id, channel, n)``) that answers if its
+        task is still open at its instant: its draw says yes and the recorder knows the task
+        open now (the sidecar's ``if_open`` decides the rest at the look's turn in a frame)."""
+        if item[0] != "look":
+            return False
+        task = self.rec.tasks.get(item[1])
+        p, _ = self._params(item[2])
+        return task is not None and task.is_open and keyed.chance(self.seed, p, item[1], "look-answer", item[3])
+
+    def reads_only(self, item: tuple) -> bool:
+        """``item`` sends the sidecar nothing: a pass-over (it may read ``tasks.list``) or a
+        look that answers nothing (:meth:`look_answers` is False; it reads the list to pick).
+        The driver plays one at its instant without advancing a sidecar that does nothing by
+        itself before then: the list is the open tasks, which only a step changes."""
+        return item[0] == "pass" or (item[0] == "look" and not self.look_answers(item))
+
+    def answered_in_frame(self, task_id: str) -> None:
+        """A look's answer travelled in a frame and the sidecar sent it (not skipped: the task
+        was open at its turn): it counts as answered and leaves the backlog, as in :meth:`look`."""
+        task = self.rec.tasks.get(task_id)
+        if task is not None:
+            self.counts["answered"] += 1
+            self.backlog.get(task.tu, set()).discard(task_id)
+
+    async def looked(self, tu: str) -> None:
+        """The end of a look that travelled as a frame's last item, once the frame is through
+        (every note of it handed on, the sidecar at the look's instant): the hand is free and
+        picks at once, as :meth:`look` does after its answer."""
+        self.in_hand.pop(tu, None)
+        await self.pick(tu)
+
     # ---- the backlog, in the sidecar's order ---------------------------------------------
 
     async def pick(self, tu: str) -> None:

@@ -224,6 +224,14 @@ class Replay:
     def _push(self, t: float, phase: int, item: Any) -> None:
         heapq.heappush(self.queue, (t, phase, next(self._order), item))
 
+    def _reads_only(self, head: tuple | None, target: float) -> bool:
+        """Batched (``--no-batch`` advances to every item, the reference the tests compare
+        with): the queue's ``head`` is an operator item at ``target`` that sends the sidecars
+        nothing (:meth:`OperatorModel.reads_only`) and every running sidecar has said it does
+        nothing by itself up to ``target`` (:meth:`Sidecars.idle_until`)."""
+        return (self.batch and head is not None and head[1] == ACTION and abs(head[0] - target) < 1e-9
+                and self.operator.reads_only(head[3]) and self.sidecars.idle_until(target))
+
     async def run(self) -> int:
         """Play the whole scenario; returns the number of lines played."""
         wall0 = time.monotonic()
@@ -243,7 +251,8 @@ class Replay:
                 target = min(nxt, end)
                 if t_rel < target - 1e-9:
                     stop = sd.next_stop(target, t_rel, self.tick)
-                    if stop >= target and sd.world_only(self.queue[0] if self.queue else None, target):
+                    head = self.queue[0] if self.queue else None
+                    if stop >= target and sd.world_only(head, target):
                         # no sidecar acts before ``target`` and the line sends it nothing: the
                         # world changes without a round trip (the next advance sees it in time).
                         # The sidecars' clocks stay at ``t_rel``: a line at the same instant
@@ -252,6 +261,14 @@ class Replay:
                         self.now = self.start + target
                         await self.lines.apply(heapq.heappop(self.queue)[3])
                         played += 1
+                        continue
+                    if stop >= target and self._reads_only(head, target):
+                        # an operator item that sends nothing (a pass-over, a look that answers
+                        # nothing) and no sidecar acts by itself up to ``target``: its list read
+                        # is the same now as after an advance, which is saved (clocks as above)
+                        self.now = self.start + target
+                        t, _, _, item = heapq.heappop(self.queue)
+                        await self.operator.act(item, t)
                         continue
                     if stop >= target - 1e-9 and (taken := self.frame_player.take(end)) is not None:
                         t_rel, lines = await self.frame_player.play(*taken)

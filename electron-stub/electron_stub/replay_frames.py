@@ -88,6 +88,8 @@ class FramePlayer:
             if it.event is not None:
                 created = min(created, it.t)
                 n += 1
+            if it.then is not None:
+                break  # a look's pick reads the sidecar at the look's instant: the frame ends there
         while items and items[-1].event is None:  # trailing world-only items need no frame
             heapq.heappush(self.queue, items.pop().entry)
         return (m, Frame(items, start=start)) if items else None
@@ -109,25 +111,14 @@ class FramePlayer:
                 # a pass-over while the hand is busy reads nothing from the sidecar (operator_model)
                 task_id, operator = it[1], self.operator
                 return Item(entry, None, settle=lambda: operator.passed_in_frame(task_id, t))
+            if it[0] == "look" and self.operator is not None and self.operator.look_answers(it):
+                return self._look(entry, m)
             if it[0] != "answer":
                 return None  # a look, or a pass-over that picks, reads the list at its instant
-            _, task_id, channel = it
-            task = self.rec.tasks.get(task_id)
+            task = self.rec.tasks.get(it[1])
             if task is None or not task.is_open:
                 return Item(entry, None)  # closed already: the answer is no answer (one by one)
-            if channel == "email" or tu_machine.get(task.tu) is not m or task.tu in self.lines.socket_down:
-                return None  # one by one (a withheld echo: LinePlayer.answer)
-            item_id = f"op-{task_id}"
-            method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
-            if method != "platform.event":
-                return None
-
-            def sent() -> None:
-                self.op_sent[channel] += 1
-                self.rec.operator_sent(now, channel, task.project, task.tu, task.ru, task_id)
-            # the sidecar sends it only if the task is still open at its turn (``if_open``)
-            return Item(entry, {**params, "if_open": task_id}, apply=lambda: self.world.record_send(
-                task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
+            return self._own_send(entry, m, it[1], it[2])
         if type(it) in NOT_WORLD or type(it) in ROUTING_LINES:
             return None
         tu = getattr(it, "tu", None)
@@ -139,6 +130,45 @@ class FramePlayer:
         if to is not m or len(frames) != 1 or frames[0][0] != "platform.event":
             return None
         return Item(entry, frames[0][1], apply=apply, after=lambda: self.lines.sample(it, now))
+
+    def _own_send(self, entry: tuple, m: Machine, task_id: str, channel: str,
+                  answered: Callable[[], None] | None = None) -> Item | None:
+        """The operator's answer to the (open) task ``task_id`` on ``channel`` as a frame item:
+        the own-send event with ``if_open`` (the sidecar sends it only if the task is still open
+        at its turn), or None when it does not travel (an e-mail's ``task.close``, another
+        machine, a withheld echo: one by one, ``LinePlayer.answer``).  ``answered``: what else
+        follows a sent answer (a backlog look's count)."""
+        task = self.rec.tasks[task_id]
+        now = self.clock.start + entry[0]
+        if channel == "email" or self.sidecars.tu_machine.get(task.tu) is not m \
+                or task.tu in self.lines.socket_down:
+            return None
+        item_id = f"op-{task_id}"
+        method, params = encode.own_send(task.project, task.tu, task.ru, channel, item_id, now, "…")
+        if method != "platform.event":
+            return None
+
+        def sent() -> None:
+            self.op_sent[channel] += 1
+            self.rec.operator_sent(now, channel, task.project, task.tu, task.ru, task_id)
+            if answered is not None:
+                answered()
+        return Item(entry, {**params, "if_open": task_id}, apply=lambda: self.world.record_send(
+            task.project, task.tu, task.ru, channel, item_id, now, body="…"), after=sent)
+
+    def _look(self, entry: tuple, m: Machine) -> Item | None:
+        """A backlog look whose draw answers (:meth:`OperatorModel.look_answers`) as the
+        frame's last item: its answer with ``if_open``, then — once the frame is through, the
+        sidecar at the look's instant — the hand's pick (``then``), as one by one plays
+        ``OperatorModel.look``; None when its answer does not travel."""
+        operator = self.operator
+        assert operator is not None
+        task_id, channel = entry[3][1], entry[3][2]
+        tu = self.rec.tasks[task_id].tu
+        item = self._own_send(entry, m, task_id, channel, answered=lambda: operator.answered_in_frame(task_id))
+        if item is not None:
+            item.then = lambda: operator.looked(tu)
+        return item
 
     async def play(self, m: Machine, frame: Frame) -> tuple[float, int]:
         """Send ``frame`` as one ``platform.events`` frame (its advance inside); put back what
@@ -168,4 +198,7 @@ class FramePlayer:
         self.clock.now = start + done[-1].t
         self.frame_events[taken] += 1
         frame.hand_on(done, results, self.deliver)
+        for it in done:  # only the last can have one (it ends the frame): a look's pick
+            if it.then is not None:
+                await it.then()
         return done[-1].t, sum(it.entry[1] == TIMELINE for it in done)

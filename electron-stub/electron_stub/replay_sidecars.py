@@ -99,6 +99,12 @@ class Sidecars:
         every running sidecar has said it does nothing by itself up to ``target``."""
         if head is None or head[1] != TIMELINE or not isinstance(head[3], sc.Online):
             return False
+        return self.idle_until(target)
+
+    def idle_until(self, target: float) -> bool:
+        """Every running sidecar has said it does nothing by itself up to ``target`` (seconds
+        from start): its ``next_due`` is known and later, or None.  Until then a read that
+        takes no step (:data:`READS`) answers what it would after an advance to ``target``."""
         for m in self.machines:
             if m.running:
                 due = self.due.get(m.name, 0.0) if m.name in self.due else 0.0
