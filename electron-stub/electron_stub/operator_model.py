@@ -30,12 +30,21 @@ Rules / theory of operation
   task_id)`` a first look that passes over; ``("look", task_id, channel, n)`` a backlog look
   ending (then the hand picks at once).  A look, and a pass-over while the TU's hand is free,
   end a batched frame: they read the recorder and the sidecar's list (``tasks.list``) at their
-  instant, the same one by one and batched.  A pass-over while the hand is busy only joins the
+  instant, the same one by one and batched.  A look whose draw answers an open task
+  (:meth:`OperatorModel.look_answers`) is its frame's *last* item: its answer travels with
+  ``if_open`` like a first look's, and once the frame is through (the sidecar at the look's
+  instant) the answered count (:meth:`OperatorModel.answered_in_frame`) and the pick
+  (:meth:`OperatorModel.looked`) follow — one by one it cost an advance and a lone
+  ``platform.event``.  An item that sends nothing (:meth:`OperatorModel.reads_only`: a
+  pass-over, a look that answers nothing) while no sidecar is due up to its instant is played
+  without an advance (the list is the open tasks, which only a step changes).  A pass-over
+  while the hand is busy only joins the
   backlog: it travels in the frame as a world-only item (:meth:`OperatorModel.travels`), and
   whether its task was still open at its instant is read once the frame's notifications are
   through, from the task's ``closed_at`` (:meth:`OperatorModel.passed_in_frame`).  Ending the
   frame there cost a ``clock.advance_to`` and a split ``platform.events`` frame each
-  (docs/decisions.md, "where the shift's CPU went").
+  (docs/decisions.md, "where the shift's CPU went"; the looks: "the backlog's looks in the
+  frame").
 * Counters (``RunStats.operator_backlog``): ``passed_over`` (first looks that did not answer, of
   channels that answer at all), ``looks`` (backlog looks), ``answered`` (backlog looks that
   answered), ``picks_idle`` (picks that found nothing to take).

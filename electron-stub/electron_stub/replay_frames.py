@@ -21,7 +21,9 @@ Rules / theory of operation
   is recorded where one by one records it.  The result — tasks, trace, deliveries, expectations,
   samples — is the same as without batching; the tests compare both.  An operator's pass-over
   while the TU's hand is busy travels as a world-only item (:mod:`electron_stub.operator_model`);
-  every other operator item but a chat/mail answer ends the frame.
+  a backlog look whose draw answers travels as the frame's last item (its answer with
+  ``if_open``; the hand's pick, ``Item.then``, once the frame is through); every other operator
+  item but a chat/mail answer ends the frame.
 """
 from __future__ import annotations
 
