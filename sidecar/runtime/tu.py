@@ -110,6 +110,14 @@ class TuRuntime:
             fav = self.pairs.get(ru)
         return fav if fav is not None else Favorite(ru=ru)
 
+    def blocked(self, ru: str) -> bool:
+        """``attrs(ru).blocked`` without building the empty value of a pair nothing was told
+        of (every new RU's first message asks)."""
+        fav = self.favorites.get(ru)
+        if fav is None:
+            fav = self.pairs.get(ru)
+        return fav is not None and fav.blocked
+
     def limit(self, ru: str, channel: str) -> int | None:
         """The pair's ``chat`` / ``mail`` limit, None when unknown.  Every dialog row that carries
         a limit (online pass, check chat) and every live limits answer writes it into the pair's
