@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot
     from sidecar.domain.tasks import Task
 
+# put_state builds it positionally (one per chat message): keep in step with its fields
+assert ops.PutState.__struct_fields__ == ("tu", "scope", "key", "value")
+
 
 class TuRuntime:
     """One logged-in (or restoring) TU."""
@@ -253,7 +256,7 @@ class TuRuntime:
 
     # state ------------------------------------------------------------------------------------
     def put_state(self, step: Step, scope: str, key: str, value: Any) -> None:
-        step.ops.append(ops.PutState(tu=self.tu, scope=scope, key=key, value=value))
+        step.ops.append(ops.PutState(self.tu, scope, key, value))  # positional: PutState's fields
 
     def delete_state(self, step: Step, scope: str, key: str) -> None:
         step.ops.append(ops.DeleteState(tu=self.tu, scope=scope, key=key))
