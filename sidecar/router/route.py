@@ -193,7 +193,8 @@ def _stack_only(state: RouterState, events: Sequence[RoutingEvent], now: float,
     if events and state.match_mode not in MATCH_MODES:  # as the general path raises
         raise ValueError(f"match mode must be 'all' or 'first', not {state.match_mode!r}")
     seq = state.seq
-    if isinstance(ahead, Ahead):
+    if type(ahead) is Ahead:  # not isinstance: Ahead is a Sequence, an ABC (a Python-level check
+        # per call, and a lone step's ``()`` is no Ahead); any other sequence is merged below
         if ahead.next_seq > seq:
             seq = ahead.next_seq
     else:

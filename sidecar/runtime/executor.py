@@ -139,18 +139,31 @@ class StepExecutor:
         step = Step(self.clock.now() if now is None else now)
         try:
             result = fn(step)
-            routing = self._route(step)
+            routing = self._route(step) if step.events else None
         except self.refusals:
             raise  # raised before anything changed
         except Exception as exc:  # noqa: BLE001 - memory may be half-changed: crash-only
             self._fail(exc)
             raise StepFailed(f"internal error: {type(exc).__name__}") from exc
-        await self._finish(step, routing)
+        pending = self._pending
+        if pending is not None:
+            await self._join(pending, step, routing)
+            return result
+        # a lone step (most platform events) is finished here, not in a coroutine of its own
+        if step.ops:  # _commit, inlined likewise
+            self.commits += 1
+            try:
+                await self.ports.commit(step.ops)
+            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
+                self._commit_failed(exc)
+        self._after_commit(step, routing)
+        if step.requests:
+            await self._requests(step.requests)
+        self.ports.step_done()
         return result
 
     def _route(self, step: Step) -> Any:
-        if not step.events:
-            return None
+        """The router's decision on ``step.events`` (the caller checks there are some)."""
         if self.router is None:
             raise RuntimeError("a step emitted routing events but the executor has no router")
         after = () if self._pending is None else self._pending.routings
@@ -174,37 +187,32 @@ class StepExecutor:
             self._commit_failed(exc)
 
     def _commit_failed(self, exc: Exception) -> NoReturn:
-        """:meth:`_commit`'s failure (also :meth:`_finish`'s, which awaits the port itself)."""
+        """:meth:`_commit`'s failure (also :meth:`run`'s, which awaits the port itself)."""
         self._pending = None  # nothing of the group may leave the process
         if self.stopping:  # the store closed beneath it: nothing was written, we exit
             raise Stopping(f"the step was abandoned at shutdown ({exc!r})") from exc
         self._fail(exc)
         raise StepFailed("a step could not be saved; the sidecar must be restarted") from exc
 
-    async def _finish(self, step: Step, routing: Any = None) -> None:
-        pending = self._pending
-        if pending is not None:
-            await self._join(pending, step, routing)
-            return
-        if step.ops:  # _commit, inlined: one coroutine less per step
-            self.commits += 1
-            try:
-                await self.ports.commit(step.ops)
-            except Exception as exc:  # noqa: BLE001 - StoreError or worse: crash-only
-                self._commit_failed(exc)
+    def _after_commit(self, step: Step, routing: Any) -> None:
+        """A lone step is committed: the router applies, Electron is told, the pump hears of
+        its rows and of a delivery timer that fired (module rules 1.1–1.3)."""
         self._committed(routing, step.notes)
         if routing is not None and routing.pending:
-            self.ports.outbox_queued(step.now, _channels(routing))
+            self.ports.outbox_queued(step.now, routing.channels)
         if step.outbox_due:
             self.ports.outbox_due(step.now)
+
+    async def _requests(self, requests: list[Request]) -> None:
+        """A committed lone step's platform requests (module rule 1.4): inline on the virtual
+        clock, else each spawned beside the steps (none once shutdown began)."""
         if self.spawn is None:
-            await self._inline(step.requests)
-        else:
-            for req in step.requests:
-                if self.stopping:
-                    break  # no new platform request at shutdown (its pass retries after a restart)
-                self.spawn(self._request_bg(req))
-        self.ports.step_done()
+            await self._inline(requests)
+            return
+        for req in requests:
+            if self.stopping:
+                break  # no new platform request at shutdown (its pass retries after a restart)
+            self.spawn(self._request_bg(req))
 
     def _committed(self, routing: Any, notes: list[tuple[str, Any]]) -> None:
         """A step's ops are committed: the router learns what it decided (only now: decide /
@@ -285,9 +293,10 @@ class StepExecutor:
         if routing is not None:
             pending.routings.append(routing)
             if routing.pending:  # in memory: the one scheduler's delivery timer, due in this group
-                self.ports.outbox_queued(step.now, _channels(routing))
+                self.ports.outbox_queued(step.now, routing.channels)
         if self.spawn is None:  # virtual clock: the answers are the group's next steps
-            await self._inline(step.requests)
+            if step.requests:
+                await self._inline(step.requests)
         else:
             done.requests += step.requests
 
@@ -365,8 +374,3 @@ class StepExecutor:
                     await every[1]()
         return fired
 
-
-def _channels(routing: Any) -> frozenset[str]:
-    """The channels of a routing's pending deliveries (``stack``, ``webhook``, …): the router's
-    routing works them out once when it is made (``channels``)."""
-    return routing.channels

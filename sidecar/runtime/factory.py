@@ -84,6 +84,7 @@ class TaskOwner(Recorder, Protocol):
     online: set[str]
 
     def attrs(self, ru: str) -> "Favorite": ...
+    def blocked(self, ru: str) -> bool: ...
     def spend_30d(self, ru: str) -> float | None: ...
     def schedule(self, key: tuple, due: float, payload: Any = None) -> None: ...
     def cancel(self, key: tuple) -> bool: ...
@@ -144,7 +145,7 @@ class TaskFactory:
             held = next((t for t in stronger_or_same(type_) if t in pair), None)
             if held is not None:
                 return Refused("open" if held is type_ else "stronger_task_open")
-        if rt.attrs(ru).blocked:
+        if rt.blocked(ru):
             return Refused("blocked")
         spec = SPECS[type_]
         online_only = spec.online_only if cand.online_required is None else cand.online_required

@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sidecar.domain.events import DialogSnapshot
     from sidecar.domain.tasks import Task
 
+# put_state builds it positionally (one per chat message): keep in step with its fields
+assert ops.PutState.__struct_fields__ == ("tu", "scope", "key", "value")
+
 
 class TuRuntime:
     """One logged-in (or restoring) TU."""
@@ -109,6 +112,14 @@ class TuRuntime:
         if fav is None:
             fav = self.pairs.get(ru)
         return fav if fav is not None else Favorite(ru=ru)
+
+    def blocked(self, ru: str) -> bool:
+        """``attrs(ru).blocked`` without building the empty value of a pair nothing was told
+        of (every new RU's first message asks)."""
+        fav = self.favorites.get(ru)
+        if fav is None:
+            fav = self.pairs.get(ru)
+        return fav is not None and fav.blocked
 
     def limit(self, ru: str, channel: str) -> int | None:
         """The pair's ``chat`` / ``mail`` limit, None when unknown.  Every dialog row that carries
@@ -245,7 +256,7 @@ class TuRuntime:
 
     # state ------------------------------------------------------------------------------------
     def put_state(self, step: Step, scope: str, key: str, value: Any) -> None:
-        step.ops.append(ops.PutState(tu=self.tu, scope=scope, key=key, value=value))
+        step.ops.append(ops.PutState(self.tu, scope, key, value))  # positional: PutState's fields
 
     def delete_state(self, step: Step, scope: str, key: str) -> None:
         step.ops.append(ops.DeleteState(tu=self.tu, scope=scope, key=key))

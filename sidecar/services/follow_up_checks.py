@@ -15,8 +15,9 @@ Rules
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from platform_clients.base import list_field
 from sidecar.domain.favorites import Favorite, standing_refusal
@@ -28,9 +29,10 @@ if TYPE_CHECKING:
 STRONGER = stronger_or_same(TaskType.FOLLOW_UP_MESSAGE)  # every chat type, itself included
 
 
-@dataclass(slots=True)
-class Contact:
-    """Who wrote last in the chat and when (unix seconds)."""
+class Contact(msgspec.Struct, gc=False):
+    """Who wrote last in the chat and when (unix seconds).  A msgspec Struct (plain values, not
+    tracked by the GC), built positionally: one per chat message (a dataclass ``__init__`` is a
+    Python call; docs/decisions.md "i24-eng")."""
 
     last_from: str | None  # "ru" | "tu" | None
     last_at: float | None

@@ -199,7 +199,7 @@ class FollowUpMessageService(PlainChecks, Service):
             return  # the login's check chat may still turn up a new Unanswered message
         if self.tu.resumed and full_pass and not scheduled:
             return  # a crash's restart: checked at the next grid pass, as if it never stopped
-        if not full_pass and not any(ru in self.pool or ru in self.tu.favorites for ru in came_online):
+        if not full_pass and came_online.isdisjoint(self.pool) and came_online.isdisjoint(self.tu.favorites):
             return  # no chain and no favorite (the plain check's first condition): nothing to judge
         candidates = online if full_pass else came_online
         # an RU that is no favorite and has no chain is judged by nothing below (the plain
@@ -325,7 +325,7 @@ class FollowUpMessageService(PlainChecks, Service):
         if ended and chain is not None and not clear_marker:
             self.tu.write_marker(step, ru, MARKER, ch.ended_marker(chain),
                                  followup_chat_key(self.tu.tu, ru, chain.source, f"{chain.step}:end"))
-        if clear_marker:
+        if clear_marker and ru in self.tu.favorites:  # markers exist only on favorites
             parsed = ch.parse_marker(self.tu.marker(ru, MARKER))
             if parsed is not None:
                 src, n, _ = parsed

@@ -68,7 +68,7 @@ class InboundService(Service):
         (:meth:`~sidecar.runtime.tu.TuRuntime.note_row`, the engine's ``BlockChanged``)."""
         if row is not None:
             return row.blocked_by_tu or row.blocked_by_ru
-        return self.tu.attrs(ru).blocked
+        return self.tu.blocked(ru)
 
     def on_event(self, step: Step, event: ev.DomainEvent) -> None:
         match event:

@@ -85,3 +85,18 @@ def test_a_pending_marker_of_a_ru_no_longer_listed_creates_no_favorite():
               pending_markers={(OTHER, "followUpChat"): {"sourceUnansweredTaskId": "x", "step": 0,
                                                          "nextCheckAt": None}})
     assert set(w.d.engine.tus[TU].favorites) == {RU}
+
+
+def test_blocked_answers_what_the_pairs_attributes_say():
+    """``TuRuntime.blocked`` (the Task Factory's and Inbound's gate) is ``attrs(ru).blocked`` for a
+    favorite, a non-favorite pair that was told of a block, and an RU nothing was told of."""
+    w = World()
+    w.login([fav(RU), fav("ru-2")])
+    w.at(10).d.favorite(TU, RU, blocked_by_tu=True)
+    w.at(20).d.event(TU, "golden", BLOCK_EVENT, {"blockerId": OTHER, "blockedId": TU, "at": T0 + 20,
+                                                 "blocked": True})
+    w.at(30).d.event(TU, "golden", BLOCK_EVENT, {"blockerId": "ru-3", "blockedId": TU, "at": T0 + 30,
+                                                 "blocked": False})
+    rt = w.d.engine.tus[TU]
+    for ru, want in ((RU, True), ("ru-2", False), (OTHER, True), ("ru-3", False), ("ru-4", False)):
+        assert rt.blocked(ru) is want and rt.attrs(ru).blocked is want, ru

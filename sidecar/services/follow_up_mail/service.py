@@ -259,10 +259,11 @@ class FollowUpMailService(Service):
         if self.awaiting_sync:  # (mostly empty: no sort on every RU that comes online)
             for ru in sorted(self.awaiting_sync):
                 self._post_chat_due(step, ru)
-        for ru, triggers in sorted(self.restored.items()):  # a crash's unchecked burst / read
-            for trigger in triggers:
-                self.locks.offer(ru, trigger)
-        self.restored.clear()
+        if self.restored:  # a crash's unchecked burst / read (mostly empty: no sort)
+            for ru, triggers in sorted(self.restored.items()):
+                for trigger in triggers:
+                    self.locks.offer(ru, trigger)
+            self.restored.clear()
         if full_pass and scheduled:  # grid passes only: the same instants across a restart
             for ru in sorted(online):
                 self.six_hour_pass.judge(self, step, ru)  # (only pairs whose facts changed)
