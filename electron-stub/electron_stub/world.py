@@ -78,13 +78,14 @@ class Pair(msgspec.Struct, kw_only=True):
     # ---- queries ------------------------------------------------------------------------
 
     def visible(self, include_likes: bool = True) -> list[Item]:
-        return [i for i in self.items if include_likes or i.type != "like"]
+        return list(self.items) if include_likes else [i for i in self.items if i.type != "like"]
 
     def last_item(self, include_likes: bool = True) -> Item | None:
         """The dialog's last chat item (by time, then insertion order)."""
+        # one pass over the items, no visible() copy: asked for every dialog row (issue 24)
         best = None
-        for i in self.visible(include_likes):
-            if best is None or i.at >= best.at:
+        for i in self.items:
+            if (include_likes or i.type != "like") and (best is None or i.at >= best.at):
                 best = i
         return best
 
@@ -107,7 +108,7 @@ class Pair(msgspec.Struct, kw_only=True):
         return ru.at
 
     def last_activity(self, include_likes: bool = True) -> float | None:
-        ts = [i.at for i in self.visible(include_likes)]
+        ts = [i.at for i in self.items if include_likes or i.type != "like"]
         if self.dialog_created_at is not None:
             ts.append(self.dialog_created_at)
         return max(ts) if ts else None
@@ -276,7 +277,8 @@ class World:
         return cls.item_id(line, "like")
 
     def online_favorites(self, project: str, tu: str) -> list[dict[str, Any]]:
-        return [f for f in self.favorites_of(project, tu) if self.is_online(project, f["ru"])]
+        online = self.online[project]  # is_online's set, looked up once per list (issue 24)
+        return [f for f in self.favorites_of(project, tu) if f["ru"] in online]
 
     def pairs_of(self, project: str, tu: str) -> list[Pair]:
         pairs = self._pairs_by_tu.get((project, tu), {})
