@@ -90,8 +90,11 @@ class Pair(msgspec.Struct, kw_only=True):
         return best
 
     def last_tu_message_at(self) -> float | None:
-        ts = [i.at for i in self.items if i.side == "tu" and i.type == "message"]
-        return max(ts) if ts else None
+        best: float | None = None  # max() of the instants, without the list (the first of equals)
+        for i in self.items:
+            if i.side == "tu" and i.type == "message" and (best is None or i.at > best):
+                best = i.at
+        return best
 
     def last_mail(self, side: str | None = None) -> Letter | None:
         best = None
@@ -102,10 +105,18 @@ class Pair(msgspec.Struct, kw_only=True):
 
     def unanswered_mail_at(self) -> float | None:
         """The RU's last letter if the TU has not written a letter since, else None."""
-        ru, tu = self.last_mail("ru"), self.last_mail("tu")
-        if ru is None or (tu is not None and tu.at >= ru.at):
+        # last_mail("ru") and last_mail("tu") in one pass: only their instants matter here
+        ru_at: float | None = None
+        tu_at: float | None = None
+        for m in self.mails:
+            if m.side == "ru":
+                if ru_at is None or m.at >= ru_at:
+                    ru_at = m.at
+            elif m.side == "tu" and (tu_at is None or m.at >= tu_at):
+                tu_at = m.at
+        if ru_at is None or (tu_at is not None and tu_at >= ru_at):
             return None
-        return ru.at
+        return ru_at
 
     def last_activity(self, include_likes: bool = True) -> float | None:
         ts = [i.at for i in self.items if include_likes or i.type != "like"]
