@@ -271,7 +271,7 @@ class Recorder:
         """Write the trace as JSON lines sorted by ``at``; returns the line count."""
         lines = self.sorted_lines()
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write("".join(map(trace_json.line, lines)))
+            fh.write(trace_json.text(lines))
         return len(lines)
 
 
