@@ -90,11 +90,8 @@ class Pair(msgspec.Struct, kw_only=True):
         return best
 
     def last_tu_message_at(self) -> float | None:
-        best: float | None = None  # max() of the instants, without the list (the first of equals)
-        for i in self.items:
-            if i.side == "tu" and i.type == "message" and (best is None or i.at > best):
-                best = i.at
-        return best
+        ts = [i.at for i in self.items if i.side == "tu" and i.type == "message"]
+        return max(ts) if ts else None
 
     def last_mail(self, side: str | None = None) -> Letter | None:
         best = None
