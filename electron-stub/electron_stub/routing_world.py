@@ -165,8 +165,9 @@ def read_deliveries(data_dir: Path) -> list[dict[str, Any]]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         cur = conn.execute("SELECT id, target, status, source, subject, action, event_at FROM deliveries")
-        return [dict(zip(("id", "target", "status", "source", "subject", "action", "event_at"), r))
-                for r in cur]
+        # a dict display, not dict(zip(names, row)): a shift's rows number in the 100,000s (issue 24)
+        return [{"id": i, "target": t, "status": st, "source": so, "subject": su, "action": a, "event_at": e}
+                for i, t, st, so, su, a, e in cur]
     except sqlite3.OperationalError:
         return []
     finally:

@@ -93,14 +93,22 @@ _ROUTES = [
 WRITE_KINDS = ("marker", "task", "candidate", "delivery", "delivery_delete")
 
 
-def _kind_of(method: str, path: str) -> str:
+def _route_of(method: str, path: str) -> tuple[str, tuple[str, ...]] | None:
+    """The first route matching the request: ``(name, path groups)``, or None."""
+    for meth, rx, name in _ROUTES:
+        if meth == method and (m := rx.match(path)):
+            return name, m.groups()
+    return None
+
+
+def _kind_of(path: str, route: tuple[str, tuple[str, ...]] | None) -> str:
     """The route name of a request (``startup``, ``marker``, ``task``, ``candidate``), or
-    ``batch`` / ``health`` / ``unknown``."""
+    ``batch`` / ``health`` / ``unknown``; ``route`` is :func:`_route_of`'s answer."""
     if path == "/v1/batch":
         return "batch"
     if path == "/v1/health":
         return "health"
-    return next((name for meth, rx, name in _ROUTES if meth == method and rx.match(path)), "unknown")
+    return route[0] if route is not None else "unknown"
 
 
 class StackServer:
@@ -264,7 +272,8 @@ class StackServer:
         """One request → (status, JSON body), or None to drop the connection (``down``).
         ``in_batch``: one write of a batch (the request-level faults were applied already);
         ``at``: its batch's instant."""
-        kind = _kind_of(method, path)
+        route = _route_of(method, path)  # matched once: every batched write comes here (issue 24)
+        kind = _kind_of(path, route)
         if not in_batch:
             at = virtual_at(headers.get(VIRTUAL_AT_HEADER) if headers is not None else None)
         with self.lock:
@@ -293,8 +302,6 @@ class StackServer:
             with self.lock:
                 self.counters["refused"] += 1
             return None
-        route = next(((name, m.groups()) for meth, rx, name in _ROUTES
-                      if meth == method and (m := rx.match(path))), None)
         if route is None:
             return self._bad(404, f"no route {method} {path}")
         name, groups = route

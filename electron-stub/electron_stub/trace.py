@@ -46,6 +46,8 @@ from typing import Any, Iterable
 
 import msgspec
 
+from electron_stub import trace_json
+
 
 class Task(msgspec.Struct, kw_only=True):
     """One task as the notifications told it.  Instants are unix seconds."""
@@ -261,14 +263,15 @@ class Recorder:
 
     def sorted_lines(self) -> list[dict[str, Any]]:
         """The lines in trace order: by ``at``, then :func:`line_order` within an instant."""
-        return [x for _, x in sorted(enumerate(self.lines), key=line_order)]
+        # the same order as sorting (index, line) by line_order: sorted() is stable, so the
+        # arrival index need not be in the key (shorter tuples: about half the sort's CPU)
+        return sorted(self.lines, key=_line_key)
 
     def write(self, path: str | Path) -> int:
         """Write the trace as JSON lines sorted by ``at``; returns the line count."""
         lines = self.sorted_lines()
         with open(path, "w", encoding="utf-8") as fh:
-            for x in lines:
-                fh.write(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n")
+            fh.write(trace_json.text(lines))
         return len(lines)
 
 
@@ -283,6 +286,17 @@ def line_order(item: tuple[int, dict[str, Any]]) -> tuple:
     if x["event"] == "platform.request":
         return (at, 2, str(x.get("tu")), "", i)
     return (at, 0, "", "", i)
+
+
+def _line_key(x: dict[str, Any]) -> tuple:
+    """:func:`line_order` without the arrival index, for a stable sort of the lines."""
+    at = x["at"] if x["at"] is not None else 0.0
+    event = x["event"]
+    if event == "marker.acked":
+        return (at, 1, str(x.get("tu")), str(x.get("ru")))
+    if event == "platform.request":
+        return (at, 2, str(x.get("tu")))
+    return (at, 0)
 
 
 class TraceError(Exception):

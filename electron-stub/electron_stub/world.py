@@ -78,13 +78,14 @@ class Pair(msgspec.Struct, kw_only=True):
     # ---- queries ------------------------------------------------------------------------
 
     def visible(self, include_likes: bool = True) -> list[Item]:
-        return [i for i in self.items if include_likes or i.type != "like"]
+        return list(self.items) if include_likes else [i for i in self.items if i.type != "like"]
 
     def last_item(self, include_likes: bool = True) -> Item | None:
         """The dialog's last chat item (by time, then insertion order)."""
+        # one pass over the items, no visible() copy: asked for every dialog row (issue 24)
         best = None
-        for i in self.visible(include_likes):
-            if best is None or i.at >= best.at:
+        for i in self.items:
+            if (include_likes or i.type != "like") and (best is None or i.at >= best.at):
                 best = i
         return best
 
@@ -101,13 +102,21 @@ class Pair(msgspec.Struct, kw_only=True):
 
     def unanswered_mail_at(self) -> float | None:
         """The RU's last letter if the TU has not written a letter since, else None."""
-        ru, tu = self.last_mail("ru"), self.last_mail("tu")
-        if ru is None or (tu is not None and tu.at >= ru.at):
+        # last_mail("ru") and last_mail("tu") in one pass: only their instants matter here
+        ru_at: float | None = None
+        tu_at: float | None = None
+        for m in self.mails:
+            if m.side == "ru":
+                if ru_at is None or m.at >= ru_at:
+                    ru_at = m.at
+            elif m.side == "tu" and (tu_at is None or m.at >= tu_at):
+                tu_at = m.at
+        if ru_at is None or (tu_at is not None and tu_at >= ru_at):
             return None
-        return ru.at
+        return ru_at
 
     def last_activity(self, include_likes: bool = True) -> float | None:
-        ts = [i.at for i in self.visible(include_likes)]
+        ts = [i.at for i in self.items if include_likes or i.type != "like"]
         if self.dialog_created_at is not None:
             ts.append(self.dialog_created_at)
         return max(ts) if ts else None
@@ -276,7 +285,8 @@ class World:
         return cls.item_id(line, "like")
 
     def online_favorites(self, project: str, tu: str) -> list[dict[str, Any]]:
-        return [f for f in self.favorites_of(project, tu) if self.is_online(project, f["ru"])]
+        online = self.online[project]  # is_online's set, looked up once per list (issue 24)
+        return [f for f in self.favorites_of(project, tu) if f["ru"] in online]
 
     def pairs_of(self, project: str, tu: str) -> list[Pair]:
         pairs = self._pairs_by_tu.get((project, tu), {})
