@@ -6,8 +6,13 @@ Rules / theory of operation
   "virtual", "--stack-url", URL, "--seed", SEED]`` (or ``[BINARY, "serve", ...]`` for a frozen
   binary), env ``SIDECAR_TOKEN=<secrets.token_urlsafe>`` (a new token per launch), stdin a pipe kept
   open (closing it asks the sidecar to exit), stdout a pipe, stderr appended to
-  ``<data dir's parent>/<name>.stderr.log``.  The process gets its own session (process group) so
-  the harness can tell afterwards whether any child was left behind.
+  ``<data dir's parent>/<name>.stderr.log``.  The sidecar's wall-clock waits on this harness —
+  Stack's startup read (``SIDECAR_STACK_STARTUP_TIMEOUT_S``) and an answer to a platform
+  request (``SIDECAR_REQUEST_TIMEOUT_S``) — are :data:`HARNESS_WAIT_S` unless the environment
+  sets them: the harness answers both by design well within production's 3 s and 15 s (a
+  scenario's ``stack latency`` is at most 2 s), so only a slow machine reached them, and a
+  virtual-clock replay's outcome then depended on the machine's load.  The process gets its own
+  session (process group) so the harness can tell afterwards whether any child was left behind.
 * Ready: exactly ONE JSON line ``{"event":"ready","port":N,"pid":P,"version":"…","protocol":1}`` on
   stdout within :data:`READY_TIMEOUT_S`; otherwise :class:`MachineError` with the stderr tail.
   Anything the sidecar prints on stdout later breaks the contract and is kept as a warning.
@@ -41,6 +46,11 @@ from electron_stub.report import MachineExit
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 2.0  # the sidecar's promise (issue 7): any stop request ends it within 2 s
 CALL_TIMEOUT_S = 300.0
+# the sidecar's waits on this harness (module rules): production's 3 s / 15 s are reached here only
+# by a loaded machine (the shift's crash equivalence failed at load 15-20: a fresh machine's startup
+# read timed out and its TUs lost Stack's favorites); a harness that never answers costs 120 s, not forever
+HARNESS_WAIT_S = 120.0
+HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_REQUEST_TIMEOUT_S")
 CAPTURE_ENV = "ELECTRON_STUB_CAPTURE"  # a file: every frame of every machine, appended (see above)
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
 
@@ -121,6 +131,8 @@ class Machine:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_urlsafe(32)
         env = dict(os.environ, **self.env, SIDECAR_TOKEN=token)
+        for name in HARNESS_WAITS:
+            env.setdefault(name, str(HARNESS_WAIT_S))
         if not self.binary:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
         self._stderr = open(self.log_path, "ab")

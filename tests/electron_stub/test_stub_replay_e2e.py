@@ -161,3 +161,46 @@ def test_no_idempotency_key_is_reused_for_a_different_write_over_a_shift_like_re
     markers = [a for a in rp.stack.acked if a["kind"] == "marker"]
     assert any(a["value"] is None for a in markers) and len({a["key"] for a in markers}) == len(markers)
     assert not violations, text
+
+
+SLOW_STARTUP = [
+    {"kind": "header", "format": 1, "name": "slow_startup", "start": "2026-11-30T08:00:00Z", "seed": 3,
+     "duration_s": 163, "operator": {"chat_answer_p": 1.0, "chat_delay_s": [10, 10], "mail_answer_p": 0.0,
+                                     "mail_delay_s": [60, 60]}},
+    {"kind": "tu", "project": "golden", "tu": "g-tu-1", "operator": "op-1"},
+    {"kind": "favorite", "project": "golden", "tu": "g-tu-1", "ru": "g-ru-1", "active": True, "is_white": False,
+     "spend_30d_usd": 50.0, "spend_total_usd": 400.0, "paid_actions": 40, "paid_with_bonuses_only": False,
+     "chat_limit": None, "mail_limit": None, "markers": {}},
+    {"kind": "mail_log", "project": "golden", "tu": "g-tu-1", "ru": "g-ru-1", "from": "tu", "at": -7200, "id": "ml-0"},
+    {"t": 0, "kind": "login", "project": "golden", "tu": "g-tu-1", "operator": "op-1"},
+    {"t": 5, "kind": "online", "project": "golden", "ru": "g-ru-1", "online": True},
+    {"t": 100, "kind": "mail_read", "project": "golden", "tu": "g-tu-1", "ru": "g-ru-1", "mail_id": "ml-0",
+     "event_key": "rd-1"},
+    {"t": 162, "kind": "expect", "what": "task_created", "tu": "g-tu-1", "type": "follow_up_mail", "ru": "g-ru-1",
+     "between": [100, 161], "source": "mail_read"},
+]
+
+
+@needs_sidecar
+def test_a_slow_machine_does_not_change_a_virtual_clock_replay(tmp_path, monkeypatch):
+    """A loaded machine answers the reference Stack's startup read late — here 3.5 real seconds,
+    past the sidecar's production wait (``stack_startup_timeout_s``, 3 s).  The replay's outcome
+    must not depend on that: the favorite comes from Stack's startup data (a fresh machine has no
+    local state), and losing it lost the follow-up mail — the shift's crash-equivalence test failed
+    this way at load 15–20.  The harness gives its sidecars a wait no answer of its own reaches
+    (``machine.HARNESS_WAIT_S``); a scenario's ``stack latency`` stays ≤ 2 s."""
+    import time
+
+    from electron_stub import stack_server
+    real = stack_server.StackServer.startup
+
+    def slow(self, tu):
+        time.sleep(3.5)  # a server thread of the harness: the replay's loop runs on meanwhile
+        return real(self, tu)
+    monkeypatch.setattr(stack_server.StackServer, "startup", slow)
+    monkeypatch.delenv("SIDECAR_STACK_STARTUP_TIMEOUT_S", raising=False)
+    s = sc.parse_lines([json.dumps(x) for x in SLOW_STARTUP], "slow_startup.jsonl")
+    rp, violations = run(s, tmp_path)
+    text = report.render(rp.rec, rp.results, violations, rp.stats)
+    assert [r.ok for r in rp.results] == [True], text
+    assert report.exit_code(rp.results, violations, rp.stats) == 0, text
