@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     time_scale: float | None = Field(default=None, gt=0)  # K: real time K× faster (live demos)
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
     stack_startup_timeout_s: float = Field(default=3.0, gt=0)  # login's wait for startup data
+    # a Stack request's seconds per phase (connect, read, write, pool wait); a whole request 2x
+    stack_timeout_s: float = Field(default=5.0, gt=0)
     stack_concurrency: int = Field(default=4, ge=1, le=64)  # Stack writes in flight (distinct pairs)
     # virtual clock: Stack's new writes are flushed at most every N s of virtual time, all in
     # one request (sidecar.router.cadence); 0 = at once.  The wall clock always sends at once.
@@ -57,7 +59,8 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown log level; use one of {', '.join(LOG_LEVELS)}")
         return name
 
-    @field_validator("time_scale", "stack_startup_timeout_s", "request_timeout_s", "stack_flush_interval_s")
+    @field_validator("time_scale", "stack_startup_timeout_s", "stack_timeout_s", "request_timeout_s",
+                     "stack_flush_interval_s")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):

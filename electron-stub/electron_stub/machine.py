@@ -7,9 +7,10 @@ Rules / theory of operation
   binary), env ``SIDECAR_TOKEN=<secrets.token_urlsafe>`` (a new token per launch), stdin a pipe kept
   open (closing it asks the sidecar to exit), stdout a pipe, stderr appended to
   ``<data dir's parent>/<name>.stderr.log``.  The sidecar's wall-clock waits on this harness —
-  Stack's startup read (``SIDECAR_STACK_STARTUP_TIMEOUT_S``) and an answer to a platform
-  request (``SIDECAR_REQUEST_TIMEOUT_S``) — are :data:`HARNESS_WAIT_S` unless the environment
-  sets them: the harness answers both by design well within production's 3 s and 15 s (a
+  Stack's startup read (``SIDECAR_STACK_STARTUP_TIMEOUT_S``), any Stack request
+  (``SIDECAR_STACK_TIMEOUT_S``) and an answer to a platform request (``SIDECAR_REQUEST_TIMEOUT_S``)
+  — are :data:`HARNESS_WAIT_S` unless the environment sets them: the harness answers them by
+  design well within production's 3 s, 5 s and 15 s (a
   scenario's ``stack latency`` is at most 2 s), so only a slow machine reached them, and a
   virtual-clock replay's outcome then depended on the machine's load.  The process gets its own
   session (process group) so the harness can tell afterwards whether any child was left behind.
@@ -50,7 +51,7 @@ CALL_TIMEOUT_S = 300.0
 # by a loaded machine (the shift's crash equivalence failed at load 15-20: a fresh machine's startup
 # read timed out and its TUs lost Stack's favorites); a harness that never answers costs 120 s, not forever
 HARNESS_WAIT_S = 120.0
-HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_REQUEST_TIMEOUT_S")
+HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_STACK_TIMEOUT_S", "SIDECAR_REQUEST_TIMEOUT_S")
 CAPTURE_ENV = "ELECTRON_STUB_CAPTURE"  # a file: every frame of every machine, appended (see above)
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
 

@@ -116,7 +116,7 @@ class SidecarApp:
         if settings.stack_url:
             # imported here: httpx is loaded only by a sidecar that has a Stack
             from sidecar.stack.client import StackClient
-            self.stack = StackClient(settings.stack_url)
+            self.stack = StackClient(settings.stack_url, timeout=settings.stack_timeout_s)
         wall = not self.clock.virtual  # the wall clock groups queued frames (sidecar.app.step_groups)
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame, protocol=PROTOCOL_VERSION,
