@@ -176,3 +176,15 @@ def pytest_collection_modifyitems(session, config, items):
                                     f"XDIST_GROUPS says {xdist_group_of(it.nodeid)!r}; make them agree")
     if getattr(config.option, "numprocesses", None) or WORKER is not None:
         items.sort(key=lambda it: run_order(it.nodeid, it.get_closest_marker("slow") is not None))
+
+
+# ---- the harness's reference Stack on loopback ---------------------------------------------------
+@pytest.fixture
+def stack():
+    """``electron_stub.stack_server.StackServer(seed=1)`` started on loopback (``.url``), stopped
+    after the test; a module that needs another one (a clock, no seed) defines its own ``stack``."""
+    from electron_stub.stack_server import StackServer
+    server = StackServer(seed=1)
+    server.start()
+    yield server
+    server.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from electron_stub.stack_server import StackServer
 from sidecar.app.root import SidecarApp
@@ -21,14 +20,6 @@ from sidecar.config import Settings
 from sidecar.senders import health as h
 from sidecar.store.db import Store
 from tests.app.test_app_steps import T0, TU, msg
-
-
-@pytest.fixture
-def stack():
-    server = StackServer(seed=1)
-    server.start()
-    yield server
-    server.stop()
 
 
 class App:

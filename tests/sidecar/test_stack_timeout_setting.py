@@ -16,14 +16,6 @@ from sidecar.store.db import Store
 from tests.app.test_app_steps import T0, TU, msg
 
 
-@pytest.fixture
-def stack():
-    server = StackServer(seed=1)
-    server.start()
-    yield server
-    server.stop()
-
-
 async def _flush_slow(tmp_path: Path, stack: StackServer, **settings) -> dict:
     """Login, one chat message (its Stack writes), then a flush while Stack answers after 0.6 s."""
     store = await Store.open(tmp_path / "sidecar.db")
