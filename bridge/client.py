@@ -38,6 +38,11 @@ from websockets.asyncio.client import ClientConnection, connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+# seconds for the opening handshake and for the auth answer, unless the caller says (websockets'
+# own default).  A caller on a machine whose load it does not control waits longer: the harness
+# (``electron_stub.machine.HARNESS_WAIT_S``) and the test suite (``tests/waits.py``).
+OPEN_TIMEOUT_S = 10.0
+
 from . import jsonrpc
 from .errors import InternalError, MethodNotFound, NotConnected, RemoteError, RequestTimeout, RpcError
 
@@ -97,13 +102,16 @@ class BridgeClient:
         ack_every: int = 64,
         ack_delay: float = 0.05,
         max_frame: int = 1 << 20,
-        open_timeout: float = 10.0,
+        open_timeout: float | None = None,
         tap: Callable[[str, str | bytes], None] | None = None,
     ) -> BridgeClient:
         """Connect and authenticate; return the client (see the module header for errors).
         ``tap(direction, frame)``: called with every frame sent (``"to_sidecar"``) and received
         (``"to_electron"``), the auth included — the harness captures a session's frames with it
-        to validate them against ``sidecar schema``."""
+        to validate them against ``sidecar schema``.  ``open_timeout``: seconds for the opening
+        handshake and again for the ``auth`` answer (None: :data:`OPEN_TIMEOUT_S`)."""
+        if open_timeout is None:
+            open_timeout = OPEN_TIMEOUT_S
         ws = await ws_connect(
             f"ws://{host}:{port}/",
             origin=None if origin is None else Origin(origin),

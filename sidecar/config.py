@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     # --allow-origin repeats, the environment SIDECAR_ALLOW_ORIGIN is a comma-separated list
     allow_origin: Annotated[tuple[str, ...], NoDecode] = ()
     request_timeout_s: float = Field(default=15.0, gt=0)  # platform.request answer timeout (real s)
+    # a new bridge connection's seconds for its opening handshake, and again for its auth frame
+    handshake_timeout_s: float = Field(default=10.0, gt=0)
     log_level: str = "INFO"
 
     @field_validator("log_level")
@@ -60,7 +62,7 @@ class Settings(BaseSettings):
         return name
 
     @field_validator("time_scale", "stack_startup_timeout_s", "stack_timeout_s", "request_timeout_s",
-                     "stack_flush_interval_s")
+                     "handshake_timeout_s", "stack_flush_interval_s")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):

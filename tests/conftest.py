@@ -18,6 +18,12 @@ for p in (ROOT, ROOT / "electron-stub"):
 from tests.shared_dir import AVAILABLE as SHARED_AVAILABLE  # noqa: E402
 from tests.shared_dir import REASON as SHARED_REASON  # noqa: E402
 from tests.shared_dir import SHARED  # noqa: E402
+from tests.waits import HANDSHAKE_S  # noqa: E402
+import bridge.client  # noqa: E402
+
+# a test's bridge client waits for its handshake and auth answer what no loaded machine reaches
+# (tests/waits.py); a test about that wait passes ``open_timeout`` itself
+bridge.client.OPEN_TIMEOUT_S = HANDSHAKE_S
 
 
 # ---- progress while slow tests run (issue 7 item 5) ---------------------------------------------

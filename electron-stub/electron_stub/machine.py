@@ -8,7 +8,8 @@ Rules / theory of operation
   open (closing it asks the sidecar to exit), stdout a pipe, stderr appended to
   ``<data dir's parent>/<name>.stderr.log``.  The sidecar's wall-clock waits on this harness —
   Stack's startup read (``SIDECAR_STACK_STARTUP_TIMEOUT_S``), any Stack request
-  (``SIDECAR_STACK_TIMEOUT_S``) and an answer to a platform request (``SIDECAR_REQUEST_TIMEOUT_S``)
+  (``SIDECAR_STACK_TIMEOUT_S``), an answer to a platform request (``SIDECAR_REQUEST_TIMEOUT_S``)
+  and the harness's own bridge handshake and auth frame (``SIDECAR_HANDSHAKE_TIMEOUT_S``)
   — are :data:`HARNESS_WAIT_S` unless the environment sets them: the harness answers them by
   design well within production's 3 s, 5 s and 15 s (a
   scenario's ``stack latency`` is at most 2 s), so only a slow machine reached them, and a
@@ -18,8 +19,8 @@ Rules / theory of operation
   stdout within :data:`READY_TIMEOUT_S`; otherwise :class:`MachineError` with the stderr tail.
   Anything the sidecar prints on stdout later breaks the contract and is kept as a warning.
 * Connect with ``bridge.client.BridgeClient.connect(port, token, on_notification=...,
-  on_request=...)``, which sends ``auth`` as the first frame; then the replay sets the virtual
-  clock.  The client acknowledges the notification stream itself (batched ``stream.ack``).
+  on_request=...)``, which sends ``auth`` as the first frame (the handshake and the auth answer
+  waited for :data:`HARNESS_WAIT_S` too); then the replay sets the virtual clock.  The client acknowledges the notification stream itself (batched ``stream.ack``).
 * Stop (graceful): close the connection, close stdin, wait up to :data:`STOP_TIMEOUT_S` for exit
   code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
   group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
@@ -49,9 +50,12 @@ STOP_TIMEOUT_S = 2.0  # the sidecar's promise (issue 7): any stop request ends i
 CALL_TIMEOUT_S = 300.0
 # the sidecar's waits on this harness (module rules): production's 3 s / 15 s are reached here only
 # by a loaded machine (the shift's crash equivalence failed at load 15-20: a fresh machine's startup
-# read timed out and its TUs lost Stack's favorites); a harness that never answers costs 120 s, not forever
+# read timed out and its TUs lost Stack's favorites); a harness that never answers costs 120 s, not forever.
+# The harness's own wait for the bridge's handshake and auth answer is the same (websockets' 10 s was
+# passed once at load 16-18)
 HARNESS_WAIT_S = 120.0
-HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_STACK_TIMEOUT_S", "SIDECAR_REQUEST_TIMEOUT_S")
+HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_STACK_TIMEOUT_S", "SIDECAR_REQUEST_TIMEOUT_S",
+                 "SIDECAR_HANDSHAKE_TIMEOUT_S")
 CAPTURE_ENV = "ELECTRON_STUB_CAPTURE"  # a file: every frame of every machine, appended (see above)
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
 
@@ -170,7 +174,7 @@ class Machine:
         try:
             self.client = await BridgeClient.connect(
                 self.ready["port"], token, client="electron-stub", version="1",
-                on_notification=self._notification, on_request=self._request,
+                open_timeout=HARNESS_WAIT_S, on_notification=self._notification, on_request=self._request,
                 tap=self._capture if os.environ.get(CAPTURE_ENV) else None)
         except Exception as exc:  # noqa: BLE001 - report any connect failure with context
             await self._abort()

@@ -121,6 +121,8 @@ class SidecarApp:
         self.bridge = BridgeServer(settings.resolved_token(), self.handle, host=settings.host,
                                    port=settings.port, max_frame=settings.max_frame, protocol=PROTOCOL_VERSION,
                                    allowed_origins=settings.allow_origin, capabilities=CAPABILITIES,
+                                   open_timeout=settings.handshake_timeout_s,
+                                   auth_timeout=settings.handshake_timeout_s,
                                    raw_params=True,  # decoded once, by each method
                                    group_handler=self._handle_group if wall else None,
                                    group_methods=GROUPED if wall else (),

@@ -10,6 +10,7 @@ from websockets.asyncio.client import connect
 
 from bridge.client import BridgeClient
 from bridge.server import BridgeServer
+from tests.waits import HANDSHAKE_S
 
 
 async def handler(method, params):
@@ -20,7 +21,7 @@ async def test_client_that_does_not_read_is_cut_off():
     server = BridgeServer("tok", handler, control_limit=256 << 10)
     port = await server.start()
     try:
-        ws = await connect(f"ws://127.0.0.1:{port}/", max_size=None, max_queue=1)
+        ws = await connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, max_size=None, max_queue=1)
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"token": "tok"}}))
         await ws.recv()  # the auth answer: before it a frame is capped at 4 KiB (issue 18 item 5)
         big_id = "x" * 50_000

@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed
 from bridge import BridgeClient, BridgeServer, NotConnected, RemoteError, jsonrpc
 import bridge.server as bridge_server
 from tests.bridge.test_bridge_server import TOKEN, App
+from tests.waits import HANDSHAKE_S
 
 MiB = 1 << 20
 
@@ -24,6 +25,8 @@ async def start():
 
     async def _start(token=TOKEN, **kwargs):
         app = App()
+        for wait in ("open_timeout", "auth_timeout"):  # not this test's subject: tests/waits.py
+            kwargs.setdefault(wait, HANDSHAKE_S)
         server = BridgeServer(token, app, **kwargs)
         app.server = server
         servers.append(server)
@@ -76,7 +79,7 @@ async def closed_code(ws) -> int | None:
 async def test_a_10_MB_auth_frame_with_the_right_token_is_closed_1009_and_never_decoded(start, decoded):
     server, app, port = await start()
     # no ``async with``: closing it again once the server closed trips over the aborted transport
-    ws = await ws_connect(f"ws://127.0.0.1:{port}/", proxy=None, compression=None)
+    ws = await ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None, compression=None)
     try:
         await ws.send(auth_frame(TOKEN, 10_000_000))
     except ConnectionClosed:
@@ -90,11 +93,11 @@ async def test_a_10_MB_auth_frame_with_the_right_token_is_closed_1009_and_never_
 
 async def test_the_pre_auth_cap_is_4_KiB_exactly(start, decoded):
     server, _, port = await start()
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(auth_frame(TOKEN, 4097))
         assert await closed_code(ws) == 1009
     assert decoded == []
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(auth_frame(TOKEN, 4096))
         assert json.loads(await ws.recv())["result"]["ok"] is True
         assert server.connected

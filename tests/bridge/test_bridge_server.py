@@ -18,6 +18,7 @@ from bridge import (
     RemoteError,
     RequestTimeout,
 )
+from tests.waits import HANDSHAKE_S
 
 TOKEN = "s3cret-token"
 AUTH = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"token": TOKEN, "client": "raw"}})
@@ -74,6 +75,8 @@ async def start():
 
     async def _start(**kwargs):
         app = App()
+        for wait in ("open_timeout", "auth_timeout"):  # not this test's subject: tests/waits.py
+            kwargs.setdefault(wait, HANDSHAKE_S)
         server = BridgeServer(TOKEN, app, **kwargs)
         app.server = server
         servers.append(server)
@@ -94,7 +97,7 @@ async def connect(start, port, **kwargs):
 
 
 async def raw_authed(port):
-    ws = await ws_connect(f"ws://127.0.0.1:{port}/", compression=None, proxy=None)
+    ws = await ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, compression=None, proxy=None)
     await ws.send(AUTH)
     hello = json.loads(await ws.recv())
     assert hello["id"] == 1 and len(hello["result"].pop("stream_id")) == 16
@@ -125,7 +128,7 @@ async def test_auth_ok(start):
 
 async def test_versioned_auth_gets_the_servers_protocol_and_capabilities(start):
     server, _, port = await start(protocol="1.3", capabilities=("platform.requests", "logs"))
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {
             "token": TOKEN, "protocol": "1.7", "capabilities": ["platform.requests"]}}))
         answer = json.loads(await ws.recv())["result"]
@@ -136,7 +139,7 @@ async def test_versioned_auth_gets_the_servers_protocol_and_capabilities(start):
 @pytest.mark.parametrize("protocol", ["2.0", "0.9", "1", "one", 1, None])
 async def test_unsupported_major_gets_error_then_4426(start, protocol):
     server, app, port = await start(protocol="1.3")
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "auth",
                                   "params": {"token": TOKEN, "protocol": protocol}}))
         error = json.loads(await ws.recv())["error"]
@@ -151,7 +154,7 @@ async def test_unsupported_major_gets_error_then_4426(start, protocol):
 async def test_unsupported_major_with_a_wrong_token_is_4401(start):
     """The token is checked first: a stranger learns nothing of the versions."""
     _, _, port = await start()
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth",
                                   "params": {"token": "guess", "protocol": "9.0"}}))
         assert json.loads(await ws.recv())["error"]["code"] == -32001
@@ -159,7 +162,7 @@ async def test_unsupported_major_with_a_wrong_token_is_4401(start):
 
 async def test_wrong_token_gets_error_then_4401_and_server_keeps_serving(start):
     _, _, port = await start()
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send(AUTH.replace(TOKEN, "guess"))
         assert json.loads(await ws.recv()) == {
             "jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "wrong token"}}
@@ -175,7 +178,7 @@ async def test_wrong_token_gets_error_then_4401_and_server_keeps_serving(start):
 
 async def test_first_frame_not_auth_gets_4401(start):
     server, app, port = await start()
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send('{"jsonrpc":"2.0","id":5,"method":"status"}')
         assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 5, "error": {
             "code": -32001, "message": "first frame must be an auth request, got 'status'"}}
@@ -187,7 +190,7 @@ async def test_first_frame_not_auth_gets_4401(start):
 
 async def test_auth_timeout_closes_4408(start):
     _, _, port = await start(auth_timeout=0.2)
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         with pytest.raises(ConnectionClosed) as info:
             async with asyncio.timeout(2):
                 await ws.recv()
@@ -207,9 +210,9 @@ async def test_browser_origin_refused_with_403_unless_allowed(start):
 async def test_non_loopback_host_refused_with_403(start):
     _, _, port = await start()
     with pytest.raises(InvalidStatus) as info:
-        await ws_connect(f"ws://rebind.example:{port}/", host="127.0.0.1", port=port, proxy=None)
+        await ws_connect(f"ws://rebind.example:{port}/", open_timeout=HANDSHAKE_S, host="127.0.0.1", port=port, proxy=None)
     assert info.value.response.status_code == 403
-    async with ws_connect(f"ws://localhost:{port}/", host="127.0.0.1", port=port, proxy=None) as ws:
+    async with ws_connect(f"ws://localhost:{port}/", open_timeout=HANDSHAKE_S, host="127.0.0.1", port=port, proxy=None) as ws:
         await ws.send(AUTH)
         assert json.loads(await ws.recv())["result"]["ok"] is True
 
@@ -517,7 +520,7 @@ async def test_close_sends_1001(start):
 
 async def test_malformed_first_frame_gets_4401(start):
     _, _, port = await start()
-    async with ws_connect(f"ws://127.0.0.1:{port}/", proxy=None) as ws:
+    async with ws_connect(f"ws://127.0.0.1:{port}/", open_timeout=HANDSHAKE_S, proxy=None) as ws:
         await ws.send("garbage")
         reply = json.loads(await ws.recv())
         assert reply["id"] is None and reply["error"]["code"] == -32001

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.waits import HANDSHAKE_S
+
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_DEADLINE_S = 2.0  # DESIGN §3 / issue 7: every shutdown path ends the process within this
 
@@ -51,7 +53,7 @@ class SidecarProcess:
             "serve", "--port", "0", "--data-dir", str(self.data_dir), "--clock", self.clock, *self.extra]
         self.proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=dict(os.environ, SIDECAR_TOKEN=self.token), cwd=ROOT)
+            stderr=asyncio.subprocess.PIPE, env=self._env(), cwd=ROOT)
         try:
             async with asyncio.timeout(60):
                 line = await self.proc.stdout.readline()
@@ -66,6 +68,13 @@ class SidecarProcess:
         assert ready["event"] == "ready" and ready["protocol"] == 1
         self.port = ready["port"]
         return self
+
+    def _env(self) -> dict[str, str]:
+        """The test's environment, the token, and a handshake wait a loaded machine cannot reach
+        (``tests/waits.py``) unless the test sets its own."""
+        env = dict(os.environ, SIDECAR_TOKEN=self.token)
+        env.setdefault("SIDECAR_HANDSHAKE_TIMEOUT_S", str(HANDSHAKE_S))
+        return env
 
     async def stop(self, how: str = "stdin", *, deadline_s: float | None = None) -> int:
         """Ask the process to stop — ``how``: ``stdin`` (EOF, Electron died), ``SIGTERM``,

@@ -14,6 +14,7 @@ from websockets.asyncio.client import connect
 from bridge.client import BridgeClient
 from bridge.errors import RemoteError
 from tests.integration.sidecar_proc import ROOT, SidecarProcess
+from tests.waits import HANDSHAKE_S
 
 T0 = 1796025600.0
 
@@ -26,7 +27,7 @@ async def _client(sc: SidecarProcess) -> BridgeClient:
 
 async def test_malformed_frames_get_jsonrpc_errors_and_the_connection_lives(tmp_path):
     async with SidecarProcess(tmp_path) as sc:
-        async with connect(f"ws://127.0.0.1:{sc.port}/") as ws:
+        async with connect(f"ws://127.0.0.1:{sc.port}/", open_timeout=HANDSHAKE_S) as ws:
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth",
                                       "params": {"token": sc.token}}))
             assert json.loads(await ws.recv())["result"]["ok"] is True
@@ -166,7 +167,7 @@ async def test_sigterm_with_a_frozen_client_exits_promptly(tmp_path):
     """Found by the breaker: a client that stopped (SIGSTOP) held shutdown for websockets'
     10 s closing handshake."""
     async with SidecarProcess(tmp_path) as sc:
-        ws = await connect(f"ws://127.0.0.1:{sc.port}/", max_queue=1)
+        ws = await connect(f"ws://127.0.0.1:{sc.port}/", open_timeout=HANDSHAKE_S, max_queue=1)
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "auth", "params": {"token": sc.token}}))
         await ws.recv()
         ws.transport.pause_reading()  # frozen: never reads the close frame
@@ -233,7 +234,7 @@ async def test_the_fuzzers_finds_are_invalid_params_naming_the_field_and_the_con
         ('{"jsonrpc":"2.0","id":5,"method":"stream.ack","params":{"seq":-1}}', "seq"),
     ]
     async with SidecarProcess(tmp_path) as sc:
-        async with connect(f"ws://127.0.0.1:{sc.port}/", max_size=None) as ws:
+        async with connect(f"ws://127.0.0.1:{sc.port}/", open_timeout=HANDSHAKE_S, max_size=None) as ws:
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "auth",
                                       "params": {"token": sc.token}}))
             assert json.loads(await ws.recv())["result"]["ok"] is True
