@@ -13,8 +13,10 @@ Rules / theory of operation
   first out) or opened; a connection goes back only when both sides finished the exchange and
   neither said ``Connection: close``.  An idle connection the server closed (EOF seen) or sent
   bytes to is dropped at checkout; one found dead while sending or before any byte of its answer
-  (the race of a server closing it just then) is replaced by a fresh connection ONCE — every
-  Stack request is safe to resend (writes carry their idempotency key, reads are GETs).
+  (the race of a server closing it just then), or that answers ``408 Request Timeout`` (the same
+  race when the server says so before closing: RFC 9110 §15.5.9), is replaced by a fresh
+  connection ONCE — every Stack request is safe to resend (writes carry their idempotency key,
+  reads are GETs).  A 408 on a fresh connection is an answer like any other.
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
   byte for that long).  The whole request's deadline is the caller's (``asyncio.timeout``
   around :meth:`request`): a cancelled exchange closes its connection, never pools it.
@@ -79,7 +81,8 @@ class Answer:
 
 
 class _Stale(IOFailure):
-    """A reused connection died before its answer began (module rules: resent once)."""
+    """A reused connection died before its answer began, or answered 408 (module rules: resent
+    once)."""
 
 
 class _Conn:
@@ -193,6 +196,10 @@ class H11Pool:
                     started = started or bool(data)
                     c.receive_data(data)
                 elif isinstance(ev, h11.Response):
+                    if ev.status_code == 408 and conn.reused:
+                        # RFC 9110 §15.5.9: the server timed the idle connection out just as we
+                        # reused it (after the idle check saw nothing) — no answer to this request
+                        raise _Stale()
                     status, head = ev.status_code, ev.headers
                 elif isinstance(ev, h11.Data):
                     size += len(ev.data)
@@ -205,6 +212,9 @@ class H11Pool:
                     raise TransportFailure("RemoteProtocolError: the server closed the connection "
                                            "without an answer")
                 # h11.InformationalResponse (1xx): skipped, the final answer follows
+        except _Stale:
+            conn.close()
+            raise
         except (OSError, h11.ProtocolError, TransportFailure) as exc:
             conn.close()
             if conn.reused and not started and not isinstance(exc, PhaseTimeout):
