@@ -25,6 +25,13 @@ Rules / theory of operation
   answer's header names are lower-case.  Errors: :class:`PhaseTimeout` (its ``phase``:
   ``ConnectTimeout``, ``WriteTimeout``, ``ReadTimeout``, ``PoolTimeout``) and
   :class:`TransportFailure` for refused/reset connections and protocol violations.
+* ``aclose()`` is shutdown (:mod:`sidecar.app.closing`), on both paths: the exchanges in flight
+  end at once (h11: their connections aborted; httpx: their requests cut, since httpcore's close
+  lets a request queued for a connection open a fresh one and run to its timeout) as
+  :class:`TransportFailure` ``the client was closed mid-exchange`` — never resent; a request
+  queued for a slot, connecting, or made later sends nothing (``the client is closed``).  It
+  waits for none of them.  The write such a request carried stays pending in the outbox (its
+  claim was committed before the send) and goes again on the next run.
 * An answer's body is capped at :data:`MAX_ANSWER_BYTES` on both paths: past it the request is a
   :class:`TransportFailure` naming the cap (Stack unavailable, retried on its ladder) and the
   connection is dropped — a runaway answer (an endless chunked body) grew the sidecar ~1 GB
@@ -122,6 +129,7 @@ class H11Pool:
                                              *headers.items()]
         self.timeout = timeout
         self._idle: list[_Conn] = []
+        self._busy: set[_Conn] = set()  # connections an exchange is on: close() aborts them
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
 
@@ -169,10 +177,14 @@ class H11Pool:
             raise PhaseTimeout("ConnectTimeout") from None
         except OSError as exc:
             raise TransportFailure(f"ConnectError: {exc}") from exc
+        if self._closed:  # close() came while connecting: not a byte goes out on it
+            writer.transport.abort()
+            raise TransportFailure("the client is closed")
         return _Conn(reader, writer)
 
     async def _exchange(self, conn: _Conn, req: h11.Request, body: bytes | None) -> Answer:
         started = False  # a byte of the answer arrived: no resend after this
+        self._busy.add(conn)
         try:
             c = conn.h11
             out = c.send(req)
@@ -212,11 +224,12 @@ class H11Pool:
                     raise TransportFailure("RemoteProtocolError: the server closed the connection "
                                            "without an answer")
                 # h11.InformationalResponse (1xx): skipped, the final answer follows
-        except _Stale:
+        except (OSError, h11.ProtocolError, TransportFailure, _Stale) as exc:
             conn.close()
-            raise
-        except (OSError, h11.ProtocolError, TransportFailure) as exc:
-            conn.close()
+            if self._closed:  # close() aborted it (or it failed meanwhile): shutdown, no resend
+                raise TransportFailure("the client was closed mid-exchange") from exc
+            if isinstance(exc, _Stale):
+                raise
             if conn.reused and not started and not isinstance(exc, PhaseTimeout):
                 raise _Stale() from exc
             if isinstance(exc, TransportFailure):
@@ -225,6 +238,8 @@ class H11Pool:
         except BaseException:
             conn.close()  # cancelled (the request's deadline) mid-exchange: unusable
             raise
+        finally:
+            self._busy.discard(conn)
         # bytes past the answer's end (a server sending more than it framed) would be read as
         # the NEXT request's answer: a connection out of step with its server is never pooled
         if c.our_state is h11.DONE and c.their_state is h11.DONE and not c.trailing_data[0] \
@@ -237,9 +252,12 @@ class H11Pool:
         return Answer(status, b"".join(chunks), {k.decode(): v.decode("latin-1") for k, v in head})
 
     async def aclose(self) -> None:
+        """Shutdown: every connection aborted — idle ones and those an exchange is on (that
+        exchange ends at once, ``the client was closed mid-exchange``); requests queued for a
+        slot, or made later, open none (``the client is closed``).  Does not wait for them."""
         self._closed = True
         idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn in (*idle, *self._busy):
             conn.close()
 
 
@@ -251,6 +269,8 @@ class HttpxPath:
         import httpx
 
         self._httpx = httpx
+        self._closed = False
+        self._cuts: set[asyncio.Timeout] = set()  # one per request in flight: close() fires them
         self._http = httpx.AsyncClient(
             base_url=base_url, verify=verify, timeout=httpx.Timeout(timeout), transport=transport,
             http1=True, http2=False, follow_redirects=False,
@@ -260,19 +280,39 @@ class HttpxPath:
 
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
         httpx = self._httpx
+        if self._closed:  # httpx would raise RuntimeError: not a transport failure
+            raise TransportFailure("the client is closed")
+        cut = asyncio.timeout(None)  # fired by close(): httpcore would let the request run on
         try:
-            async with self._http.stream(method, path, content=body, headers=headers) as resp:
-                chunks, size = [], 0
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise _too_large()
-                    chunks.append(chunk)
+            async with cut:
+                self._cuts.add(cut)
+                async with self._http.stream(method, path, content=body, headers=headers) as resp:
+                    chunks, size = [], 0
+                    async for chunk in resp.aiter_bytes():
+                        size += len(chunk)
+                        if size > MAX_ANSWER_BYTES:
+                            raise _too_large()
+                        chunks.append(chunk)
+        except TimeoutError:
+            if cut.expired():
+                raise TransportFailure("the client was closed mid-exchange") from None
+            raise
         except httpx.TimeoutException as exc:
             raise PhaseTimeout(type(exc).__name__) from exc
         except httpx.TransportError as exc:
+            if self._closed:
+                raise TransportFailure("the client was closed mid-exchange") from exc
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._cuts.discard(cut)
         return Answer(resp.status_code, b"".join(chunks), resp.headers)
 
     async def aclose(self) -> None:
+        """Shutdown, as :meth:`H11Pool.aclose`: the requests in flight or queued for a slot end
+        at once (httpcore's own close only closes connections: a queued request was handed a
+        fresh one after it, and ran to its timeout), later ones fail; then httpx closes."""
+        self._closed = True
+        now = asyncio.get_running_loop().time()
+        for cut in self._cuts:
+            cut.reschedule(now)
         await self._http.aclose()
