@@ -17,6 +17,12 @@ Rules / theory of operation
   race when the server says so before closing: RFC 9110 §15.5.9), is replaced by a fresh
   connection ONCE — every Stack request is safe to resend (writes carry their idempotency key,
   reads are GETs).  A 408 on a fresh connection is an answer like any other.
+* :class:`HttpxPath` resends the same way, once: httpcore drops an idle connection that is
+  readable at checkout but resends nothing, so a reused connection (httpcore's ``trace``
+  extension shows no ``connection.*`` step for the request) that answers 408 or dies before the
+  answer's head (``RemoteProtocolError`` / ``ReadError`` / ``WriteError``) goes again — on the
+  connection httpcore hands it, which it cannot be told to open.  A plugged transport traces
+  nothing: its answers are never resent.
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
   byte for that long).  The whole request's deadline is the caller's (``asyncio.timeout``
   around :meth:`request`): a cancelled exchange closes its connection, never pools it.
@@ -279,32 +285,55 @@ class HttpxPath:
             headers=headers)
 
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
-        httpx = self._httpx
         if self._closed:  # httpx would raise RuntimeError: not a transport failure
             raise TransportFailure("the client is closed")
         cut = asyncio.timeout(None)  # fired by close(): httpcore would let the request run on
         try:
             async with cut:
                 self._cuts.add(cut)
-                async with self._http.stream(method, path, content=body, headers=headers) as resp:
-                    chunks, size = [], 0
-                    async for chunk in resp.aiter_bytes():
-                        size += len(chunk)
-                        if size > MAX_ANSWER_BYTES:
-                            raise _too_large()
-                        chunks.append(chunk)
+                try:
+                    return await self._once(method, path, headers, body, last=False)
+                except _Stale:
+                    return await self._once(method, path, headers, body, last=True)
         except TimeoutError:
             if cut.expired():
                 raise TransportFailure("the client was closed mid-exchange") from None
             raise
+        finally:
+            self._cuts.discard(cut)
+
+    async def _once(self, method: str, path: str, headers: dict[str, str], body: bytes | None, *,
+                    last: bool) -> Answer:
+        """One try; unless ``last``, :class:`_Stale` when it went out on a reused connection
+        that answered 408 or died before the answer's head (module rules)."""
+        httpx = self._httpx
+        steps: list[str] = []  # httpcore's trace of this try; a plugged transport tells none
+
+        async def trace(name: str, info: Any) -> None:
+            steps.append(name)
+
+        def reused() -> bool:  # it went out, and on no connection opened for it
+            return not last and bool(steps) and not any(s.startswith("connection.") for s in steps)
+        try:
+            async with self._http.stream(method, path, content=body, headers=headers,
+                                         extensions={"trace": trace}) as resp:
+                if resp.status_code == 408 and reused():
+                    raise _Stale()  # the server timed the idle connection out (H11Pool's race)
+                chunks, size = [], 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise _too_large()
+                    chunks.append(chunk)
         except httpx.TimeoutException as exc:
             raise PhaseTimeout(type(exc).__name__) from exc
         except httpx.TransportError as exc:
             if self._closed:
                 raise TransportFailure("the client was closed mid-exchange") from exc
+            if reused() and "http11.receive_response_headers.complete" not in steps \
+                    and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+                raise _Stale() from exc
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            self._cuts.discard(cut)
         return Answer(resp.status_code, b"".join(chunks), resp.headers)
 
     async def aclose(self) -> None:

@@ -10,18 +10,7 @@ import pytest
 
 from sidecar.stack.client import StackClient
 from sidecar.stack.errors import StackUnavailable
-from test_client_h11_breaker import Srv, client_sockets, keep_answering, ok, read_req
-
-
-def stack_client(url: str, path: str, **kw) -> StackClient:
-    """The h11 path, or the httpx one (an https Stack's) through a real socket transport with
-    the pool an https Stack gets (a plugged transport brings its own limits)."""
-    if path == "h11":
-        return StackClient(url, **kw)
-    import httpx
-
-    limits = httpx.Limits(max_connections=kw.get("max_connections", 16))
-    return StackClient(url, transport=httpx.AsyncHTTPTransport(limits=limits), **kw)
+from test_client_h11_breaker import Srv, client_sockets, keep_answering, ok, read_req, stack_client
 
 
 @pytest.mark.parametrize("path", ["h11", "httpx"])

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sidecar.stack.client import StackClient
-from sidecar.stack.errors import StackRejected, StackUnavailable
+from sidecar.stack.errors import StackUnavailable
 
 
 async def read_req(r: asyncio.StreamReader) -> bytes:
@@ -58,6 +58,17 @@ async def keep_answering(r: asyncio.StreamReader, w: asyncio.StreamWriter, body:
         await read_req(r)
         w.write(ok(body))
         await w.drain()
+
+
+def stack_client(url: str, path: str, **kw) -> StackClient:
+    """The h11 path, or the httpx one (an https Stack's) through a real socket transport with
+    the pool an https Stack gets (a plugged transport brings its own limits)."""
+    if path == "h11":
+        return StackClient(url, **kw)
+    import httpx
+
+    limits = httpx.Limits(max_connections=kw.get("max_connections", 16))
+    return StackClient(url, transport=httpx.AsyncHTTPTransport(limits=limits), **kw)
 
 
 @pytest.mark.parametrize("first", [ok(b'{"first":1}'), b"HTTP/1.1 204 No Content\r\n\r\n"],
@@ -266,57 +277,3 @@ async def test_the_httpx_path_caps_an_answer_too(monkeypatch):
     assert (await small.startup("g-tu-1"))["favorites"] == []
     await c.close()
     await small.close()
-
-
-# -- issue 24, branch i24-h11: the 408 race and close() ------------------------------------------
-
-REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-
-@pytest.mark.parametrize("then_close", [True, False], ids=["408+close", "408-kept-open"])
-async def test_a_408_on_a_reused_connection_is_a_stale_connection_and_the_request_goes_again(then_close):
-    """The race the idle check cannot see: the server times the kept-alive connection out and
-    writes ``408 Request Timeout`` just as the client reuses it (RFC 9110 §15.5.9: the server
-    closed an idle connection; the client may retry).  Deterministic here: the server writes
-    its 408 only once the request has arrived (it reads it whole, so its close is a FIN, not a
-    reset with unread bytes).  The 408 is no answer to the request: it goes once more on a
-    fresh connection and gets that one's answer."""
-    async def h(r, w, n):
-        if n == 1:
-            await read_req(r)
-            w.write(ok())
-            await w.drain()
-            await read_req(r)  # the next request is here: the server's idle timeout "fired"
-            w.write(REQUEST_TIMEOUT if then_close else REQUEST_TIMEOUT.replace(b"Connection: close\r\n", b""))
-            await w.drain()
-            if not then_close:
-                await asyncio.sleep(30)  # neither closes nor answers more
-            return
-        await keep_answering(r, w, b'{"real":2}')
-    async with Srv(h) as s, StackClient(s.url, timeout=2.0) as c:
-        await c.send("PUT", "/p", b"{}", "k1")
-        assert (await c.send("PUT", "/p", b"{}", "k2")).body == b'{"real":2}'
-        assert s.conns == 2
-        assert (await c.send("PUT", "/p", b"{}", "k3")).body == b'{"real":2}'  # the fresh one is pooled
-        assert s.conns == 2
-
-
-async def test_a_408_on_a_fresh_connection_is_the_answer_and_the_request_goes_only_once_more():
-    """A 408 on a connection opened for the request (or for its one resend) is the server's
-    answer, mapped as any 4xx (StackRejected 408; the router retries a 408 on its ladder)."""
-    async def h(r, w, n):
-        if n == 1:
-            await read_req(r)
-            w.write(ok())
-            await w.drain()
-        await read_req(r)
-        w.write(REQUEST_TIMEOUT)
-        await w.drain()
-    async with Srv(h) as s, StackClient(s.url, timeout=2.0) as c:
-        await c.send("PUT", "/p", b"{}", "k1")
-        with pytest.raises(StackRejected) as ei:  # reused: 408 → fresh connection: 408 again
-            await c.send("PUT", "/p", b"{}", "k2")
-        assert ei.value.status == 408 and s.conns == 2
-        with pytest.raises(StackRejected) as ei:  # nothing pooled: a fresh connection's 408
-            await c.send("PUT", "/p", b"{}", "k3")
-        assert ei.value.status == 408 and s.conns == 3
