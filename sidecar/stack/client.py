@@ -26,7 +26,12 @@ Rules / theory of operation
   header (unix seconds), so a harness records the call at the sidecar's instant, not at
   whatever instant its own driver is at (a ``platform.events`` frame runs
   the sidecar's timers between its events).  Informational: nothing here reads it.
-* No clock, no sleeping, no retrying here: retries belong to the outbox pump (§10 ladder).
+* :meth:`StackClient.close` is shutdown (:mod:`sidecar.app.closing`): a request in flight ends at
+  once as :class:`StackUnavailable` (``the client was closed mid-exchange``), one made or queued
+  after it as ``the client is closed``, and nothing is sent after it (:mod:`.http11` rules); the
+  write it carried stays pending in the outbox for the next run.
+* No clock, no sleeping, no retrying here: retries belong to the outbox pump (§10 ladder) — but
+  for the one resend of a request whose reused connection turned out stale (:mod:`.http11`).
 """
 from __future__ import annotations
 

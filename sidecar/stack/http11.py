@@ -13,8 +13,16 @@ Rules / theory of operation
   first out) or opened; a connection goes back only when both sides finished the exchange and
   neither said ``Connection: close``.  An idle connection the server closed (EOF seen) or sent
   bytes to is dropped at checkout; one found dead while sending or before any byte of its answer
-  (the race of a server closing it just then) is replaced by a fresh connection ONCE — every
-  Stack request is safe to resend (writes carry their idempotency key, reads are GETs).
+  (the race of a server closing it just then), or that answers ``408 Request Timeout`` (the same
+  race when the server says so before closing: RFC 9110 §15.5.9), is replaced by a fresh
+  connection ONCE — every Stack request is safe to resend (writes carry their idempotency key,
+  reads are GETs).  A 408 on a fresh connection is an answer like any other.
+* :class:`HttpxPath` resends the same way, once: httpcore drops an idle connection that is
+  readable at checkout but resends nothing, so a reused connection (httpcore's ``trace``
+  extension shows no ``connection.*`` step for the request) that answers 408 or dies before the
+  answer's head (``RemoteProtocolError`` / ``ReadError`` / ``WriteError``) goes again — on the
+  connection httpcore hands it, which it cannot be told to open.  A plugged transport traces
+  nothing: its answers are never resent.
 * Per-phase timeout ``timeout`` seconds: pool wait, connect, write (drain), and each read (no
   byte for that long).  The whole request's deadline is the caller's (``asyncio.timeout``
   around :meth:`request`): a cancelled exchange closes its connection, never pools it.
@@ -23,6 +31,13 @@ Rules / theory of operation
   answer's header names are lower-case.  Errors: :class:`PhaseTimeout` (its ``phase``:
   ``ConnectTimeout``, ``WriteTimeout``, ``ReadTimeout``, ``PoolTimeout``) and
   :class:`TransportFailure` for refused/reset connections and protocol violations.
+* ``aclose()`` is shutdown (:mod:`sidecar.app.closing`), on both paths: the exchanges in flight
+  end at once (h11: their connections aborted; httpx: their requests cut, since httpcore's close
+  lets a request queued for a connection open a fresh one and run to its timeout) as
+  :class:`TransportFailure` ``the client was closed mid-exchange`` — never resent; a request
+  queued for a slot, connecting, or made later sends nothing (``the client is closed``).  It
+  waits for none of them.  The write such a request carried stays pending in the outbox (its
+  claim was committed before the send) and goes again on the next run.
 * An answer's body is capped at :data:`MAX_ANSWER_BYTES` on both paths: past it the request is a
   :class:`TransportFailure` naming the cap (Stack unavailable, retried on its ladder) and the
   connection is dropped — a runaway answer (an endless chunked body) grew the sidecar ~1 GB
@@ -79,7 +94,8 @@ class Answer:
 
 
 class _Stale(IOFailure):
-    """A reused connection died before its answer began (module rules: resent once)."""
+    """A reused connection died before its answer began, or answered 408 (module rules: resent
+    once)."""
 
 
 class _Conn:
@@ -119,6 +135,7 @@ class H11Pool:
                                              *headers.items()]
         self.timeout = timeout
         self._idle: list[_Conn] = []
+        self._busy: set[_Conn] = set()  # connections an exchange is on: close() aborts them
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
 
@@ -166,10 +183,14 @@ class H11Pool:
             raise PhaseTimeout("ConnectTimeout") from None
         except OSError as exc:
             raise TransportFailure(f"ConnectError: {exc}") from exc
+        if self._closed:  # close() came while connecting: not a byte goes out on it
+            writer.transport.abort()
+            raise TransportFailure("the client is closed")
         return _Conn(reader, writer)
 
     async def _exchange(self, conn: _Conn, req: h11.Request, body: bytes | None) -> Answer:
         started = False  # a byte of the answer arrived: no resend after this
+        self._busy.add(conn)
         try:
             c = conn.h11
             out = c.send(req)
@@ -193,6 +214,10 @@ class H11Pool:
                     started = started or bool(data)
                     c.receive_data(data)
                 elif isinstance(ev, h11.Response):
+                    if ev.status_code == 408 and conn.reused:
+                        # RFC 9110 §15.5.9: the server timed the idle connection out just as we
+                        # reused it (after the idle check saw nothing) — no answer to this request
+                        raise _Stale()
                     status, head = ev.status_code, ev.headers
                 elif isinstance(ev, h11.Data):
                     size += len(ev.data)
@@ -205,8 +230,12 @@ class H11Pool:
                     raise TransportFailure("RemoteProtocolError: the server closed the connection "
                                            "without an answer")
                 # h11.InformationalResponse (1xx): skipped, the final answer follows
-        except (OSError, h11.ProtocolError, TransportFailure) as exc:
+        except (OSError, h11.ProtocolError, TransportFailure, _Stale) as exc:
             conn.close()
+            if self._closed:  # close() aborted it (or it failed meanwhile): shutdown, no resend
+                raise TransportFailure("the client was closed mid-exchange") from exc
+            if isinstance(exc, _Stale):
+                raise
             if conn.reused and not started and not isinstance(exc, PhaseTimeout):
                 raise _Stale() from exc
             if isinstance(exc, TransportFailure):
@@ -215,6 +244,8 @@ class H11Pool:
         except BaseException:
             conn.close()  # cancelled (the request's deadline) mid-exchange: unusable
             raise
+        finally:
+            self._busy.discard(conn)
         # bytes past the answer's end (a server sending more than it framed) would be read as
         # the NEXT request's answer: a connection out of step with its server is never pooled
         if c.our_state is h11.DONE and c.their_state is h11.DONE and not c.trailing_data[0] \
@@ -227,9 +258,12 @@ class H11Pool:
         return Answer(status, b"".join(chunks), {k.decode(): v.decode("latin-1") for k, v in head})
 
     async def aclose(self) -> None:
+        """Shutdown: every connection aborted — idle ones and those an exchange is on (that
+        exchange ends at once, ``the client was closed mid-exchange``); requests queued for a
+        slot, or made later, open none (``the client is closed``).  Does not wait for them."""
         self._closed = True
         idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn in (*idle, *self._busy):
             conn.close()
 
 
@@ -241,6 +275,8 @@ class HttpxPath:
         import httpx
 
         self._httpx = httpx
+        self._closed = False
+        self._cuts: set[asyncio.Timeout] = set()  # one per request in flight: close() fires them
         self._http = httpx.AsyncClient(
             base_url=base_url, verify=verify, timeout=httpx.Timeout(timeout), transport=transport,
             http1=True, http2=False, follow_redirects=False,
@@ -249,9 +285,40 @@ class HttpxPath:
             headers=headers)
 
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Answer:
-        httpx = self._httpx
+        if self._closed:  # httpx would raise RuntimeError: not a transport failure
+            raise TransportFailure("the client is closed")
+        cut = asyncio.timeout(None)  # fired by close(): httpcore would let the request run on
         try:
-            async with self._http.stream(method, path, content=body, headers=headers) as resp:
+            async with cut:
+                self._cuts.add(cut)
+                try:
+                    return await self._once(method, path, headers, body, last=False)
+                except _Stale:
+                    return await self._once(method, path, headers, body, last=True)
+        except TimeoutError:
+            if cut.expired():
+                raise TransportFailure("the client was closed mid-exchange") from None
+            raise
+        finally:
+            self._cuts.discard(cut)
+
+    async def _once(self, method: str, path: str, headers: dict[str, str], body: bytes | None, *,
+                    last: bool) -> Answer:
+        """One try; unless ``last``, :class:`_Stale` when it went out on a reused connection
+        that answered 408 or died before the answer's head (module rules)."""
+        httpx = self._httpx
+        steps: list[str] = []  # httpcore's trace of this try; a plugged transport tells none
+
+        async def trace(name: str, info: Any) -> None:
+            steps.append(name)
+
+        def reused() -> bool:  # it went out, and on no connection opened for it
+            return not last and bool(steps) and not any(s.startswith("connection.") for s in steps)
+        try:
+            async with self._http.stream(method, path, content=body, headers=headers,
+                                         extensions={"trace": trace}) as resp:
+                if resp.status_code == 408 and reused():
+                    raise _Stale()  # the server timed the idle connection out (H11Pool's race)
                 chunks, size = [], 0
                 async for chunk in resp.aiter_bytes():
                     size += len(chunk)
@@ -261,8 +328,20 @@ class HttpxPath:
         except httpx.TimeoutException as exc:
             raise PhaseTimeout(type(exc).__name__) from exc
         except httpx.TransportError as exc:
+            if self._closed:
+                raise TransportFailure("the client was closed mid-exchange") from exc
+            if reused() and "http11.receive_response_headers.complete" not in steps \
+                    and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+                raise _Stale() from exc
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
         return Answer(resp.status_code, b"".join(chunks), resp.headers)
 
     async def aclose(self) -> None:
+        """Shutdown, as :meth:`H11Pool.aclose`: the requests in flight or queued for a slot end
+        at once (httpcore's own close only closes connections: a queued request was handed a
+        fresh one after it, and ran to its timeout), later ones fail; then httpx closes."""
+        self._closed = True
+        now = asyncio.get_running_loop().time()
+        for cut in self._cuts:
+            cut.reschedule(now)
         await self._http.aclose()
