@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="sidecar", description="Operator workspace sidecar")
     ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="run the sidecar (Electron launches this)", epilog=EXIT_CODES,
+    s = sub.add_parser("serve", help="run the sidecar (Electron launches this)",
+                       epilog=env_only_help() + "\n" + EXIT_CODES,
                        description="Run the sidecar. Every flag can also be set by the environment "
                                    "variable SIDECAR_<FLAG> (e.g. SIDECAR_PORT); flags win.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +108,28 @@ def _parser() -> argparse.ArgumentParser:
     from sidecar.cli.report import add_parser as add_report
     add_report(sub)
     return ap
+
+
+def serve_flags() -> frozenset[str]:
+    """The settings (``sidecar.config.Settings`` fields) that ``sidecar serve`` takes as flags;
+    every other one is set by the environment only (``SIDECAR_<FIELD>``)."""
+    serve = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
+    return frozenset(a.dest for a in serve._actions if a.option_strings and a.dest != "help")
+
+
+#: the settings ``sidecar serve`` has no flag for (token: ``--token-file``, in the flags' help)
+_ENV_ONLY = ("host", "stack_startup_timeout_s", "stack_timeout_s", "stack_concurrency", "max_frame",
+             "request_timeout_s")
+
+
+def env_only_help() -> str:
+    """The ``serve --help`` section listing the environment-only settings, each with its
+    ``Field(description=…)`` (brk33: ``SIDECAR_STACK_TIMEOUT_S`` was in no help)."""
+    from sidecar.config import Settings
+
+    fields = Settings.model_fields
+    rows = [f"  SIDECAR_{name.upper():<26} {fields[name].description}" for name in _ENV_ONLY]
+    return "environment only (no flag):\n" + "\n".join(rows) + "\n"
 
 
 _STARTED_BY = os.getppid()  # our parent at process start: it may die before serve is ready
