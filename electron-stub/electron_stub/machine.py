@@ -169,8 +169,17 @@ class Machine:
             ready = json.loads(raw)
             assert isinstance(ready, dict) and ready.get("event") == "ready" and isinstance(ready.get("port"), int)
         except (ValueError, AssertionError):
+            if not raw:  # stdout closed: let the exit code arrive rather than kill it (-9)
+                try:
+                    async with asyncio.timeout(STOP_TIMEOUT_S):
+                        await self.proc.wait()
+                except TimeoutError:
+                    pass
             await self._abort()
-            raise MachineError(f"{self.name}: bad ready line {raw[:200]!r} (exit {self.proc.returncode})\n"
+            # nothing on stdout: the sidecar ended first (a bad setting is its one stderr line)
+            what = (f"the sidecar exited with code {self.proc.returncode} before its ready line" if not raw
+                    else f"bad ready line {raw[:200]!r} (exit {self.proc.returncode})")
+            raise MachineError(f"{self.name}: {what}\n"
                                f"  {self._tail_head()}\n{stderr_tail(self.log_path)}") from None
         if ready.get("protocol") != 1:
             self.warnings.append(f"{self.name}: ready line protocol {ready.get('protocol')!r}, expected 1")

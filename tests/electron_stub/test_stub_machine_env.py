@@ -37,3 +37,29 @@ def test_the_launch_token_is_the_only_token():
 def test_the_machines_own_variables_win_over_the_inherited_ones():
     env = sidecar_env({"sidecar_router_targets": "[]"}, {"SIDECAR_ROUTER_TARGETS": '[{"x":1}]'}, "tok")
     assert _values(env, "SIDECAR_ROUTER_TARGETS") == ['[{"x":1}]']
+
+
+def test_a_sidecar_refusing_a_setting_is_said_to_have_exited(tmp_path, monkeypatch):
+    """A bad ``SIDECAR_STACK_TIMEOUT_S`` in the harness's environment: the sidecar exits 2 with
+    its one line before any ready line; the harness said "bad ready line b''" — it names the
+    exit and shows the sidecar's line instead."""
+    import asyncio
+
+    from electron_stub.machine import Machine, MachineError
+
+    async def notify(*a):
+        return None
+
+    monkeypatch.setenv("SIDECAR_STACK_TIMEOUT_S", "abc")
+    m = Machine("m1", tmp_path / "m1", stack_url="http://127.0.0.1:9", seed=1, binary=None,
+                on_notification=lambda *a: None, on_request=notify)
+    try:
+        asyncio.run(m.start())
+    except MachineError as exc:
+        text = str(exc)
+    else:  # pragma: no cover - the sidecar must refuse
+        asyncio.run(m.stop())
+        raise AssertionError("the sidecar started with SIDECAR_STACK_TIMEOUT_S=abc")
+    first = text.splitlines()[0]
+    assert first == "m1: the sidecar exited with code 2 before its ready line", text
+    assert "sidecar: bad setting SIDECAR_STACK_TIMEOUT_S: " in text, text
