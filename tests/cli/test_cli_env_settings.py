@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.cli.main import serve_flags
+from sidecar.cli.serve_args import serve_flags
 from sidecar.cli.preflight import flag_of
 from sidecar.config import Settings
 
