@@ -20,7 +20,11 @@ Rules / theory of operation
   scalar, ``jsonrpc`` not ``"2.0"``, ``method`` not a string, ``params`` neither object nor array,
   ``id`` neither string, 64-bit integer nor null, both or neither of ``result``/``error`` ...) →
   :class:`InvalidRequest` (-32600).  The error carries the frame's ``id`` when it could be read,
-  so the answer can be correlated; otherwise ``id`` is ``None`` (sent as ``null``).
+  so the answer can be correlated; otherwise ``id`` is ``None`` (sent as ``null``).  A string
+  escape ``\\ud800``–``\\udfff`` without its pair is JSON text msgspec cannot take: with the
+  frame's id, an :class:`~bridge.errors.InvalidParams` whose ``data.field`` names the member of
+  ``params`` as a method's -32602 does (``tu``, ``events[0].data``), or an :class:`InvalidRequest`
+  naming the envelope's member (``method``) — not a -32700 "truncated" with id null (brk33).
 * Batches are not supported (the bridge never needs them): an array is an ``InvalidRequest``.
 * Unknown members are ignored (DESIGN §4).  Absent ``params`` decodes as :data:`msgspec.UNSET`.
 * ``decode(frame, raw_params=True)`` leaves a call's ``params`` undecoded, as a
@@ -35,12 +39,14 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, Literal, Union, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .errors import InvalidRequest, ParseError, RpcError
+from .errors import InvalidParams, InvalidRequest, ParseError, RpcError
 
 __all__ = [
     "Request",
@@ -160,8 +166,8 @@ def decode(frame: bytes | bytearray | memoryview | str, *, raw_params: bool = Fa
     """Decode one frame (bytes in UTF-8, or str) into a typed message.
 
     ``raw_params``: a call's ``params`` stay a :class:`msgspec.Raw` (see the module rules).
-    Raises :class:`ParseError` or :class:`InvalidRequest` (with ``.id`` set when readable);
-    nothing else, for any input.
+    Raises :class:`ParseError`, :class:`InvalidRequest` or (an unpaired surrogate in ``params``)
+    :class:`~bridge.errors.InvalidParams`, with ``.id`` set when readable; nothing else, for any input.
     """
     env: _Envelope | _RawEnvelope
     try:
@@ -172,7 +178,7 @@ def decode(frame: bytes | bytearray | memoryview | str, *, raw_params: bool = Fa
     except msgspec.ValidationError as exc:
         raise InvalidRequest(_describe(exc), id=_salvage_id(frame)) from None
     except msgspec.DecodeError as exc:
-        raise ParseError(f"parse error: {exc}") from None
+        raise _unpaired_surrogate(frame) or ParseError(f"parse error: {exc}") from None
     except RecursionError:
         raise ParseError("parse error: nested too deeply") from None
     except (UnicodeError, TypeError, ValueError):
@@ -215,6 +221,57 @@ def _classify(env: _Envelope | _RawEnvelope) -> Message:
         assert isinstance(env.error, ErrorObject)  # has_error: not UNSET
         return ErrorResponse(id=env.id, error=env.error)
     return Response(id=env.id, result=env.result)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \ud800 … \udfff written as an escape
+
+
+def _unpaired_surrogate(frame: bytes | bytearray | memoryview | str) -> RpcError | None:
+    """The error for a frame that is JSON text but holds a ``\\uD800``–``\\uDFFF`` escape without
+    its pair — msgspec refuses it as if the input were truncated (a -32700 with ``id`` null: the
+    caller never got its answer, brk33) — naming the first such string's member, with the
+    frame's id; None for any other parse error (the stdlib reads the frame only on this path)."""
+    try:
+        text = frame if isinstance(frame, str) else bytes(frame).decode("utf-8")
+        if not _SURROGATE_ESCAPE.search(text):
+            return None
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError included: not UTF-8 is -32700
+        return None
+    path = _surrogate_at(value, "")
+    if path is None:
+        return None
+    msg_id = value.get("id") if isinstance(value, dict) else None
+    if not (isinstance(msg_id, str) and _surrogate_at(msg_id, "") is None
+            or type(msg_id) is int and -(2**63) <= msg_id < 2**63):
+        msg_id = None
+    path = path.encode("utf-8", "backslashreplace").decode("utf-8")  # no surrogate is sent back
+    problem = "a string holds an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
+    if path == ".params" or path.startswith((".params.", ".params[")):
+        field = path.removeprefix(".params").lstrip(".") or "params"  # as a method's -32602 names it
+        return InvalidParams(f"{problem} at `$.{field}` of params", {"field": field}, id=msg_id)
+    field = path.lstrip(".") or "(a member name)"
+    return InvalidRequest(f"{problem} at `$.{field}`", {"field": field}, id=msg_id)
+
+
+def _surrogate_at(value: Any, path: str) -> str | None:
+    """The path (``.params.a[1]``) of the first string in ``value`` holding a lone surrogate;
+    a bad key is reported as the object holding it.  None when there is none."""
+    if isinstance(value, str):
+        return path if any("\ud800" <= c <= "\udfff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if _surrogate_at(k, path) is not None:
+                return path
+            found = _surrogate_at(v, f"{path}.{k}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _surrogate_at(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _salvage_id(frame: Any) -> Any:

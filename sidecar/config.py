@@ -1,5 +1,9 @@
 """Settings (pydantic-settings): environment ``SIDECAR_*``, overridden by ``sidecar serve`` flags.
 
+A field without a ``serve`` flag is set by the environment only; its ``description`` is its line
+in ``sidecar serve --help`` (``sidecar.cli.main.env_only_help``), and a bad value is named by
+the variable alone (``sidecar.cli.preflight.flag_of``).
+
 The data dir defaults to the OS's per-user app data folder (platformdirs), e.g.
 ``~/.local/share/operator-sidecar`` on Linux, ``%LOCALAPPDATA%\\operator-sidecar`` on Windows.
 """
@@ -28,28 +32,34 @@ class Settings(BaseSettings):
 
     token: str = Field(default="", repr=False)  # per-launch secret (env SIDECAR_TOKEN)
     token_file: Path | None = None  # alternatively a file holding it
-    host: str = "127.0.0.1"  # never anything but loopback (DESIGN §3)
+    host: str = Field(default="127.0.0.1",  # never anything but loopback (DESIGN §3)
+                      description="loopback address to bind: 127.0.0.1 (default), localhost or ::1")
     port: int = Field(default=0, ge=0, le=65535)  # 0 = a free port, reported in the ready line
     data_dir: Path = Field(default_factory=default_data_dir)
     clock: Literal["wall", "virtual"] = "wall"
     time_scale: float | None = Field(default=None, gt=0)  # K: real time K× faster (live demos)
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
-    stack_startup_timeout_s: float = Field(default=3.0, gt=0)  # login's wait for startup data
+    stack_startup_timeout_s: float = Field(default=3.0, gt=0,  # login's wait for startup data
+                                           description="login's wait for Stack's startup data, s (default 3)")
     # a Stack request's seconds per phase (connect, read, write, pool wait); a whole request 2x
-    stack_timeout_s: float = Field(default=5.0, gt=0)
-    stack_concurrency: int = Field(default=4, ge=1, le=64)  # Stack writes in flight (distinct pairs)
+    stack_timeout_s: float = Field(default=5.0, gt=0, description="a Stack request's wait per phase "
+                                   "(connect, read, write, pool), s; a whole request twice that (default 5)")
+    stack_concurrency: int = Field(default=4, ge=1, le=64,  # Stack writes in flight (distinct pairs)
+                                   description="Stack writes in flight, 1-64 (default 4)")
     # virtual clock: Stack's new writes are flushed at most every N s of virtual time, all in
     # one request (sidecar.router.cadence); 0 = at once.  The wall clock always sends at once.
     stack_flush_interval_s: float = Field(default=10.0, ge=0, le=3600)
     seed: str = "0"  # deployment seed of the keyed randomness (DESIGN §5)
     durability: Literal["normal", "full"] = "normal"  # SQLite synchronous mode (docs/decisions.md)
-    max_frame: int = Field(default=1 << 20, ge=1024)  # bytes per websocket frame
+    max_frame: int = Field(default=1 << 20, ge=1024,  # bytes per websocket frame
+                           description="bytes per websocket frame, at least 1024 (default 1048576)")
     # exact Origin values accepted (browsers send Origin; Electron main does not): the flag
     # --allow-origin repeats, the environment SIDECAR_ALLOW_ORIGIN is a comma-separated list
     allow_origin: Annotated[tuple[str, ...], NoDecode] = ()
-    request_timeout_s: float = Field(default=15.0, gt=0)  # platform.request answer timeout (real s)
-    # a new bridge connection's seconds for its opening handshake, and again for its auth frame
-    handshake_timeout_s: float = Field(default=10.0, gt=0)
+    request_timeout_s: float = Field(default=15.0, gt=0,  # platform.request answer timeout (real s)
+                                     description="wait for Electron's answer to a platform request, s (default 15)")
+    handshake_timeout_s: float = Field(default=10.0, gt=0, description="a new bridge connection's wait "
+                                       "for its opening handshake, and again for its auth frame, s (default 10)")
     log_level: str = "INFO"
 
     @field_validator("log_level")

@@ -10,7 +10,8 @@ Rules / theory of operation
   Stack's startup read (``SIDECAR_STACK_STARTUP_TIMEOUT_S``), any Stack request
   (``SIDECAR_STACK_TIMEOUT_S``), an answer to a platform request (``SIDECAR_REQUEST_TIMEOUT_S``)
   and the harness's own bridge handshake and auth frame (``SIDECAR_HANDSHAKE_TIMEOUT_S``)
-  — are :data:`HARNESS_WAIT_S` unless the environment sets them: the harness answers them by
+  — are :data:`HARNESS_WAIT_S` unless the environment sets them (in any case: the sidecar reads
+  its settings case-insensitively, :func:`sidecar_env`): the harness answers them by
   design well within production's 3 s, 5 s and 15 s (a
   scenario's ``stack latency`` is at most 2 s), so only a slow machine reached them, and a
   virtual-clock replay's outcome then depended on the machine's load.  The process gets its own
@@ -41,7 +42,7 @@ import secrets
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from electron_stub.report import MachineExit
 
@@ -58,6 +59,22 @@ HARNESS_WAITS = ("SIDECAR_STACK_STARTUP_TIMEOUT_S", "SIDECAR_STACK_TIMEOUT_S", "
                  "SIDECAR_HANDSHAKE_TIMEOUT_S")
 CAPTURE_ENV = "ELECTRON_STUB_CAPTURE"  # a file: every frame of every machine, appended (see above)
 REPO_ROOT = Path(__file__).resolve().parents[2]  # /…/main (electron-stub/electron_stub/machine.py)
+
+
+def sidecar_env(base: Mapping[str, str], own: Mapping[str, str], token: str) -> dict[str, str]:
+    """The sidecar's environment: ``base`` (the harness's own) with the machine's ``own``
+    variables and the launch's ``token``, and each of :data:`HARNESS_WAITS` at
+    :data:`HARNESS_WAIT_S` unless ``base`` sets it.  The sidecar reads its settings
+    case-insensitively, the later spelling winning, so a name is matched in any case: a user's
+    ``sidecar_stack_timeout_s`` is theirs alone, and no inherited ``sidecar_token`` or
+    ``SIDECAR_TOKEN_FILE`` (which wins over the variable) can replace the launch's token (brk33)."""
+    ours = {k.upper() for k in own} | {"SIDECAR_TOKEN", "SIDECAR_TOKEN_FILE"}
+    env = {k: v for k, v in base.items() if k.upper() not in ours}
+    env.update(own)
+    env["SIDECAR_TOKEN"] = token
+    have = {k.upper() for k in env}
+    env.update((name, str(HARNESS_WAIT_S)) for name in HARNESS_WAITS if name not in have)
+    return env
 
 
 class MachineError(RuntimeError):
@@ -135,9 +152,7 @@ class Machine:
         """Spawn, wait for the ready line, connect and authenticate.  Raises MachineError."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_urlsafe(32)
-        env = dict(os.environ, **self.env, SIDECAR_TOKEN=token)
-        for name in HARNESS_WAITS:
-            env.setdefault(name, str(HARNESS_WAIT_S))
+        env = sidecar_env(os.environ, self.env, token)
         if not self.binary:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
         self._stderr = open(self.log_path, "ab")
@@ -158,8 +173,17 @@ class Machine:
             ready = json.loads(raw)
             assert isinstance(ready, dict) and ready.get("event") == "ready" and isinstance(ready.get("port"), int)
         except (ValueError, AssertionError):
+            if not raw:  # stdout closed: let the exit code arrive rather than kill it (-9)
+                try:
+                    async with asyncio.timeout(STOP_TIMEOUT_S):
+                        await self.proc.wait()
+                except TimeoutError:
+                    pass
             await self._abort()
-            raise MachineError(f"{self.name}: bad ready line {raw[:200]!r} (exit {self.proc.returncode})\n"
+            # nothing on stdout: the sidecar ended first (a bad setting is its one stderr line)
+            what = (f"the sidecar exited with code {self.proc.returncode} before its ready line" if not raw
+                    else f"bad ready line {raw[:200]!r} (exit {self.proc.returncode})")
+            raise MachineError(f"{self.name}: {what}\n"
                                f"  {self._tail_head()}\n{stderr_tail(self.log_path)}") from None
         if ready.get("protocol") != 1:
             self.warnings.append(f"{self.name}: ready line protocol {ready.get('protocol')!r}, expected 1")

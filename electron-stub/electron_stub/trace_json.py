@@ -15,13 +15,18 @@ Rules / theory of operation
   or that msgspec refuses (a lone surrogate), is written by the stdlib exactly as before —
   errors included (a trace that cannot be written is now not written at all, where the stdlib
   loop left the lines before the bad one in the file).
+* The check recurses in Python (about two frames a level), the stdlib's C encoder does not: a
+  line nested deeper than the check can follow (a few hundred levels), or one that holds
+  itself, is the stdlib's to write or refuse too — so it writes what the stdlib writes and
+  raises what the stdlib raises (``ValueError: Circular reference detected``), not the check's
+  ``RecursionError`` (branch brk33).
 * Measured on the 8-hour shift (~120,000 lines): see ``docs/decisions.md``, "Issue 24: the
   harness's CPU".
 """
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -47,6 +52,18 @@ def _plain(v: Any) -> bool:
     return False
 
 
+def _checked(check: Callable[[Any], bool], x: Any) -> bool:
+    """``check(x)``, False where it runs out of recursion (module rules: the stdlib decides)."""
+    try:
+        return check(x)
+    except RecursionError:
+        return False
+
+
+def _all_plain(lines: list[dict[str, Any]]) -> bool:
+    return all(map(_plain_line, lines))
+
+
 def _plain_line(x: dict[str, Any]) -> bool:
     """:func:`_plain` of a trace line, its common values (strings, None, floats) inline."""
     if type(x) is not dict:
@@ -68,10 +85,10 @@ def _plain_line(x: dict[str, Any]) -> bool:
 def text(lines: list[dict[str, Any]]) -> str:
     """The lines as JSON lines (each ``"\n"`` ended), the stdlib's text (module rules): one
     msgspec call when every line passes the check, else :func:`line` by line."""
-    if all(map(_plain_line, lines)):
+    if _checked(_all_plain, lines):
         try:
             return _ENC.encode_lines(lines).decode()
-        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
+        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError, RecursionError):
             pass  # a lone surrogate, say: line by line, the stdlib writing that one
     return "".join(map(line, lines))
 
@@ -79,9 +96,9 @@ def text(lines: list[dict[str, Any]]) -> str:
 def line(x: dict[str, Any]) -> str:
     """``x`` as one JSON line (``"\\n"`` ended), the stdlib's text (module rules).  Raises what
     ``json.dumps`` raises for a value it cannot write."""
-    if _plain(x):
+    if _checked(_plain, x):
         try:
             return _ENC.encode(x).decode() + "\n"
-        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
+        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError, RecursionError):
             pass  # a lone surrogate, say: the stdlib writes it (as before)
     return _STDLIB.encode(x) + "\n"

@@ -27,11 +27,11 @@ import os
 import re
 import sqlite3
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from sidecar import PROTOCOL_MAJOR, PROTOCOL_VERSION, __version__
-from sidecar.protocol.contract import EXIT_CODES  # the help's table (also in sidecar schema)
+from sidecar.protocol.contract import EXIT_CODES  # noqa: F401 - re-exported (the help's table, in serve_args)
+from sidecar.cli.serve_args import add_serve
 from sidecar.cli.stop_guard import EXIT_FORCED, SHUTDOWN_DEADLINE_S, StopGuard, exit_now  # noqa: F401 - re-exported
 
 log = logging.getLogger("sidecar")
@@ -77,23 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="sidecar", description="Operator workspace sidecar")
     ap.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="run the sidecar (Electron launches this)", epilog=EXIT_CODES,
-                       description="Run the sidecar. Every flag can also be set by the environment "
-                                   "variable SIDECAR_<FLAG> (e.g. SIDECAR_PORT); flags win.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--port", type=int, help="websocket port on 127.0.0.1, 0-65535 (0 = free port)")
-    s.add_argument("--data-dir", type=Path, help="SQLite and logs (default: per-OS app data)")
-    s.add_argument("--clock", choices=["wall", "virtual"], help="virtual: moved by clock.advance_to")
-    s.add_argument("--time-scale", type=float, help="run real time K > 0 times faster (demos)")
-    s.add_argument("--stack-url", help="Stack base URL, e.g. http://127.0.0.1:8080")
-    s.add_argument("--stack-flush-interval-s", type=float,
-                   help="virtual clock: send Stack's new writes at most every N s (default 10; 0 = at once)")
-    s.add_argument("--seed", help="deployment seed of the keyed randomness")
-    s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
-    s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
-    s.add_argument("--allow-origin", action="append", dest="allow_origin",
-                   help="an Origin allowed to connect (repeatable; default none)")
-    s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    add_serve(sub)
     sub.add_parser("schema", help="print the bridge protocol's JSON Schema (requests, answers, notifications)")
     sub.add_parser("version", help="print the version")
     from sidecar.cli.why import add_parser as add_why

@@ -27,6 +27,7 @@ import re
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from sidecar.cli.serve_args import serve_flags
 from sidecar.config import Settings
 from sidecar.domain.errors import InputError
 
@@ -42,9 +43,13 @@ class BadSetting(InputError):
 
 
 def flag_of(field: str) -> str:
-    """``time_scale`` → ``--time-scale (SIDECAR_TIME_SCALE)``: how a user sets it."""
+    """``time_scale`` → ``--time-scale (SIDECAR_TIME_SCALE)``: how a user sets it; a setting
+    ``sidecar serve`` has no flag for is its variable alone (``SIDECAR_STACK_TIMEOUT_S``: the
+    line named a flag ``--stack-timeout-s`` that serve refuses, brk33)."""
     if field == "token":
         return "SIDECAR_TOKEN (or --token-file)"
+    if field not in serve_flags():
+        return f"SIDECAR_{field.upper()}"
     return f"--{field.replace('_', '-')} (SIDECAR_{field.upper()})"
 
 

@@ -197,3 +197,30 @@ def test_raw_params_leave_a_number_out_of_range_to_the_method():
     assert isinstance(msg, Request) and isinstance(msg.params, msgspec.Raw)
     with pytest.raises(msgspec.ValidationError):
         msgspec.json.Decoder(dict[str, float]).decode(msg.params)
+
+
+# brk33: a ``\ud800`` escape without its pair is JSON text (RFC 8259's grammar; the stdlib reads it)
+# that msgspec refuses as "Input data was truncated": the request was answered -32700 with id null,
+# so its caller waited for its own id in vain, and nothing said which field was wrong.
+@pytest.mark.parametrize("frame, expected_id, code, field", [
+    (rb'{"jsonrpc":"2.0","id":16,"method":"tasks.list","params":{"tu":"\ud800"}}', 16, -32602, "tu"),
+    (rb'{"jsonrpc":"2.0","id":"k","method":"m","params":{"a":[1,{"b":"x\uDFFF\ud800y"}]}}', "k", -32602, "a[1].b"),
+    (rb'{"jsonrpc":"2.0","id":3,"method":"m","params":["ok","\udbff"]}', 3, -32602, "[1]"),
+    (rb'{"jsonrpc":"2.0","id":5,"method":"m","params":{"k\ud800":1}}', 5, -32602, "params"),
+    (rb'{"jsonrpc":"2.0","id":4,"method":"m\ud800"}', 4, -32600, "method"),
+    (rb'{"jsonrpc":"2.0","id":"\ud800","method":"m"}', None, -32600, "id"),
+])
+def test_an_unpaired_surrogate_escape_is_refused_naming_its_field(frame, expected_id, code, field):
+    for f in (frame, frame.decode()):
+        for raw in (False, True):
+            with pytest.raises(RpcError) as info:
+                jsonrpc.decode(f, raw_params=raw)
+            assert (info.value.code, info.value.id) == (code, expected_id)
+            assert info.value.data == {"field": field}
+            assert "surrogate" in info.value.message and field in info.value.message
+            jsonrpc.encode_error(info.value.id, info.value).decode("utf-8")  # sendable as is
+
+
+def test_a_paired_surrogate_escape_still_decodes():
+    msg = jsonrpc.decode(rb'{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"\ud83c\udf39"}}')
+    assert msg == Request(id=1, method="m", params={"s": "\U0001f339"})

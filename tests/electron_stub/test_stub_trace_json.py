@@ -55,3 +55,33 @@ def test_random_lines_match() -> None:
     for _ in range(500):
         lines = [{"at": round(rnd.uniform(0, 3e4), 3), "event": "e", "v": value()} for _ in range(3)]
         assert trace_json.text(lines) == _stdlib(lines)
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [450, 700, 900])
+def test_a_deep_line_the_stdlib_writes_is_written(depth: int) -> None:
+    """brk33: the check (:func:`trace_json._plain`) recursed in Python, two frames a level, so a
+    line nested 400-990 deep raised RecursionError where the stdlib (its C encoder) wrote it."""
+    lines = [{"at": 0.0, "event": "x", "v": _nested(depth)}, {"at": 1.0, "event": "y", "d": {"k": _nested(depth)}}]
+    assert trace_json.text(lines) == _stdlib(lines)
+    assert "".join(map(trace_json.line, lines)) == _stdlib(lines)
+
+
+def test_a_circular_line_raises_what_the_stdlib_raises() -> None:
+    """brk33: a line that holds itself raised RecursionError from the check, not the stdlib's
+    ValueError ("Circular reference detected")."""
+    loop: dict = {"at": 0.0, "event": "x"}
+    loop["self"] = loop
+    seq: list = []
+    seq.append(seq)
+    for bad in (loop, {"at": 0.0, "event": "x", "v": seq}):
+        with pytest.raises(ValueError, match="Circular reference"):
+            trace_json.line(bad)
+        with pytest.raises(ValueError, match="Circular reference"):
+            trace_json.text([{"at": 0.0, "event": "ok"}, bad])
