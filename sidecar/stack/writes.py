@@ -47,6 +47,19 @@ def seg(value: str) -> str:
     return quote(str(value), safe="")
 
 
+@functools.lru_cache(maxsize=1024)  # one per TU (60 in a shift)
+def _tasks_path(tu: str) -> str:
+    """``/v1/tus/{tu}/tasks``; cached like :func:`seg`: two Stack writes per created task name
+    one of a few TUs, and an f-string around a cached call costs more than the cached path."""
+    return f"/v1/tus/{seg(tu)}/tasks"
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates_path(tu: str) -> str:
+    """``/v1/tus/{tu}/candidates`` (as :func:`_tasks_path`)."""
+    return f"/v1/tus/{seg(tu)}/candidates"
+
+
 _encode = msgspec.json.Encoder().encode
 
 MARKER_NAMES = ("followUpChat", "followUpMail")
@@ -165,7 +178,7 @@ def task_routed(task: Task, event: str) -> RoutingEvent:
         reason, vip, task.meta))
     # _routed("task", ...), inlined; the payload left to the body (RoutingEvent.facts)
     return RoutingEvent("tasks", "task", event, "normal", _NO_PAYLOAD, None, None,
-        RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
+        RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", _tasks_path(tu),
                     _encode(body), tu, ru), body)
 
 
@@ -179,7 +192,7 @@ def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outc
     return RoutingEvent("candidates", type_, outcome.partition(":")[0], "low", _NO_PAYLOAD, None,
                         None, RoutedWrite(
             f"{tu}/{ru}", f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
-            f"/v1/tus/{seg(tu)}/candidates", _encode(body), tu, ru), body)
+            _candidates_path(tu), _encode(body), tu, ru), body)
 
 
 def pair_of(tu: str, ru: str) -> str:
