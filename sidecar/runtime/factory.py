@@ -165,7 +165,7 @@ class TaskFactory:
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notes.append(("task.created", TaskCreated(snapshot(task))))  # step.notify(...), inlined
+        step.notify("task.created", TaskCreated(snapshot(task)))
         rt.task_created(step, task)  # the TU tells its services
         for old in weaker:  # after the hooks: see the module rules
             self.close(step, rt, old, CloseReason.SUPERSEDED)
