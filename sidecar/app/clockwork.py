@@ -115,6 +115,9 @@ class Clockwork:
         Stack's rows if the delivery timer fired."""
         if not clock.is_set:
             clock.advance_to(t)
+        if not self.executor.due(t):  # most advances: no closure, no fire_due coroutine
+            clock.advance_to(t)
+            return
         # Timers run one step each, in due order, at their own instants, and so do delivery
         # passes: every target but Stack at the instant its row is due, so alerts and their
         # retry ladder (+30 s, +2 min, …) keep their times to the second; Stack's writes at

@@ -7,7 +7,7 @@ created and superseded in one step is announced as it was created.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import msgspec
 
@@ -19,34 +19,21 @@ def snapshot(t: Task) -> Task:
     return msgspec.structs.replace(t, meta=dict(t.meta))
 
 
-@dataclass(frozen=True, slots=True)
-class TaskCreated:
+class TaskCreated(msgspec.Struct, frozen=True, gc=False):
     """``task``: the created task as it was then — its own copy (``meta`` too), which nothing else
     holds, so a close in the same step does not change what is announced.  Electron receives its
-    :data:`~sidecar.domain.tasks.WIRE_FIELDS` (:class:`sidecar.protocol.outbound.TaskView`)."""
+    :data:`~sidecar.domain.tasks.WIRE_FIELDS` (:class:`sidecar.protocol.outbound.TaskView`).
+
+    A frozen msgspec Struct, not a dataclass like the other notes: one is built per created task,
+    and a Struct costs a fraction of a frozen dataclass's ``__init__`` (docs/decisions.md
+    "i24-eng4"); ``gc=False``: it holds one task and nothing refers back to it."""
 
     task: Task
 
     @classmethod
     def of(cls, t: Task) -> "TaskCreated":
-        """``TaskCreated(task=snapshot(t))``, its slot filled directly: one per created task
-        (docs/decisions.md "Engine speed")."""
-        if cls is not TaskCreated:
-            return cls(task=snapshot(t))
-        note = _TaskCreatedFill()
-        note.task = snapshot(t)
-        note.__class__ = TaskCreated  # type: ignore[assignment]
-        return note  # type: ignore[return-value]
-
-
-class _TaskCreatedFill:
-    """:class:`TaskCreated`'s slots, unfrozen: what ``TaskCreated.of`` fills."""
-
-    __slots__ = TaskCreated.__slots__
-    task: Task
-
-
-assert list(_TaskCreatedFill.__slots__) == [f.name for f in fields(TaskCreated)] == ["task"]
+        """``TaskCreated(snapshot(t))``: the note of ``t`` as it is now."""
+        return cls(snapshot(t))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import msgspec
 
@@ -77,9 +77,22 @@ class StackWrite(msgspec.Struct, frozen=True, gc=False):
     ru: str | None = None  # a login reads its unacknowledged markers by them, DESIGN §9)
 
 
+class PayloadFacts(Protocol):
+    """What a Stack write's event keeps instead of its payload dict: its write's body value,
+    which can make that dict (:func:`with_payload`)."""
+
+    def payload(self, event: RoutingEvent) -> dict[str, Any]: ...
+
+
 class RoutingEvent(msgspec.Struct, frozen=True):
     """A routing event (DESIGN §10).  Not ``kw_only``: the Stack writes' events are built
-    positionally, in this field order (see :class:`Delivery`)."""
+    positionally, in this field order (see :class:`Delivery`).
+
+    ``facts`` (internal, like ``write``): a Stack write's event (:mod:`sidecar.stack.writes`)
+    leaves ``payload`` empty and keeps here what its payload is made of.  Only a rule reads a
+    payload (conditions, templates, a row's ``tu``), and most steps' writes reach no rule (the
+    router's direct path): the router makes the payload, by :func:`with_payload`, only for an
+    event a rule can reach — two dicts per created task less (docs/decisions.md "i24-eng4")."""
 
     source: str
     subject: str
@@ -89,6 +102,16 @@ class RoutingEvent(msgspec.Struct, frozen=True):
     dedup_key: str | None = None
     ttl_s: float | None = None  # a delivery not sent within ttl_s of the event is failed at send time
     write: StackWrite | None = None  # internal: the Stack write (STACK_SOURCES only)
+    facts: PayloadFacts | None = None  # internal: the payload not made yet (see above)
+
+
+def with_payload(event: RoutingEvent) -> RoutingEvent:
+    """``event`` with its payload made from its ``facts`` (and no ``facts``); an event without
+    ``facts`` as is.  What a rule sees of a Stack write's event."""
+    facts = event.facts
+    if facts is None:
+        return event
+    return msgspec.structs.replace(event, payload=facts.payload(event), facts=None)
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True):

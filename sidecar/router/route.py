@@ -47,7 +47,7 @@ from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .model import STACK_TARGET, Delivery, RoutingEvent, Rule, Status
+from .model import STACK_TARGET, Delivery, RoutingEvent, Rule, Status, with_payload
 from .budget import EventWork
 from .render import TemplateFailure, message_for
 from .matching import MATCH_MODES, rule_matches, stack_route
@@ -147,6 +147,8 @@ def _route(state: RouterState, events: Sequence[RoutingEvent], now: float,
             first_ids.append(None)
             dups.append(False)
             continue
+        if event.facts is not None:  # a Stack write's event a rule may see: its payload now
+            event = with_payload(event)
         duplicate_of: float | None = None
         first_id: str | None = None
         if event.dedup_key is not None:

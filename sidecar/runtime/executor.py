@@ -341,6 +341,13 @@ class StepExecutor:
             pass  # crash-only (reported once) or shutdown (refused): the process is ending
 
     # time -------------------------------------------------------------------------------------
+    def due(self, t: float) -> bool:
+        """Whether a timer is due at or before ``t``: :meth:`fire_due` would run one.  A sync
+        check its callers make first — most advances have nothing due, and a coroutine made
+        and run to say so costs more than the look (docs/decisions.md "i24-eng4")."""
+        nxt = self.engine.scheduler.next_due()
+        return nxt is not None and nxt <= t
+
     async def fire_due(self, t: float, *, advance_clock: Callable[[float], object] | None = None,
                        limit: int | None = None,
                        every: tuple[int, Callable[[], Awaitable[None]]] | None = None,

@@ -38,7 +38,7 @@ import msgspec
 from sidecar.runtime.decisions import Recorder, recorded
 from sidecar.domain.tasks import (ONLINE_REQUIRED, SPECS, Channel, CloseReason, Task, TaskType, stronger_or_same,
                                   task_id_for, vip_tier, weaker_than)
-from sidecar.domain.notes import TaskClosed, TaskCreated, TaskUpdated
+from sidecar.domain.notes import TaskClosed, TaskCreated, TaskUpdated, snapshot
 from sidecar.router.model import RoutingEvent
 
 OVERDUE_ALERT_S = 600.0  # one task overdue this long alerts the shift lead (DESIGN §10)
@@ -165,7 +165,7 @@ class TaskFactory:
         rt.schedule(("deadline", task.task_id), task.deadline)
         self.created_total += 1
         rt.persist_task(step, task, "created")
-        step.notify("task.created", TaskCreated.of(task))
+        step.notify("task.created", TaskCreated(snapshot(task)))
         rt.task_created(step, task)  # the TU tells its services
         for old in weaker:  # after the hooks: see the module rules
             self.close(step, rt, old, CloseReason.SUPERSEDED)

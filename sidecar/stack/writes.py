@@ -5,7 +5,9 @@ Rules / theory of operation
 * Every Stack write is built here and handed to the router as the routing event it stands for
   (:meth:`StackWrite.event`; DESIGN §10 sources ``markers`` / ``tasks`` / ``candidates``); the
   router's built-in route turns it into a pending ``stack`` delivery in the same store
-  transaction as the state change that caused it.
+  transaction as the state change that caused it.  The hot builders (:func:`task_routed`,
+  :func:`candidate_event`) leave the event's payload to its body (``RoutingEvent.facts``): the
+  router makes it only for an event a rule can reach.
 * Contract (DESIGN §9):
   - marker: ``PUT /v1/tus/{tu}/favorites/{ru}/markers/{name}``, body ``{"value": <marker|null>}``
     (the whole marker; ``null`` clears it);
@@ -43,6 +45,19 @@ def seg(value: str) -> str:
     """Quote one path segment of a Stack URL (ids may hold any character).  Cached: the same
     few TU and RU ids are quoted for every write (~8 % of an event's time)."""
     return quote(str(value), safe="")
+
+
+@functools.lru_cache(maxsize=1024)  # one per TU (60 in a shift)
+def _tasks_path(tu: str) -> str:
+    """``/v1/tus/{tu}/tasks``; cached like :func:`seg`: two Stack writes per created task name
+    one of a few TUs, and an f-string around a cached call costs more than the cached path."""
+    return f"/v1/tus/{seg(tu)}/tasks"
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates_path(tu: str) -> str:
+    """``/v1/tus/{tu}/candidates`` (as :func:`_tasks_path`)."""
+    return f"/v1/tus/{seg(tu)}/candidates"
 
 
 _encode = msgspec.json.Encoder().encode
@@ -92,12 +107,26 @@ def _routed(kind: str, subject: str, action: str, payload: dict[str, Any], pair:
 #: positionally (encoding a Struct is cheaper than building and encoding the dict of
 #: :func:`task_body`, and gives the same bytes: tests/app/test_task_views.py)
 _TaskBody = view_struct("_TaskBody", STACK_FIELDS, gc=False)
-_TaskEventBody = msgspec.defstruct("_TaskEventBody", [("event", str), ("task", _TaskBody)],
-                                   gc=False, module=__name__)
+
+
+class _TaskEventBody(msgspec.Struct, gc=False):
+    """A task write's body ``{"event", "task"}``; also its routing event's
+    :attr:`~sidecar.router.model.RoutingEvent.facts` (the payload is made from it only when a
+    rule can see the event)."""
+
+    event: str
+    task: Any  # a _TaskBody (a Struct made at import: no static type)
+
+    def payload(self, event: RoutingEvent) -> dict[str, Any]:
+        """The ``tasks`` event's payload (DESIGN §10), in this key order."""
+        t = self.task
+        return {"tu": t.tu, "ru": t.ru, "project": t.project, "task_id": t.task_id,
+                "type": t.type, "source": t.source, "reason": t.reason, "vip": t.vip}
 
 
 class _CandidateBody(msgspec.Struct, gc=False):
-    """A candidate write's body, keys in :func:`candidate`'s order (same bytes)."""
+    """A candidate write's body, keys in :func:`candidate`'s order (same bytes); also its
+    routing event's ``facts`` (as :class:`_TaskEventBody`)."""
 
     ru: str
     type: str
@@ -106,6 +135,18 @@ class _CandidateBody(msgspec.Struct, gc=False):
     outcome: str
     task_id: str | None
     detail: dict
+
+    def payload(self, event: RoutingEvent) -> dict[str, Any]:
+        """The ``candidates`` event's payload (DESIGN §10), in this key order; the TU is the
+        write's (the body has none)."""
+        assert event.write is not None  # a candidate's event always carries its write
+        return {"tu": event.write.tu, "ru": self.ru, "type": self.type, "source": self.source,
+                "outcome": self.outcome, "task_id": self.task_id}
+
+
+#: the ``payload`` of an event whose payload is still in its ``facts`` (shared, never written:
+#: :func:`sidecar.router.model.with_payload` replaces it)
+_NO_PAYLOAD: dict[str, Any] = {}
 
 
 def _value(v: Any) -> Any:
@@ -135,11 +176,10 @@ def task_routed(task: Task, event: str) -> RoutingEvent:
     body = _TaskEventBody(event, _TaskBody(  # task_body(task): STACK_FIELDS, in their order
         task_id, type_, project, tu, ru, source, task.created_at, task.deadline, task.closed_at,
         reason, vip, task.meta))
-    return RoutingEvent("tasks", "task", event, "normal", {  # _routed("task", ...), inlined
-        "tu": tu, "ru": ru, "project": project, "task_id": task_id, "type": type_,
-        "source": source, "reason": reason, "vip": vip}, None, None,
-        RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", f"/v1/tus/{seg(tu)}/tasks",
-                    _encode(body), tu, ru))
+    # _routed("task", ...), inlined; the payload left to the body (RoutingEvent.facts)
+    return RoutingEvent("tasks", "task", event, "normal", _NO_PAYLOAD, None, None,
+        RoutedWrite(f"{tu}/{ru}", f"task:{task_id}:{event}", "POST", _tasks_path(tu),
+                    _encode(body), tu, ru), body)
 
 
 def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outcome: str,
@@ -147,12 +187,12 @@ def candidate_event(tu: str, ru: str, type: str, source: str, at: float, *, outc
     """``candidates`` / ``<task type>`` / ``created`` | ``refused`` | ``miss`` with its Stack
     write (``outcome`` keeps the reason: ``refused:offline``)."""
     type_ = getattr(type, "_value_", type)
-    return RoutingEvent("candidates", type_, outcome.partition(":")[0], "low", {  # _routed, inlined
-        "tu": tu, "ru": ru, "type": type_, "source": source, "outcome": outcome,
-        "task_id": task_id}, None, None, RoutedWrite(
+    body = _CandidateBody(ru, type_, source, at, outcome, task_id, detail or {})
+    # _routed, inlined; the payload left to the body (RoutingEvent.facts)
+    return RoutingEvent("candidates", type_, outcome.partition(":")[0], "low", _NO_PAYLOAD, None,
+                        None, RoutedWrite(
             f"{tu}/{ru}", f"candidate:{tu}:{ru}:{type_}:{source}@{at:.3f}:{outcome}", "POST",
-            f"/v1/tus/{seg(tu)}/candidates",
-            _encode(_CandidateBody(ru, type_, source, at, outcome, task_id, detail or {})), tu, ru))
+            _candidates_path(tu), _encode(body), tu, ru), body)
 
 
 def pair_of(tu: str, ru: str) -> str:

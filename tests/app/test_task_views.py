@@ -108,3 +108,14 @@ def test_a_note_keeps_the_task_as_it_was_created(task):
     task.meta["later"] = 1
     task.closed_at, task.reason = -1.0, CloseReason.SUPERSEDED  # closed in the same step
     assert msgspec.json.encode(note.task) == before
+
+
+@given(st.text(max_size=12), st.text(max_size=12), st.sampled_from(TaskType), _time, st.text(max_size=12))
+def test_task_ids_are_the_reference_hash(tu, ru, type_, at, source):
+    """:func:`task_id_for` copies a prepared hasher (issue 24 lever 6): the id is still
+    ``"t-"`` + BLAKE2b-72 of ``tu|ru|type|at (3 decimals)|source``, as every stored id and trace has it."""
+    import hashlib
+    from sidecar.domain.tasks import task_id_for
+    raw = f"{tu}|{ru}|{type_.value}|{at:.3f}|{source}".encode()
+    assert task_id_for(tu, ru, type_, at, source) == "t-" + hashlib.blake2b(raw, digest_size=9).hexdigest()
+    assert task_id_for(tu, ru, type_, at, source) == task_id_for(tu, ru, type_, at, source)  # no state kept

@@ -140,3 +140,36 @@ def test_positional_rows_equal_keyword_rows():
     row = tuple(i if c in ("seq", "attempts") else float(i) if c in floats
                 else b"msg" if c == "message" else f"{c}-{i}" for i, c in enumerate(cols))
     assert delivery_from_row(row) == Delivery(**dict(zip(cols, row)))
+
+
+def test_stack_writes_payload_is_made_for_the_rules_that_see_it():
+    """A task's and a candidate's routing event keep their payload unmade (``facts``) until a
+    rule can reach their source (the general path): then conditions on the payload, templates
+    over it, the default webhook / telegram messages and the rows' ``tu`` are exactly those of
+    the same events with their payload made beforehand."""
+    from sidecar.domain.tasks import Task, TaskType
+    from sidecar.router.model import with_payload
+    task = Task("t-1", TaskType.UNANSWERED_MESSAGE, "p", "tu", "ru", "socket", T0, T0 + 60,
+                vip="red")
+    evs = [stack_out.task_routed(task, "created"),
+           stack_out.candidate_event("tu", "ru", TaskType.UNANSWERED_MESSAGE, "socket", T0,
+                                     outcome="created", task_id="t-1", detail={"n": 1})]
+    assert all(e.payload == {} and e.facts is not None for e in evs)
+    made = [with_payload(e) for e in evs]
+    assert made[0].payload == {"tu": "tu", "ru": "ru", "project": "p", "task_id": "t-1",
+                               "type": "unanswered_message", "source": "socket", "reason": None,
+                               "vip": "red"}
+    assert made[1].payload == {"tu": "tu", "ru": "ru", "type": "unanswered_message",
+                               "source": "socket", "outcome": "created", "task_id": "t-1"}
+    for conditions, template in (({"source": "tasks", "payload": {"vip": "red"}}, None),
+                                 ({"source": "candidates", "payload": {"outcome": "created"}},
+                                  "{{ payload.task_id }} for {{ payload.ru }}"),
+                                 ({"payload": {"tu": "tu"}}, None),
+                                 ({"payload": {"vip": "green"}}, None)):
+        for target in ("crm-hook", "ops-telegram", "audit"):
+            action = {"target": target} if template is None else {"target": target, "template": template}
+            rule_list = [parse_rule({"name": "r", "conditions": conditions, "actions": [action]}, TARGETS)]
+            for how in (route, route_general):
+                a, b = how(fresh(rule_list, "all"), evs, T0, TARGETS), how(fresh(rule_list, "all"), made, T0, TARGETS)
+                assert a == b and a.ops() == b.ops()
+            assert len(a.deliveries) > 2 or conditions["payload"] == {"vip": "green"}

@@ -107,6 +107,21 @@ def test_the_timers_of_one_advance_commit_once_in_step_order_then_notify():
     assert [e[1] for e in ports.log if e[0] == "notify"] == [0, 1, 2, 3, 4]
 
 
+def test_due_says_whether_fire_due_would_run_a_timer():
+    """``due(t)``, the sync check the app and the driver make before :meth:`fire_due` (no
+    coroutine when nothing is due): True exactly when a timer is due at or before ``t``, after
+    the timers at the edge and after a re-armed (stale) heap entry too."""
+    engine, ports = TimerEngine(3), LogPorts()
+    ex, clock = executor(engine, ports)
+    assert ex.due(T0) and ex.due(T0 + 5) and not ex.due(T0 - 0.001)
+    engine.scheduler.schedule(("t", 0), T0 + 1.5)  # re-armed: the heap's T0 entry is stale
+    assert not ex.due(T0 + 0.5) and ex.due(T0 + 1)
+    assert asyncio.run(ex.fire_due(T0 + 1, advance_clock=clock.advance_to)) == 1
+    assert not ex.due(T0 + 1.25) and ex.due(T0 + 1.5)
+    assert asyncio.run(ex.fire_due(T0 + 9, advance_clock=clock.advance_to)) == 2
+    assert not ex.due(T0 + 1e9) and asyncio.run(ex.fire_due(T0 + 1e9)) == 0
+
+
 def test_platform_requests_of_the_group_are_made_inline_and_their_answers_join_the_commit():
     engine, ports = TimerEngine(3, ask={1}), LogPorts()
     ex, clock = executor(engine, ports)

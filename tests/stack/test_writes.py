@@ -83,11 +83,15 @@ def test_candidate():
 def test_routing_events_carry_exactly_the_writes_builders_make():
     """task_routed / candidate_event / marker_event build their routing event straight from the
     write's fields (issue 11 item 5): each equals the write of task_event / candidate /
-    marker_write turned into its event, field for field — same path, key, body, source, priority."""
+    marker_write turned into its event, field for field — same path, key, body, source, priority,
+    and the same payload once it is made (the task and candidate events keep it in ``facts``
+    until a rule can see them: :func:`sidecar.router.model.with_payload`)."""
+    from sidecar.router.model import with_payload
     from sidecar.stack.writes import candidate_event, marker_event, task_routed
     for task, event in ((_task(), "created"), (_task(meta={"answer_by": "mail"}), "created"),
                         (_task(closed_at=T0 + 30.25, reason=CloseReason.ANSWERED), "closed")):
-        assert task_routed(task, event) == task_event(task, event).event("task", event, {
+        assert task_routed(task, event).payload == {} and task_routed(task, event).facts is not None
+        assert with_payload(task_routed(task, event)) == task_event(task, event).event("task", event, {
             "tu": task.tu, "ru": task.ru, "project": task.project, "task_id": task.task_id,
             "type": task.type.value, "source": task.source,
             "reason": None if task.reason is None else task.reason.value, "vip": task.vip})
@@ -100,7 +104,7 @@ def test_routing_events_carry_exactly_the_writes_builders_make():
         ev = candidate_event("c-tu", "c-ru", type_, "socket", T0 + 0.25, outcome=outcome,
                              task_id=task_id, detail=detail)
         value = getattr(type_, "value", type_)
-        assert ev == candidate("c-tu", "c-ru", type_, "socket", T0 + 0.25, outcome=outcome,
+        assert with_payload(ev) == candidate("c-tu", "c-ru", type_, "socket", T0 + 0.25, outcome=outcome,
                                task_id=task_id, detail=detail).event(
             value, outcome.split(":", 1)[0], {"tu": "c-tu", "ru": "c-ru", "type": value,
                                               "source": "socket", "outcome": outcome,
