@@ -27,6 +27,11 @@ def default_data_dir() -> Path:
     return user_data_path("operator-sidecar", appauthor=False)
 
 
+#: seconds: the least a wall-clock wait setting (``*_timeout_s``) may be.  Below it a wait is no
+#: wait on any machine (1e-9 s was taken and failed every request it guards; the breaker at stop 33)
+MIN_WAIT_S = 0.01
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore")
 
@@ -39,10 +44,10 @@ class Settings(BaseSettings):
     clock: Literal["wall", "virtual"] = "wall"
     time_scale: float | None = Field(default=None, gt=0)  # K: real time K× faster (live demos)
     stack_url: str | None = None  # Stack base URL; None = no Stack (local only)
-    stack_startup_timeout_s: float = Field(default=3.0, gt=0,  # login's wait for startup data
+    stack_startup_timeout_s: float = Field(default=3.0, ge=MIN_WAIT_S,  # login's wait for startup data
                                            description="login's wait for Stack's startup data, s (default 3)")
     # a Stack request's seconds per phase (connect, read, write, pool wait); a whole request 2x
-    stack_timeout_s: float = Field(default=5.0, gt=0, description="a Stack request's wait per phase "
+    stack_timeout_s: float = Field(default=5.0, ge=MIN_WAIT_S, description="a Stack request's wait per phase "
                                    "(connect, read, write, pool), s; a whole request twice that (default 5)")
     stack_concurrency: int = Field(default=4, ge=1, le=64,  # Stack writes in flight (distinct pairs)
                                    description="Stack writes in flight, 1-64 (default 4)")
@@ -56,9 +61,9 @@ class Settings(BaseSettings):
     # exact Origin values accepted (browsers send Origin; Electron main does not): the flag
     # --allow-origin repeats, the environment SIDECAR_ALLOW_ORIGIN is a comma-separated list
     allow_origin: Annotated[tuple[str, ...], NoDecode] = ()
-    request_timeout_s: float = Field(default=15.0, gt=0,  # platform.request answer timeout (real s)
+    request_timeout_s: float = Field(default=15.0, ge=MIN_WAIT_S,  # platform.request answer timeout (real s)
                                      description="wait for Electron's answer to a platform request, s (default 15)")
-    handshake_timeout_s: float = Field(default=10.0, gt=0, description="a new bridge connection's wait "
+    handshake_timeout_s: float = Field(default=10.0, ge=MIN_WAIT_S, description="a new bridge connection's wait "
                                        "for its opening handshake, and again for its auth frame, s (default 10)")
     log_level: str = "INFO"
 
