@@ -1,7 +1,7 @@
 """Settings (pydantic-settings): environment ``SIDECAR_*``, overridden by ``sidecar serve`` flags.
 
 A field without a ``serve`` flag is set by the environment only; its ``description`` is its line
-in ``sidecar serve --help`` (``sidecar.cli.main.env_only_help``), and a bad value is named by
+in ``sidecar serve --help`` (``sidecar.cli.serve_args.env_only_help``), and a bad value is named by
 the variable alone (``sidecar.cli.preflight.flag_of``).
 
 The data dir defaults to the OS's per-user app data folder (platformdirs), e.g.

@@ -21,7 +21,8 @@ Rules / theory of operation
   Anything the sidecar prints on stdout later breaks the contract and is kept as a warning.
 * Connect with ``bridge.client.BridgeClient.connect(port, token, on_notification=...,
   on_request=...)``, which sends ``auth`` as the first frame (the handshake and the auth answer
-  waited for :data:`HARNESS_WAIT_S` too); then the replay sets the virtual clock.  The client acknowledges the notification stream itself (batched ``stream.ack``).
+  waited for :data:`HARNESS_WAIT_S` too); then the replay sets the virtual clock.  The client
+  acknowledges the notification stream itself (batched ``stream.ack``).
 * Stop (graceful): close the connection, close stdin, wait up to :data:`STOP_TIMEOUT_S` for exit
   code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
   group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are

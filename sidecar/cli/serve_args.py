@@ -20,10 +20,6 @@ from typing import Any
 
 from sidecar.protocol.contract import EXIT_CODES
 
-#: the settings ``sidecar serve`` has no flag for (token: ``--token-file``, in the flags' help)
-ENV_ONLY = ("host", "stack_startup_timeout_s", "stack_timeout_s", "stack_concurrency", "max_frame",
-            "request_timeout_s", "handshake_timeout_s")
-
 
 def add_serve(sub: Any) -> argparse.ArgumentParser:
     """Add the ``serve`` command to ``sub`` (an ``add_subparsers()`` result); the parser."""
@@ -32,6 +28,12 @@ def add_serve(sub: Any) -> argparse.ArgumentParser:
                        description="Run the sidecar. Every flag can also be set by the environment "
                                    "variable SIDECAR_<FLAG> (e.g. SIDECAR_PORT); flags win.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_flags(s)
+    return s
+
+
+def _add_flags(s: argparse.ArgumentParser) -> None:
+    """``serve``'s flags, each a :class:`sidecar.config.Settings` field."""
     s.add_argument("--port", type=int, help="websocket port on 127.0.0.1, 0-65535 (0 = free port)")
     s.add_argument("--data-dir", type=Path, help="SQLite and logs (default: per-OS app data)")
     s.add_argument("--clock", choices=["wall", "virtual"], help="virtual: moved by clock.advance_to")
@@ -45,21 +47,30 @@ def add_serve(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--allow-origin", action="append", dest="allow_origin",
                    help="an Origin allowed to connect (repeatable; default none)")
     s.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
-    return s
 
 
 @cache
 def serve_flags() -> frozenset[str]:
     """The settings (``Settings`` field names) that ``sidecar serve`` takes as flags; every other
     one is set by the environment only (``SIDECAR_<FIELD>``)."""
-    serve = add_serve(argparse.ArgumentParser().add_subparsers())
-    return frozenset(a.dest for a in serve._actions if a.option_strings and a.dest != "help")
+    serve = argparse.ArgumentParser(add_help=False)
+    _add_flags(serve)
+    return frozenset(a.dest for a in serve._actions)
+
+
+def env_only() -> list[str]:
+    """The settings ``serve`` has no flag for, in ``Settings``' order (``token``: ``--token-file``,
+    in the flags' help) — derived, so a new setting is listed without another edit."""
+    from sidecar.config import Settings
+
+    flags = serve_flags()
+    return [name for name in Settings.model_fields if name not in flags and name != "token"]
 
 
 def env_only_help() -> str:
-    """The ``serve --help`` section listing :data:`ENV_ONLY`, each with its description."""
+    """The ``serve --help`` section listing :func:`env_only`, each with its description."""
     from sidecar.config import Settings
 
     fields = Settings.model_fields
-    rows = [f"  SIDECAR_{name.upper():<26} {fields[name].description}" for name in ENV_ONLY]
+    rows = [f"  SIDECAR_{name.upper():<26} {fields[name].description}" for name in env_only()]
     return "environment only (no flag):\n" + "\n".join(rows) + "\n"
