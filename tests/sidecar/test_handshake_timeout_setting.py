@@ -44,4 +44,3 @@ def test_the_handshake_timeout_refuses_what_is_no_wait():
     for bad in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             Settings(token="t", handshake_timeout_s=bad)
-
