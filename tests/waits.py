@@ -7,5 +7,10 @@ reach: a websocket opening handshake of websockets' default 10 s was passed once
 """
 
 HANDSHAKE_S = 120.0  # seconds: a websocket opening handshake, the bridge's auth answer
+# seconds from a stop request to seeing the process exit.  The promise (exit within 2 s, issue 7)
+# is the process's own: its watchdog forces a shutdown still running 1.5 s after the request (its
+# monotonic clock) with exit code 5, so a test judges the promise by the exit code; this wait only
+# tells a process the watchdog failed to end (a hang) from one a loaded machine reaps late
+EXIT_S = 120.0
 
-__all__ = ["HANDSHAKE_S"]
+__all__ = ["EXIT_S", "HANDSHAKE_S"]

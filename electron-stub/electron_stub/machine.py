@@ -23,9 +23,12 @@ Rules / theory of operation
   on_request=...)``, which sends ``auth`` as the first frame (the handshake and the auth answer
   waited for :data:`HARNESS_WAIT_S` too); then the replay sets the virtual clock.  The client
   acknowledges the notification stream itself (batched ``stream.ack``).
-* Stop (graceful): close the connection, close stdin, wait up to :data:`STOP_TIMEOUT_S` for exit
-  code 0; past that SIGTERM, then SIGKILL; any of those, a non-zero code or a process left in the
-  group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
+* Stop (graceful): close the connection, close stdin, expect exit code 0.  The promise (gone within
+  :data:`STOP_PROMISE_S`) is judged by that code: the sidecar's own watchdog exits with 5 when its
+  orderly close is not done 1.5 s after the request, so a 0 seen late is a slow machine (noted on
+  the exit, still clean — at load 16–20 a clean exit reached the harness after more than 2 s).  Only
+  past :data:`HARNESS_WAIT_S` SIGTERM, then SIGKILL; any of those, a non-zero code or a process left
+  in the group makes the exit not clean.  Crash: SIGKILL, wait, then the same group check (leftovers are
   killed and reported).
 * Capture (issue 20): with ``ELECTRON_STUB_CAPTURE=<file>`` in the environment every machine
   appends its ready line and every frame of its connections, both ways, to that file — one JSON
@@ -48,7 +51,10 @@ from typing import Any, Awaitable, Callable, Mapping
 from electron_stub.report import MachineExit
 
 READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 2.0  # the sidecar's promise (issue 7): any stop request ends it within 2 s
+# the sidecar's promise (issue 7): any stop request ends it within 2 s.  Its own watchdog keeps it
+# (a shutdown still running 1.5 s after the request exits with code 5), so exit 0 is the promise
+# kept whenever the harness sees it; the harness waits HARNESS_WAIT_S before it escalates (module rules)
+STOP_PROMISE_S = 2.0
 CALL_TIMEOUT_S = 300.0
 # the sidecar's waits on this harness (module rules): production's 3 s / 15 s are reached here only
 # by a loaded machine (the shift's crash equivalence failed at load 15-20: a fresh machine's startup
@@ -176,7 +182,7 @@ class Machine:
         except (ValueError, AssertionError):
             if not raw:  # stdout closed: let the exit code arrive rather than kill it (-9)
                 try:
-                    async with asyncio.timeout(STOP_TIMEOUT_S):
+                    async with asyncio.timeout(HARNESS_WAIT_S):
                         await self.proc.wait()
                 except TimeoutError:
                     pass
@@ -266,7 +272,8 @@ class Machine:
             self.client = None
 
     async def stop(self) -> MachineExit:
-        """Graceful stop: close the connection and stdin; exit 0 within STOP_TIMEOUT_S expected."""
+        """Graceful stop: close the connection and stdin; exit 0 expected (module rules: the
+        promise is judged by the code, a late 0 is noted; SIGTERM only past HARNESS_WAIT_S)."""
         assert self.proc is not None
         peak = peak_rss_mb(self.proc.pid)  # before it exits: /proc forgets it then
         await self._close_client()
@@ -276,11 +283,17 @@ class Machine:
                 self.proc.stdin.close()
         except Exception:  # noqa: BLE001
             pass
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         try:
-            async with asyncio.timeout(STOP_TIMEOUT_S):
+            async with asyncio.timeout(HARNESS_WAIT_S):
                 await self.proc.wait()
+            took = loop.time() - asked
+            if took > STOP_PROMISE_S and self.proc.returncode == 0:
+                note = (f"exit seen {took:.1f} s after stdin EOF, over the {STOP_PROMISE_S:g} s promise; exit 0: "
+                        f"the sidecar's own watchdog did not fire, so the machine was slow")
         except TimeoutError:
-            how, note = "sigterm", f"did not exit within {STOP_TIMEOUT_S:.0f} s of stdin EOF"
+            how, note = "sigterm", f"did not exit within {HARNESS_WAIT_S:g} s of stdin EOF"
             self.proc.send_signal(signal.SIGTERM)
             try:
                 async with asyncio.timeout(5):

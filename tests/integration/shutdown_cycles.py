@@ -2,8 +2,11 @@
 
 Each cycle launches a wall-clock sidecar on the same data dir (as Electron relaunches it), logs a
 TU in (answering its platform requests), sends a few platform events, drops the client, asks the
-process to stop and measures how long it takes.  A process still running after the deadline is
-killed and counted as a hang; the next launch then proves the data-dir lock was released.
+process to stop and measures how long it takes.  Exit code 0 is the promise kept: the process's
+own watchdog would have forced a shutdown still running 1.5 s after the request with code 5
+(``sidecar_proc`` rule 2), so any other code is a bad exit.  A process still running after the
+suite's exit wait is killed and counted as a hang; the next launch then proves the data-dir lock
+was released.  The seconds to each exit are reported, not asserted (a loaded machine reaps late).
 """
 from __future__ import annotations
 
@@ -18,13 +21,15 @@ from tests.integration.sidecar_proc import EXIT_DEADLINE_S, Overran, SidecarProc
 @dataclass
 class CycleResults:
     exits: list[float] = field(default_factory=list)  # seconds from the stop request to the exit
-    hangs: list[str] = field(default_factory=list)  # one line per cycle that outlived the deadline
+    hangs: list[str] = field(default_factory=list)  # one line per cycle that outlived the exit wait
     bad_codes: list[str] = field(default_factory=list)  # one line per non-zero exit
 
     def summary(self) -> str:
         worst = max(self.exits, default=0.0)
+        late = sum(1 for s in self.exits if s > EXIT_DEADLINE_S)
         return (f"{len(self.hangs)} hangs, {len(self.bad_codes)} bad exit codes in "
-                f"{len(self.exits) + len(self.hangs)} cycles; slowest exit {worst:.2f} s")
+                f"{len(self.exits) + len(self.hangs)} cycles; slowest exit {worst:.2f} s "
+                f"({late} seen after {EXIT_DEADLINE_S:g} s)")
 
 
 async def _answer(method: str, params: dict) -> dict:
@@ -44,7 +49,7 @@ async def one_cycle(data_dir: Path, how: str, i: int, *, binary: str | None = No
                          "at": time.time(), "body": "hi"}})
         await c.close()
         try:
-            code = await sc.stop(how, deadline_s=EXIT_DEADLINE_S)
+            code = await sc.stop(how)
         except Overran as exc:
             return None, None, str(exc)[-600:]
         # A bad exit code explains itself: the stderr tail carries the app's critical log line

@@ -1,8 +1,14 @@
 """Spawn a real ``sidecar serve`` process as Electron does (tests only).
 
-A process that outlives its shutdown deadline is a failure, never quietly killed: ``stop`` and
-``__aexit__`` kill it (so no process is left behind) and then raise :class:`Overran` with the
-tail of its stderr — the operator would have had a sidecar that never exits (issue 7).
+1. A process that outlives its wait after a stop request is a failure, never quietly killed:
+   ``stop`` and ``__aexit__`` kill it (so no process is left behind) and then raise
+   :class:`Overran` with the tail of its stderr — the operator would have had a sidecar that never
+   exits (issue 7).
+2. The shutdown promise (gone within :data:`EXIT_DEADLINE_S` of the request) is judged by the exit
+   code, not by the wall clock: the process's own watchdog ends a shutdown still running 1.5 s
+   after the request with code 5 (``sidecar/cli/stop_guard.py``), so code 0 is an orderly close
+   inside the promise.  The wait for the exit (:data:`tests.waits.EXIT_S`) only tells a hang from a
+   loaded machine that reaps the process late; ``exit_s`` records how long the exit took.
 """
 from __future__ import annotations
 
@@ -15,19 +21,19 @@ import sys
 import time
 from pathlib import Path
 
-from tests.waits import HANDSHAKE_S
+from tests.waits import EXIT_S, HANDSHAKE_S
 
 ROOT = Path(__file__).resolve().parents[2]
-EXIT_DEADLINE_S = 2.0  # DESIGN §3 / issue 7: every shutdown path ends the process within this
+EXIT_DEADLINE_S = 2.0  # DESIGN §3 / issue 7: every shutdown path ends the process within this (rule 2)
 
 
 class Overran(AssertionError):
-    """The process did not exit within its deadline (it was killed afterwards)."""
+    """The process did not exit within its wait (it was killed afterwards): a hang."""
 
 
 class SidecarProcess:
     def __init__(self, data_dir: Path, *, clock: str = "virtual", binary: str | None = None,
-                 extra: tuple[str, ...] = (), deadline_s: float = EXIT_DEADLINE_S,
+                 extra: tuple[str, ...] = (), wait_s: float = EXIT_S,
                  prelude: str | None = None) -> None:
         self.data_dir = data_dir
         # Python run in the child before ``sidecar.cli.main.main()`` (it patches a fault in; a test's own)
@@ -35,7 +41,7 @@ class SidecarProcess:
         self.clock = clock
         self.binary = binary
         self.extra = extra
-        self.deadline_s = deadline_s
+        self.wait_s = wait_s  # seconds to wait for the exit after a stop request (rule 2)
         self.token = secrets.token_urlsafe(16)
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
@@ -76,21 +82,23 @@ class SidecarProcess:
         env.setdefault("SIDECAR_HANDSHAKE_TIMEOUT_S", str(HANDSHAKE_S))
         return env
 
-    async def stop(self, how: str = "stdin", *, deadline_s: float | None = None) -> int:
+    async def stop(self, how: str = "stdin", *, wait_s: float | None = None) -> int:
         """Ask the process to stop — ``how``: ``stdin`` (EOF, Electron died), ``SIGTERM``,
-        ``SIGINT`` or ``SIGHUP`` — and return its exit code.  Raises :class:`Overran` (after
-        killing it) when it is still running ``deadline_s`` seconds later."""
+        ``SIGINT`` or ``SIGHUP`` — and return its exit code (0: an orderly close inside the
+        promise, 5: forced by its watchdog; rule 2).  Raises :class:`Overran` (after killing it)
+        when it is still running ``wait_s`` seconds later (default: the instance's)."""
         assert self.proc is not None
         if how == "stdin":
             self.proc.stdin.close()
         else:
             self.proc.send_signal(getattr(signal, how))
-        return await self.wait_exit(deadline_s, what=how)
+        return await self.wait_exit(wait_s, what=how)
 
-    async def wait_exit(self, deadline_s: float | None = None, *, what: str = "stop") -> int:
-        """Wait for the exit that was asked for; :class:`Overran` past the deadline."""
+    async def wait_exit(self, wait_s: float | None = None, *, what: str = "stop") -> int:
+        """Wait for the exit that was asked for and return its code; :class:`Overran` past
+        ``wait_s`` seconds (default: the instance's)."""
         assert self.proc is not None
-        limit = self.deadline_s if deadline_s is None else deadline_s
+        limit = self.wait_s if wait_s is None else wait_s
         t0 = time.monotonic()
         try:
             async with asyncio.timeout(limit):

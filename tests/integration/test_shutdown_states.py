@@ -17,6 +17,7 @@ from bridge.client import BridgeClient
 from bridge.errors import RemoteError
 from tests.integration.sidecar_proc import ROOT, SidecarProcess, send_event, answer_no_dialogs as _answer
 from tests.stack.fake_stack import StackServer
+from tests.waits import EXIT_S
 
 T0 = 1796025600.0
 
@@ -81,9 +82,8 @@ def _guarded_child(deadline_s: float, then: str) -> subprocess.Popen:
 def test_a_stuck_shutdown_is_forced_with_exit_5_by_the_watchdog():
     p = _guarded_child(0.5, "")
     assert p.stdout.readline().strip() == "armed"
-    t0 = time.monotonic()
-    assert p.wait(timeout=5) == 5
-    assert time.monotonic() - t0 < 2.0
+    # the watchdog's own clock says when it fired; the parent's would measure the machine too
+    assert p.wait(timeout=EXIT_S) == 5
     assert "shutdown took over 0.5 s" in p.stderr.read()
 
 
@@ -91,16 +91,17 @@ def test_a_stuck_shutdown_is_forced_with_exit_5_by_the_watchdog():
 def test_a_second_signal_during_shutdown_exits_at_once(sig):
     p = _guarded_child(60, "")
     assert p.stdout.readline().strip() == "armed"
-    t0 = time.monotonic()
     p.send_signal(sig)
-    assert p.wait(timeout=5) == 128 + sig
-    assert time.monotonic() - t0 < 1.0
+    # 128 + N is the second signal's exit: the 60 s watchdog would have exited with 5
+    assert p.wait(timeout=EXIT_S) == 128 + sig
     assert f"second {sig.name} during shutdown" in p.stderr.read()
 
 
 def test_parent_death_ends_the_sidecar_within_2_s(tmp_path):
     """Electron dies without closing our stdin (here: stdin is /dev/null, so only the parent
-    watch can notice): the sidecar ends within 2 s of its parent, with exit code 0."""
+    watch can notice): the sidecar ends within 2 s of its parent — its parent watch notices and
+    the orderly close finishes before its own watchdog would force it (the log says which; the
+    parent's stopwatch would measure the machine too)."""
     wrapper = textwrap.dedent(f"""
         import os, subprocess, sys
         p = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--port", "0", "--clock", "wall",
@@ -115,13 +116,14 @@ def test_parent_death_ends_the_sidecar_within_2_s(tmp_path):
     pid_s, ready = r.stdout.split(" ", 1)
     assert '"ready"' in ready, r.stdout + r.stderr
     pid = int(pid_s)
-    while time.monotonic() - t0 < 5 and _alive(pid):
+    while time.monotonic() - t0 < EXIT_S and _alive(pid):
         time.sleep(0.02)
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-        raise AssertionError("the sidecar outlived its parent by 5 s")
-    assert time.monotonic() - t0 <= 2.0
-    assert "shutting down: parent-died" in (tmp_path / "sidecar.log.jsonl").read_text()
+        raise AssertionError(f"the sidecar outlived its parent by {EXIT_S:g} s")
+    log = (tmp_path / "sidecar.log.jsonl").read_text()
+    assert "shutting down: parent-died" in log
+    assert "shutdown took over" not in log  # not forced by the watchdog: closed in time
 
 
 def _alive(pid: int) -> bool:

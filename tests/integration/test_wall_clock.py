@@ -8,6 +8,7 @@ import time
 
 from bridge.client import BridgeClient
 from tests.integration.sidecar_proc import SidecarProcess, send_event
+from tests.waits import EXIT_S
 
 
 async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(tmp_path):
@@ -23,7 +24,7 @@ async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(t
                                        on_notification=lambda m, p: notes.append((m, p)))
         await c.call("session.login", {"tu": "c-tu-1", "project": "chathouse"})
         t0 = time.monotonic()  # wall clock: the login's passes run concurrently with the answer
-        while not {"scroll_new", "scroll_all_online"} <= set(asked) and time.monotonic() - t0 < 30:
+        while not {"scroll_new", "scroll_all_online"} <= set(asked) and time.monotonic() - t0 < EXIT_S:
             await asyncio.sleep(0.02)
         assert {"scroll_new", "scroll_all_online"} <= set(asked)
         await c.call("platform.event", send_event(1, time.time()))
@@ -42,7 +43,7 @@ async def test_time_scale_makes_tasks_overdue_by_itself_and_reconnect_rechecks(t
         n = asked.count("scroll_new")
         await c.call("platform.reconnected", {"project": "chathouse", "tu": "c-tu-1"})
         t0 = time.monotonic()
-        while asked.count("scroll_new") == n and time.monotonic() - t0 < 30:
+        while asked.count("scroll_new") == n and time.monotonic() - t0 < EXIT_S:
             await asyncio.sleep(0.02)
         assert asked.count("scroll_new") == n + 1
         await c.close()

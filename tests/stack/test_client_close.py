@@ -42,13 +42,9 @@ async def test_close_cuts_the_exchanges_in_flight_at_once(path, where):
         task = asyncio.create_task(c.send("PUT", "/p", body, "k"))
         await arrived.wait()
         await asyncio.sleep(0.05)  # the client is inside its read (or its blocked write)
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
         await c.close()
-        with pytest.raises(StackUnavailable, match="client (is|was) closed"):
-            async with asyncio.timeout(10):
-                await task
-        assert loop.time() - t0 < 5
+        with pytest.raises(StackUnavailable, match="client (is|was) closed"):  # not the deadline's
+            await task
         assert s.conns == 1
         for _ in range(20):  # an aborted transport lets go of its socket on a later loop turn
             await asyncio.sleep(0.01)
@@ -85,13 +81,10 @@ async def test_close_cuts_requests_queued_for_the_pool_and_opens_nothing(path):
         c = stack_client(s.url, path, timeout=3.0, total_timeout=60.0, max_connections=1)
         tasks = [asyncio.create_task(c.health()) for _ in range(3)]
         await arrived.wait()
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
         await c.close()
-        async with asyncio.timeout(10):
-            res = await asyncio.gather(*tasks, return_exceptions=True)
+        res = await asyncio.gather(*tasks, return_exceptions=True)
+        # "closed", not the 3 s pool / read timeout's "timeout (pool)" / "timeout (read)"
         assert all(isinstance(e, StackUnavailable) and "closed" in str(e) for e in res), res
-        assert loop.time() - t0 < 2  # not the 3 s pool / read timeout
         await asyncio.sleep(0.05)
         assert s.conns == 1
 

@@ -60,11 +60,10 @@ def _dripping_server() -> tuple[socket.socket, threading.Event]:
 async def test_a_trickling_answer_hits_the_total_deadline():
     srv, stop = _dripping_server()
     client = StackClient(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout=1.0, total_timeout=1.5)
-    t0 = time.monotonic()
+    # the total deadline's message, not the per-read timeout's, long before the 300 s the 1,000
+    # bytes would trickle for (a stopwatch is not asserted: a loaded machine, issue 18)
     with pytest.raises(StackUnavailable, match="deadline"):
         await client.send("POST", "/v1/tus/t/tasks", b"{}", "k")
-    # far below the 300 s the 1,000 bytes would trickle for; no tighter (a loaded machine: issue 18)
-    assert time.monotonic() - t0 < 30.0
     await client.close()
     stop.set()
     srv.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
 
@@ -173,10 +172,8 @@ async def test_an_answer_trickled_byte_by_byte_still_ends_at_the_deadline():
             await w.drain()
             await asyncio.sleep(0.01)
     async with Srv(h) as s, StackClient(s.url, timeout=5.0, total_timeout=0.5) as c:
-        t0 = time.monotonic()
-        with pytest.raises(StackUnavailable, match="deadline"):
+        with pytest.raises(StackUnavailable, match="deadline"):  # not the per-read timeout's message
             await c.health()
-        assert time.monotonic() - t0 < 5
 
 
 async def test_pool_waits_that_time_out_or_are_cancelled_give_every_slot_back():
@@ -246,10 +243,8 @@ async def test_an_answer_larger_than_the_cap_fails_fast_and_holds_no_more(monkey
 
     async with Srv(runaway) as srv:
         c = StackClient(srv.url, timeout=30.0)
-        t0 = time.monotonic()
-        with pytest.raises(StackUnavailable, match="larger than 1048576 bytes"):
-            await c.startup("g-tu-1")
-        assert time.monotonic() - t0 < 25  # the cap, not the 60 s deadline, ended it
+        with pytest.raises(StackUnavailable, match="larger than 1048576 bytes"):  # the cap ended it,
+            await c.startup("g-tu-1")  # not the 60 s deadline (its message says "deadline")
         assert c._http._idle == []  # type: ignore[union-attr]
         await c.close()
 
