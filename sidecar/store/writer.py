@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .errors import StoreError
+from .ops import Guarded
 
 log = logging.getLogger("sidecar.store")
 
@@ -115,7 +116,9 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for sql, rows in plan:
-            if len(rows) == 1:
+            if type(sql) is Guarded:  # its probe, then a plain insert (sidecar.store.ops, Rule 5)
+                _guarded(conn, sql, rows)
+            elif len(rows) == 1:
                 conn.execute(sql, rows[0])
             else:
                 conn.executemany(sql, rows)
@@ -124,6 +127,17 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _guarded(conn: sqlite3.Connection, sql: Guarded, rows: list[tuple]) -> None:
+    """Each row of a guarded insert in order: skipped when its probe finds a row, else inserted
+    (an earlier row of the same plan is seen by a later one's probe, as in one statement each)."""
+    insert, probe, width, guard = sql.insert, sql.probe, sql.width, sql.guard
+    for row in rows:
+        key = guard(row)
+        if key is not None and conn.execute(probe, key).fetchone() is not None:
+            continue
+        conn.execute(insert, row[:width])
 
 
 def apply_plan_off_loop(conn: sqlite3.Connection, plan: Plan) -> None:
