@@ -17,7 +17,7 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from sidecar.store.ops import Op, register, to_json
+from sidecar.store.ops import Guarded, Op, register, to_json
 
 from sidecar.router.model import Delivery, Rule, rule_dict
 
@@ -98,12 +98,23 @@ def _delivery_params(op: PutDelivery) -> tuple:
             d.path, d.tu, d.ru, d.event_at, d.channel, d.idem_key)
 
 
+def _stack_key(row: tuple) -> tuple | None:
+    # the one statement's guard: a Stack row's key, probed only for a Stack row
+    return (row[26],) if row[25] == "stack" else None
+
+
+_DELIVERY_COLUMNS = ("INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority,"
+                     " rule, channel, target, status, attempts, next_attempt_at, expires_at, last_error,"
+                     " note, message, delivered_at, pair, idem_key, method, path, tu, ru, updated_at)")
+_PENDING_STACK_KEY = "SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?"
+
+# a Stack row whose key is already pending is not stored (one key, one pending write): a guarded
+# insert (sidecar.store.ops, Rule 5) — the one statement below, run as its probe and a plain insert
 register(PutDelivery,
-         "INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority, rule,"
-         " channel, target, status, attempts, next_attempt_at, expires_at, last_error, note, message,"
-         " delivered_at, pair, idem_key, method, path, tu, ru, updated_at)"
-         " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT (? = 'stack' AND EXISTS"
-         " (SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?))",
+         Guarded(_DELIVERY_COLUMNS + " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?"
+                 " WHERE NOT (? = 'stack' AND EXISTS (" + _PENDING_STACK_KEY + "))",
+                 insert=_DELIVERY_COLUMNS + " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                 probe=_PENDING_STACK_KEY, width=25, guard=_stack_key),
          _delivery_params)
 register(ClaimDelivery,
          "UPDATE deliveries SET attempts=?, next_attempt_at=?, last_error=?, updated_at=?"

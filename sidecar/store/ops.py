@@ -12,6 +12,14 @@ Rule 3.  :func:`compile_ops` turns ops into ``(sql, params)`` pairs, outside the
          every encoding error surfaces there, before the transaction starts.
 Rule 4.  Semantics: ``Put*`` are upserts (the last write in a batch wins); ``Delete*`` of a missing
          row is a no-op.
+Rule 5.  **A guarded insert** (:class:`Guarded`) is an ``INSERT … SELECT … WHERE NOT (probe)`` whose
+         row is skipped when the probe finds a row.  Run as that one statement, SQLite first copies
+         the row into a temporary table (its ``SELECT`` reads the table it inserts into), which
+         costs more than the insert; so :func:`sidecar.store.writer.apply_plan` runs the probe as
+         a ``SELECT`` of its own and then a plain ``INSERT … VALUES``, row by row in plan order —
+         the same rows inserted, skipped and numbered as the one statement would.  The
+         :class:`Guarded` string itself is that one statement, so whoever runs a plan's SQL as it
+         is gets the same result.
 """
 from __future__ import annotations
 
@@ -219,6 +227,27 @@ _PUT_GROUP = (
 _DELETE_GROUP = "DELETE FROM sender_groups WHERE id=?"
 _DELETE_ASSIGNMENTS = "DELETE FROM sender_assignments WHERE sender=?"
 _PUT_ASSIGNMENT = "INSERT OR IGNORE INTO sender_assignments (sender, group_id) VALUES (?,?)"
+
+
+class Guarded(str):
+    """The SQL of a guarded insert (module rules, Rule 5): as a ``str``, the one statement
+    ``INSERT … SELECT ?,… WHERE NOT (…)`` whose parameters are the ``width`` values of the row
+    and then the probe's; :attr:`insert` the plain ``INSERT … VALUES`` of the first ``width``
+    parameters; :attr:`probe` a ``SELECT`` that finds a row when the insert is to be skipped;
+    :attr:`guard` maps a row's parameters to the probe's, or to None when the row is not guarded
+    (the one statement's condition is false without the probe).  Equal strings are equal
+    guarded inserts: the plan merges consecutive ops by the identity of their SQL."""
+
+    insert: str
+    probe: str
+    width: int
+    guard: Callable[[tuple], tuple | None]
+
+    def __new__(cls, sql: str, *, insert: str, probe: str, width: int,
+                guard: Callable[[tuple], tuple | None]) -> "Guarded":
+        self = super().__new__(cls, sql)
+        self.insert, self.probe, self.width, self.guard = insert, probe, width, guard
+        return self
 
 
 def _val(x: Any) -> Any:

@@ -49,6 +49,16 @@ Rule 5.  **A lock someone else holds is never waited for on the loop.**  Another
          close of the loop's connection takes no lock.
 Rule 6.  A failed transaction rolls back as a whole (:func:`apply_plan`) on either connection and is
          raised as :class:`~sidecar.store.errors.StoreError`: nothing half-written.
+Rule 7.  **None and bytes bind through a registered adapter** (:func:`plain_binds`, run at import).
+         CPython's ``sqlite3`` binds an ``int``, ``float``, ``str`` or ``bytearray`` directly, but
+         sends every other parameter — ``None`` and ``bytes`` included — through its adapter
+         protocol, which, finding no adapter, looks ``__adapt__`` up on ``PrepareProtocol`` and
+         ``__conform__`` on the value (each a failed attribute lookup) before binding the value
+         as it is: ~3,300 instructions a parameter, and an event's rows carry 15 of them.  An
+         adapter registered for ``NoneType`` and ``bytes`` that returns its argument is found by
+         the first dictionary lookup instead (~1,300).  What is bound is the same object: ``None``
+         stays NULL, ``bytes`` a BLOB.  The registry is the ``sqlite3`` module's (process-wide),
+         so aiosqlite's connection binds the same way.
 """
 from __future__ import annotations
 
@@ -59,6 +69,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .errors import StoreError
+from .ops import Guarded
 
 log = logging.getLogger("sidecar.store")
 
@@ -83,13 +94,31 @@ LOOP_BUSY_TIMEOUT_MS = 0
 Plan = list[tuple[str, list[tuple]]]  # compiled ops (sidecar.store.ops.compile_ops)
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+def plain_binds() -> None:
+    """Register :func:`_same` as the ``sqlite3`` adapter of ``None`` and ``bytes`` (module rules,
+    Rule 7): the values bind exactly as without it, by a dictionary hit instead of two failed
+    attribute lookups.  Idempotent; never for ``int``/``float``/``str``/``bytearray`` (an adapter
+    for one of those makes ``sqlite3`` adapt every parameter of the process)."""
+    sqlite3.register_adapter(type(None), _same)
+    sqlite3.register_adapter(bytes, _same)
+
+
+plain_binds()
+
+
 def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
     """The whole plan in one transaction on ``conn`` (the loop's connection, or aiosqlite's on
     its thread); any error rolls all of it back and propagates."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         for sql, rows in plan:
-            if len(rows) == 1:
+            if type(sql) is Guarded:  # its probe, then a plain insert (sidecar.store.ops, Rule 5)
+                _guarded(conn, sql, rows)
+            elif len(rows) == 1:
                 conn.execute(sql, rows[0])
             else:
                 conn.executemany(sql, rows)
@@ -98,6 +127,17 @@ def apply_plan(conn: sqlite3.Connection, plan: Plan) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _guarded(conn: sqlite3.Connection, sql: Guarded, rows: list[tuple]) -> None:
+    """Each row of a guarded insert in order: skipped when its probe finds a row, else inserted
+    (an earlier row of the same plan is seen by a later one's probe, as in one statement each)."""
+    insert, probe, width, guard = sql.insert, sql.probe, sql.width, sql.guard
+    for row in rows:
+        key = guard(row)
+        if key is not None and conn.execute(probe, key).fetchone() is not None:
+            continue
+        conn.execute(insert, row[:width])
 
 
 def apply_plan_off_loop(conn: sqlite3.Connection, plan: Plan) -> None:
@@ -252,5 +292,5 @@ class LoopWriter:
 
 
 __all__ = ["CATCH_UP_WAIT_S", "CHECKPOINT_OPS", "LOOP_BUSY_TIMEOUT_MS", "PAGE_SIZE", "WAL_HARD_BYTES",
-           "WAL_RESTART_BYTES", "LoopWriter", "apply_plan", "apply_plan_off_loop", "is_busy",
+           "WAL_RESTART_BYTES", "LoopWriter", "apply_plan", "apply_plan_off_loop", "is_busy", "plain_binds",
            "open_writer", "passive_checkpoint", "readers_only"]

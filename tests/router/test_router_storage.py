@@ -8,7 +8,7 @@ import pytest
 from sidecar.router.model import RoutingEvent, StackWrite, parse_rule
 from sidecar.router.state import RouterState
 from sidecar.router.route import route
-from sidecar.router.ops import DeleteRule, PutDelivery, PutRule, prune_ops
+from sidecar.router.ops import DeleteRule, PutDelivery, PutRule, SettleDelivery, prune_ops
 from sidecar.store.errors import StoreError
 from sidecar.store.ops import PutMeta
 
@@ -93,3 +93,45 @@ async def test_a_repeated_stack_key_leaves_no_trace(rstore):
     await emit(rstore, st, [marker(2, "b")], T0 + 2)
     rows = await rstore.deliveries()
     assert [(d.seq, d.idem_key, d.status) for d in rows] == [(1, "k1", "pending"), (2, "k2", "pending")]
+
+
+async def _stored_after(tmp_path, name: str, one_statement: bool, monkeypatch) -> tuple[list, list]:
+    from sidecar.router.io.storage import RouterStore
+    from sidecar.store import Store
+    from sidecar.store import writer as wmod
+    with monkeypatch.context() as m:
+        if one_statement:  # what the Guarded string says as it is: INSERT … SELECT … WHERE NOT (…)
+            m.setattr(wmod, "_guarded", lambda conn, sql, rows: conn.executemany(str(sql), rows))
+        store = await Store.open(tmp_path / name)
+        try:
+            base = route(make_state(), [marker(1, "a")], T0, TARGETS).deliveries[0]
+
+            def row(n: int, key: str | None, **kw) -> PutDelivery:
+                return PutDelivery(msgspec.structs.replace(base, id=f"ev-{n}.0", idem_key=key, **kw))
+
+            rs = RouterStore(store)
+            await rs.commit([row(1, "k1"), row(2, "k1"), row(3, "k2")])  # a key twice in one plan
+            await rs.commit([row(4, "k1"), row(5, "k1", status="duplicate", next_attempt_at=None),
+                             row(6, "k1", channel="journal", target="audit"),  # not a Stack row
+                             row(7, None), row(8, None), row(9, "k4")])
+            await store.commit([SettleDelivery("ev-1.0", "delivered", 1, None, None, T0 + 1, T0 + 1)])
+            await rs.commit([row(10, "k1"), row(11, "k2"), row(12, "k1")])  # k1 settled: stored again
+            return await store.read(lambda c: (
+                c.execute("SELECT * FROM deliveries ORDER BY seq").fetchall(),
+                c.execute("SELECT * FROM sqlite_sequence").fetchall()))
+        finally:
+            await store.close()
+
+
+async def test_a_guarded_insert_stores_what_its_one_statement_stores(tmp_path, monkeypatch):
+    """The deliveries insert runs as its probe and a plain insert (sidecar.store.ops, Rule 5):
+    the same rows, columns and seqs as the one ``INSERT … SELECT … WHERE NOT (…)`` statement —
+    a Stack key repeated in one plan or still pending is skipped without spending a seq, a
+    settled key or a row of another channel is stored."""
+    two = await _stored_after(tmp_path, "two.db", False, monkeypatch)
+    one = await _stored_after(tmp_path, "one.db", True, monkeypatch)
+    assert two == one
+    rows, seqs = two
+    assert [(r[0], r[1]) for r in rows] == [(1, "ev-1.0"), (2, "ev-3.0"), (3, "ev-6.0"), (4, "ev-7.0"),
+                                            (5, "ev-8.0"), (6, "ev-9.0"), (7, "ev-10.0")]
+    assert seqs == [("deliveries", 7)]
