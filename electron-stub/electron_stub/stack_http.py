@@ -60,20 +60,6 @@ def virtual_at(raw: str | None) -> float | None:
     return at if at is not None and math.isfinite(at) else None
 
 
-class Decoded:
-    """A batched write's body as the JSON value the batch decoded it to (``value``; None when
-    the write has no ``body``) — what ``load(dump(value))`` would give back, without the trip."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-_DELIVERY_PATH = re.compile(r"^/v1/tus/([^/]+)/deliveries/([^/]+)$")
-_PAIR_PATH = re.compile(r"^/v1/tus/([^/]+)/(?:favorites/([^/]+)/)?")
-
-
 def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[int, bytes] | None:
     """``POST /v1/batch`` on the reference Stack ``stack`` (its module rules): each write as its
     single call at the batch's instant ``at``; a failed write fails its pair's later writes (424)."""
@@ -101,17 +87,15 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
     results = []
     failed_pairs: set[str] = set()
     for w in writes:
-        wdata = w.get("body")
-        pair = pair_of(w["path"], wdata)
+        wbody = dump(w.get("body"))
+        pair = pair_of(w["path"], w.get("body"))
         if pair in failed_pairs:
             results.append({"key": w["key"], "status": 424,
                             "body": {"error": "an earlier write of this pair failed in the batch"}})
             continue
         path = w["path"].split("?", 1)[0]
-        # the write's body goes on as the value the batch decoded to, not re-encoded to be
-        # decoded twice more (fingerprint, handler): load(dump(v)) == v for a decoded JSON value
-        status, answer = stack.handle(w["method"], path, {"Idempotency-Key": w["key"]}, b"",
-                                     in_batch=True, at=at, data=Decoded(wdata)) or (502, b"null")
+        status, answer = stack.handle(w["method"], path, {"Idempotency-Key": w["key"]}, wbody,
+                                     in_batch=True, at=at) or (502, b"null")
         if not 200 <= status < 300:
             failed_pairs.add(pair)
         # the answer is already compact JSON from dump(): spliced in as is, the bytes that
@@ -122,10 +106,10 @@ def serve_batch(stack: "StackServer", body: bytes, at: float | None) -> tuple[in
 
 def pair_of(path: str, body: Any) -> str:
     """The ``tu/ru`` lane of a write: from a marker path, else from the body's ``ru``/``task.ru``."""
-    d = _DELIVERY_PATH.match(path)
+    d = re.match(r"^/v1/tus/([^/]+)/deliveries/([^/]+)$", path)
     if d:  # a handed-over delivery is its own lane (sidecar.router.handover.lane)
         return f"{unquote(d.group(1))}/delivery:{unquote(d.group(2))}"
-    m = _PAIR_PATH.match(path)
+    m = re.match(r"^/v1/tus/([^/]+)/(?:favorites/([^/]+)/)?", path)
     tu = unquote(m.group(1)) if m else ""
     ru = unquote(m.group(2)) if m and m.group(2) else None
     if ru is None and isinstance(body, dict):
@@ -163,11 +147,8 @@ class StackHandler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = _serve
 
 
-def fingerprint(method: str, path: str, body: "bytes | Decoded") -> str:
-    """A write's identity for the idempotency check: the body compared as JSON, not as bytes
-    (a batched write's :class:`Decoded` body is that JSON value already)."""
-    if isinstance(body, Decoded):
-        return f"{method} {path} {_SORTED.encode(body.value).decode()}"
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    """A write's identity for the idempotency check: the body compared as JSON, not as bytes."""
     try:
         canon = _SORTED.encode(load(body)).decode()
     except ValueError:

@@ -74,8 +74,7 @@ from electron_stub import keyed
 from electron_stub import scenario as sc
 from electron_stub.loopback import LoopbackServer
 from electron_stub import stack_deliveries
-from electron_stub.stack_http import (Decoded, StackHandler, copied, dump, fingerprint, load, serve_batch,
-                                      virtual_at)
+from electron_stub.stack_http import StackHandler, copied, dump, fingerprint, load, serve_batch, virtual_at
 from sidecar.stack.virtual_at import VIRTUAL_AT_HEADER
 
 FAV_KEYS = ("active", "is_white", "spend_30d_usd", "spend_total_usd", "paid_actions",
@@ -269,12 +268,10 @@ class StackServer:
     # ---- request handling (called from handler threads) -----------------------------------
 
     def handle(self, method: str, path: str, headers: Any, body: bytes, *,
-               in_batch: bool = False, at: float | None = None,
-               data: Decoded | None = None) -> tuple[int, bytes] | None:
+               in_batch: bool = False, at: float | None = None) -> tuple[int, bytes] | None:
         """One request → (status, JSON body), or None to drop the connection (``down``).
         ``in_batch``: one write of a batch (the request-level faults were applied already);
-        ``at``: its batch's instant; ``data``: a batched write's body, decoded with the batch
-        (then ``body`` is not read)."""
+        ``at``: its batch's instant."""
         route = _route_of(method, path)  # matched once: every batched write comes here (issue 24)
         kind = _kind_of(path, route)
         if not in_batch:
@@ -316,7 +313,7 @@ class StackServer:
         key = headers.get("Idempotency-Key")
         if not key:
             return self._bad(400, "Idempotency-Key header is required on writes")
-        write = fingerprint(method, path, data if data is not None else body)
+        write = fingerprint(method, path, body)
         with self.lock:
             if key in self.idem:
                 return self._repeat(key, write, at)
@@ -331,21 +328,18 @@ class StackServer:
             with self.lock:
                 self.counters["faulted"] += 1
             return 500, dump({"error": "injected fault", "attempt": attempt})
-        if data is not None:
-            value = data.value
-        else:
-            try:
-                value = load(body)
-            except ValueError:
-                return self._bad(400, "body is not JSON")
-        if not isinstance(value, dict):
+        try:
+            data = load(body)
+        except ValueError:
+            return self._bad(400, "body is not JSON")
+        if not isinstance(data, dict):
             return self._bad(400, "body must be a JSON object")
         with self.lock:
             if key in self.idem:  # a concurrent twin won the race
                 return self._repeat(key, write, at)
             self._at = at
-            answer = getattr(self, "_w_" + name)(*args, value, key) if name in ("marker", "task", "candidate") \
-                else getattr(stack_deliveries, "put" if name == "delivery" else "delete")(self, *args, value, key)
+            answer = getattr(self, "_w_" + name)(*args, data, key) if name in ("marker", "task", "candidate") \
+                else getattr(stack_deliveries, "put" if name == "delivery" else "delete")(self, *args, data, key)
             if answer[0] == 200:
                 self.idem[key] = answer
                 self.idem_write[key] = write
