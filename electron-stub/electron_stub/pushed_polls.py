@@ -11,15 +11,14 @@ Rules / theory of operation
   a machine restarted (a crash) starts a new list.
 * The next such frame to that machine carries the answer of every listed pass it reaches
   (``at`` ≤ the advance's ``t`` / the frame's last event) **whose answer is known now**: the
-  world as of ``at`` for that TU is the world now plus items of the frame the harness can play
-  for it.  An advance applies no line, so that holds for every pass in it.  In a
-  ``platform.events`` frame the items earlier than ``at`` are played for that one answer
-  (``World.as_of``: on copies, restored after; the frame applies them when the sidecar reaches
-  them): every RU of X's project going on/offline, and each line that changes only a dialog of
-  X (an RU's message, like, letter, … :data:`~electron_stub.world.DIALOG_LINES`).  An earlier
-  item that changes X's world otherwise keeps the pass's round trip: an own send of X (the
-  sidecar may skip it: ``if_open``), a favorite, limit or block line of X (it changes the
-  reference Stack too), a line naming no TU.  Items naming another TU change nothing X reads.
+  world as of ``at`` for that TU is the world now.  An advance applies no line, so that holds
+  for every pass in it.  In a ``platform.events`` frame it holds for a pass of TU X when no item
+  of the frame earlier than ``at`` changes what X's answers read: an item naming another TU,
+  an RU going on/offline that is neither X's favorite nor in a dialog with X (the world is per
+  project, ``world.py``) — one naming X, or a line naming no TU, keeps that pass's round trip.
+  X's own RUs going on/offline before ``at`` do not: the answer is computed with them applied to
+  the world's online sets for that one answer (then restored; the frame applies them when the
+  sidecar reaches them).
   Golden's ``online_ru`` reads only X's favorites and who is online (:data:`ONLINE_ONLY`), so a
   chat item, a letter or an own send of X does not keep its round trip either.
   (A line at the pass's very instant comes after it, as one by one plays it after the advance.)
@@ -34,18 +33,22 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from electron_stub import answers
 from electron_stub import scenario as sc
 from electron_stub.batch import Frame, Item
 from electron_stub.replay_sidecars import ACTION, VirtualTime
-from electron_stub.world import DIALOG_LINES, World
+from electron_stub.world import World
 
 # answers that read only the TU's favorites and who is online (Golden's online_ru): a chat item,
 # a letter or a dialog change of the TU does not change them
 ONLINE_ONLY = frozenset({("golden", "online_ru")})
-NO_WORLD = (sc.NotificationLine,)  # a platform event that changes nothing World.apply keeps
+# lines that change only a pair's dialog (world.World.apply): no favorite, no online state
+PAIR_LINES = (sc.Message, sc.Like, sc.Mail, sc.MailReadLine, sc.EmailLine, sc.SystemLine, sc.Icebreaker,
+              sc.DialogCreatedLine, sc.ChatRequestLine, sc.EmptyDialog, sc.MutualLike)
 Record = Callable[[float, dict], Any]  # (at unix s, platform.request params) -> a handle to take it back
 
 
@@ -94,11 +97,11 @@ class PollPusher:
             at = poll["at"]
             if at > reach:
                 continue
-            moves = [] if frame is None else self._moves(frame, poll, at)
+            moves = [] if frame is None else self._online_moves(frame, poll, at)
             if moves is None:
                 continue  # an earlier item of the frame changes what the pass reads
             try:
-                with self.world.as_of(moves):
+                with self._online_as_of(moves):
                     result = answers.answer(self.world, poll["project"], poll["tu"], poll["method"],
                                             poll.get("params") or {}, at)
             except Exception:  # noqa: BLE001 - a request the world refuses keeps its round trip
@@ -131,43 +134,53 @@ class PollPusher:
                 self.dropped += 1
                 self.unrecord(handle)
 
-    def _moves(self, frame: Frame, poll: dict, at: float) -> list[tuple[Any, float]] | None:
-        """The items of ``frame`` earlier than ``at`` that the world as of ``at`` holds for
-        ``poll``'s TU, as ``(line, unix s)`` in order (:meth:`World.as_of` plays them for the
-        answer): every RU going on/offline in its project and each line that changes only a
-        dialog of the TU.  None when another item earlier than ``at`` changes what the pass
-        reads — an own send of the TU (the sidecar may skip it), a favorite, limit or block
-        line, a line naming no TU: the pass keeps its round trip."""
+    def _online_moves(self, frame: Frame, poll: dict, at: float) -> list[sc.Online] | None:
+        """The items of ``frame`` earlier than ``at`` that change what ``poll``'s TU reads: None
+        when one is not an RU going on/offline (the pass keeps its round trip), else those
+        on/offline lines, in order (:meth:`_online_as_of` applies them for the answer)."""
         start, tu, project = self.clock.start, poll["tu"], poll["project"]
         online_only = (project, poll["method"]) in ONLINE_ONLY
-        moves: list[tuple[Any, float]] = []
+        moves: list[sc.Online] = []
         for it in frame.items:
-            t = start + it.t
-            if t >= at:
+            if start + it.t >= at:
                 break
-            if it.apply is None:
-                continue  # no world change (a pass-over, an answer to a closed task)
-            line = it.entry[3]
-            if type(line) is sc.Online:
-                if line.project == project:  # whoever it is: the world as of ``at`` has it
-                    moves.append((line, t))
-                continue
-            if not self._touches(it, tu, online_only) or type(line) in NO_WORLD:
-                continue
-            if it.entry[1] == ACTION or not isinstance(line, DIALOG_LINES):
-                return None
-            moves.append((line, t))
+            if it.apply is not None and self._touches(it, tu, project, online_only):
+                line = it.entry[3]
+                if it.event is not None or not isinstance(line, sc.Online):
+                    return None
+                moves.append(line)
         return moves
 
-    def _touches(self, it: Item, tu: str, online_only: bool = False) -> bool:
-        """Does ``it`` (not an ``online`` line) change what ``tu``'s answers read
-        (``online_only``: an answer that reads only its favorites and who is online)?"""
+    @contextmanager
+    def _online_as_of(self, moves: list[sc.Online]) -> Iterator[None]:
+        """The world's online sets with ``moves`` applied, for one answer; restored after (the
+        items themselves are applied when the sidecar reaches them, ``batch.Frame.seen``)."""
+        was: dict[tuple[str, str], bool] = {}
+        online = self.world.online
+        for line in moves:
+            was.setdefault((line.project, line.ru), line.ru in online[line.project])
+            (online[line.project].add if line.online else online[line.project].discard)(line.ru)
+        try:
+            yield
+        finally:
+            for (project, ru), on in was.items():
+                (online[project].add if on else online[project].discard)(ru)
+
+    def _touches(self, it: Item, tu: str, project: str, online_only: bool = False) -> bool:
+        """Does ``it`` change what ``tu``'s answers read (``online_only``: an answer that reads
+        only its favorites and who is online)?"""
         line = it.entry[3]
-        if online_only and (it.entry[1] == ACTION or isinstance(line, DIALOG_LINES)):
+        if online_only and (it.entry[1] == ACTION or isinstance(line, PAIR_LINES)):
             return False  # an own send, a chat item, a letter: a dialog, not who is online
         if it.event is not None and isinstance(it.event.get("tu"), str):
             return it.event["tu"] == tu  # a platform event (or an own send): its TU's pairs
         if it.entry[1] == ACTION:
             return True  # an own send always travels as an event; be safe otherwise
         named = getattr(line, "tu", None)
-        return named == tu if isinstance(named, str) else True
+        if isinstance(named, str):
+            return named == tu
+        if isinstance(line, sc.Online):  # the world is per project: X reads it for its pairs
+            return line.project == project and (
+                self.world.favorite(project, tu, line.ru) is not None
+                or (project, tu, line.ru) in self.world.pairs)
+        return True

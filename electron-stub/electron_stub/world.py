@@ -21,8 +21,6 @@ Rules / theory of operation
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -36,9 +34,6 @@ DEFAULT_FAVORITE: dict[str, Any] = {
 }
 
 CHAT_TYPES = ("message", "like", "system", "icebreaker")
-# lines that change only a pair's dialog (:meth:`World.apply`): no favorite, no online state
-DIALOG_LINES = (sc.Message, sc.Like, sc.Mail, sc.MailReadLine, sc.EmailLine, sc.SystemLine, sc.Icebreaker,
-                sc.DialogCreatedLine, sc.ChatRequestLine, sc.EmptyDialog, sc.MutualLike)
 
 
 class Item(msgspec.Struct, kw_only=True):
@@ -288,41 +283,6 @@ class World:
     @classmethod
     def like_id(cls, line: Any) -> str:
         return cls.item_id(line, "like")
-
-    @contextmanager
-    def as_of(self, lines: list[tuple[Any, float]]) -> Iterator[None]:
-        """The world with ``lines`` — ``(line, unix s)`` in timeline order, each an ``online``
-        line or one of :data:`DIALOG_LINES` — played on top for one read, then restored.  A
-        pair they change is played on a copy (its lists copied: :meth:`apply` only appends to
-        them), so the state outside the block never holds them; a pair they create is removed."""
-        was_online: dict[tuple[str, str], bool] = {}
-        pairs: dict[tuple[str, str, str], Pair | None] = {}  # the pairs the block replaced
-        for line, now in lines:
-            if type(line) is sc.Online:
-                was_online.setdefault((line.project, line.ru), line.ru in self.online[line.project])
-            else:
-                key = (line.project, line.tu, line.ru)
-                if key not in pairs:
-                    pair = pairs[key] = self.pairs.get(key)
-                    if pair is not None:
-                        copy = msgspec.structs.replace(pair, items=list(pair.items), mails=list(pair.mails),
-                                                       reads=list(pair.reads), emails=list(pair.emails),
-                                                       chat_requests=list(pair.chat_requests))
-                        self.pairs[key] = self._pairs_by_tu[key[:2]][key[2]] = copy
-            self.apply(line, now)
-        try:
-            yield
-        finally:
-            for (project, ru), on in was_online.items():
-                (self.online[project].add if on else self.online[project].discard)(ru)
-            for key, pair in pairs.items():
-                index = self._pairs_by_tu[key[:2]]
-                if pair is not None:
-                    self.pairs[key] = index[key[2]] = pair
-                    continue
-                del self.pairs[key], index[key[2]]
-                if not index:
-                    del self._pairs_by_tu[key[:2]]
 
     def online_favorites(self, project: str, tu: str) -> list[dict[str, Any]]:
         online = self.online[project]  # is_online's set, looked up once per list (issue 24)

@@ -4,8 +4,7 @@
 Rules / theory of operation
 ---------------------------
 * **Listing.** After a ``clock.advance_to`` / ``platform.events`` that asked (``polls_ahead_s``),
-  :meth:`PushedPolls.list_into` names every grid poll pass whose params are known (fixed, or
-  the armed ``open_limits`` page's cursor) due at or before
+  :meth:`PushedPolls.list_into` names every grid poll pass with fixed params due at or before
   ``next_due + polls_ahead_s`` (:meth:`sidecar.services.passes.PassService.ahead`), per logged-in
   TU, in time order (ties by TU, then pass name) — but only the ones not listed to this
   connection before, and at most :data:`~sidecar.protocol.polls.MAX_POLLS_LISTED` of them (cut
@@ -17,9 +16,8 @@ Rules / theory of operation
   (electron-stub README, "Virtual time steps").
 * **Taking.** The call's ``poll_answers`` are offered for the call only (:meth:`offered`, under
   the step lock): a scheduled pass step's request (service ``passes``, context
-  :data:`~sidecar.services.passes.SCHEDULED`) whose ``(tu, pass, at)`` matches an offered
-  answer and whose params are the ones listed for it (the pass's fixed params; for Prime's
-  ``open_limits`` page the cursor it was listed with, kept until ``next_due`` passes it) takes it (:meth:`take`) instead of a round trip; its answer step runs exactly as
+  :data:`~sidecar.services.passes.SCHEDULED`) whose ``(tu, pass, at)`` and params match an
+  offered answer takes it (:meth:`take`) instead of a round trip; its answer step runs exactly as
   a round trip's would.  What the call did not take is dropped when it ends — a pass that did
   not run (a logout, a later instant) — as a late answer is dropped today.  ``used`` lists what
   was taken (indices into ``poll_answers``), in the order the passes ran.
@@ -53,12 +51,9 @@ class PushedPolls:
         self.used: list[int] = []  # indices taken in the call under way
         self._conn: object = None  # the connection the passes were listed to (a new one: from scratch)
         self._until = -math.inf  # every pass due by then was listed to it (unix seconds)
-        # (tu, pass, at) -> params, of the listed passes whose params are not the pass's fixed
-        # ones (Prime's open_limits page: its cursor); an answer is theirs only with those params
-        self._params: dict[tuple[str, str, float | None], dict] = {}
 
     def listed(self, after: float, until: float) -> list[PollAhead]:
-        """Every grid pass whose params are known due after ``after`` and at or before ``until``
+        """Every grid pass with fixed params due after ``after`` and at or before ``until``
         (unix seconds), in time order (ties by TU, then pass)."""
         out: list[PollAhead] = []
         for tu in sorted(self.engine.tus):
@@ -66,9 +61,9 @@ class PushedPolls:
             svc = rt.services.named(PASSES)
             if not rt.logged_in or not isinstance(svc, PassService):
                 continue
-            for at, p, params in svc.ahead(after, until):
+            for at, p in svc.ahead(after, until):
                 out.append(PollAhead(project=rt.project, tu=tu, pass_=p.name, at=at, method=p.method,
-                                     params=params))
+                                     params=dict(p.params)))
         out.sort(key=lambda x: (x.at, x.tu, x.pass_))
         return out
 
@@ -79,7 +74,7 @@ class PushedPolls:
         if ahead_s is None:
             return result
         if conn is not self._conn:  # a new connection: it knows nothing yet
-            self._conn, self._until, self._params = conn, -math.inf, {}
+            self._conn, self._until = conn, -math.inf
         until = -math.inf if next_due is None else next_due + ahead_s
         polls = self.listed(self._until, until) if until > self._until else []
         if len(polls) > MAX_POLLS_LISTED:  # cut after the last whole instant that fits
@@ -88,12 +83,6 @@ class PushedPolls:
             cut = bisect_left(ats, ats[MAX_POLLS_LISTED]) or bisect_right(ats, ats[0])
             polls, until = polls[:cut], ats[cut - 1]
         result["polls"] = polls
-        # a listed pass before next_due is no longer armed: it ran (or was cancelled)
-        due = math.inf if next_due is None else next_due
-        self._params = {k: v for k, v in self._params.items() if k[2] is not None and k[2] >= due}
-        for p in polls:
-            if p.params != self._fixed(p.tu, p.pass_):
-                self._params[(p.tu, p.pass_, p.at)] = p.params
         self._until = max(self._until, until)
         return result
 
@@ -106,11 +95,6 @@ class PushedPolls:
         asked = await many(ask) if len(ask) > 1 else [await one(r) for r in ask]
         it = iter(asked)
         return [(res, None) if hit else next(it) for hit, res in taken]
-
-    def _fixed(self, tu: str, name: str) -> dict | None:
-        """The params of ``tu``'s pass ``name`` as its client declares them (None: no such TU)."""
-        rt = self.engine.tus.get(tu)
-        return None if rt is None else dict(rt.client.pass_named(name).params)
 
     @contextmanager
     def offered(self, answers: list[PollAnswer] | None) -> Iterator[list[int]]:
@@ -133,9 +117,9 @@ class PushedPolls:
         hit = self._offered.get(key)
         if hit is None:
             return False, None
-        listed = self._params.get(key)
-        if req.params != (self._fixed(req.tu, req.tag) if listed is None else listed):
-            return False, None  # e.g. an open_limits page whose cursor a login re-read
+        rt = self.engine.tus.get(req.tu)
+        if rt is None or req.params != dict(rt.client.pass_named(req.tag).params):
+            return False, None  # e.g. open_limits, whose params carry a cursor: never pushed
         del self._offered[key]
         self.used.append(hit[0])
         return True, hit[1]

@@ -12,10 +12,8 @@ Rules / theory of operation
   keeps them until it reaches them.  One answer lists at most :data:`MAX_POLLS_LISTED` of them
   (the earliest; the passes of one instant are never split): the rest are listed by the next
   answers that ask, so an answer stays far below a client's frame limit whatever the horizon
-  (86,400 s of 12 TUs was 1.2 MB, over the TypeScript client's 1 MiB).  Prime's ``open_limits``
-  scroll (DESIGN §12.3) is listed at its armed page only, with the ``cursor`` the page before it
-  answered — a later page's cursor is what this one will answer; a listed page that then runs
-  with another cursor (a login re-read it) does not take its answer and asks by round trip.
+  (86,400 s of 12 TUs was 1.2 MB, over the TypeScript client's 1 MiB).  Prime's ``open_limits`` scroll is never listed: its ``cursor`` is what the
+  previous page answered (DESIGN §12.3).
 * The client may attach, to its next ``clock.advance_to`` / ``platform.events``, the answer of any
   listed pass as the platform would give it at ``at`` (:class:`PollAnswer` in ``poll_answers``).
   The pass's step then uses it instead of a ``platform.request`` round trip; the answer names

@@ -13,8 +13,6 @@ Rule 3.  Check chat / likes / check mail: each listed dialog becomes the domain 
          event.
 Rule 4.  Prime ``open_limits``: criteria ``active``, one page of 15 per 120 s tick, with a stateful
          cursor back to 7 days, then the cursor resets (DESIGN §12.3).  The cursor is durable state.
-         The armed page's cursor is known once the page before it answered: its answer may be
-         pushed (:meth:`PassService.ahead`); a later page's is not.
 Rule 5.  A pass its grid timer ran answers ``scheduled`` (request context :data:`SCHEDULED`); the
          login's and a reconnect's do not.  The first scheduled RU Online pass ends a resumed
          session's gap (``TuRuntime.resumed``): what only grid passes judge lands on the same
@@ -69,27 +67,20 @@ class PassService(Service):
         if p.period_s is not None:
             self.tu.schedule((self.name, p.name), self._next_slot(step.now, p))
 
-    def ahead(self, after: float, until: float) -> list[tuple[float, Pass, dict]]:
-        """The grid passes this TU will run after ``after`` and at or before ``until`` (unix
-        seconds) as ``(at, pass, params)`` in time order: each armed timer and the slots after it
-        on :meth:`_next_slot`'s grid — the very instants the timers will carry.  Prime's
-        ``open_limits`` is listed at its armed timer only, with the cursor it has now: the
-        previous page's answer set that cursor, and no page runs before the armed one (rule 4;
-        a later slot's cursor is what this page will answer).  Their answers may be pushed into
-        the frame (:mod:`sidecar.protocol.polls`); a pass that then runs with other params (a
-        login re-read the cursor) asks by round trip."""
-        out: list[tuple[float, Pass, dict]] = []
+    def ahead(self, after: float, until: float) -> list[tuple[float, Pass]]:
+        """The grid passes with fixed params this TU will run after ``after`` and at or before
+        ``until`` (unix seconds) as ``(at, pass)`` in time order: each armed timer and the slots
+        after it on :meth:`_next_slot`'s grid — the very instants the timers will carry.  Prime's
+        ``open_limits`` is left out: its cursor is what the previous page answers (rule 4).
+        Their answers may be pushed into the frame (:mod:`sidecar.protocol.polls`)."""
+        out: list[tuple[float, Pass]] = []
         for p in self.tu.client.passes:
-            if p.period_s is None:
+            if p.period_s is None or p.purpose == "open_limits":
                 continue
             at = self.tu.due_of((self.name, p.name))
-            if p.purpose == "open_limits":
-                if at is not None and after < at <= until:
-                    out.append((at, p, {**p.params, "cursor": self.cursor}))
-                continue
             while at is not None and at <= until:
                 if at > after:
-                    out.append((at, p, dict(p.params)))
+                    out.append((at, p))
                 nxt = self._next_slot(at, p)
                 at = nxt if nxt > at else None  # a float grid that did not move: list no further
         out.sort(key=lambda x: x[0])
