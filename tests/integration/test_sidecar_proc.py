@@ -4,8 +4,9 @@ machine.
 A stop request is bounded by the process itself: its watchdog ends a shutdown that is not done
 1.5 s after the request (its own monotonic clock) with exit code 5 (``sidecar/cli/stop_guard.py``),
 so exit code 0 means the orderly close finished inside the promise and code 5 that it had to be
-forced.  How long the parent then waits to *see* the exit is the machine's business: at load 16–20
-on two cores, a process that exited cleanly was once still being reaped past a 2 s wall bound.
+forced.  How long the parent then waits to *see* the exit is the machine's business too (no
+failure was seen, but the suite runs at load 8–20 on two cores, where a 10 s websocket handshake
+was once passed), so a clean exit can be reaped after a 2 s wall bound.
 So the suite waits :data:`tests.waits.EXIT_S` for the exit (a hang past the watchdog still fails,
 as :class:`Overran`) and judges the promise by the exit code, never by the wall clock.
 """
