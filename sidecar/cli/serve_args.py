@@ -42,7 +42,8 @@ def _add_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--stack-flush-interval-s", type=float,
                    help="virtual clock: send Stack's new writes at most every N s (default 10; 0 = at once)")
     s.add_argument("--seed", help="deployment seed of the keyed randomness")
-    s.add_argument("--token-file", type=Path, help="file with the per-launch token (wins over SIDECAR_TOKEN)")
+    s.add_argument("--token-file", type=Path,
+                   help="file with the per-launch token (wins over SIDECAR_TOKEN); one of the two is required")
     s.add_argument("--durability", choices=["normal", "full"], help="SQLite synchronous mode")
     s.add_argument("--allow-origin", action="append", dest="allow_origin",
                    help="an Origin allowed to connect (repeatable; default none)")
