@@ -36,14 +36,46 @@ def _reads_a_clock(node: ast.AST) -> bool:
                for c in ast.walk(node))
 
 
-def test_no_test_asserts_an_upper_bound_on_a_stopwatch():
+def stopwatch_bounds(source: str) -> list[str]:
+    """The asserts of ``source`` that bound a stopwatch from above (line: test)."""
     found = []
-    for path in sorted(TESTS.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Assert):
-                continue
-            for cmp in (c for c in ast.walk(node.test) if isinstance(c, ast.Compare)):
-                if (isinstance(cmp.left, ast.BinOp) and isinstance(cmp.left.op, ast.Sub)
-                        and _reads_a_clock(cmp.left) and any(isinstance(op, (ast.Lt, ast.LtE)) for op in cmp.ops)):
-                    found.append(f"{path.relative_to(TESTS)}:{node.lineno}: {ast.unparse(node.test)}")
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for cmp in (c for c in ast.walk(node.test) if isinstance(c, ast.Compare)):
+            if (isinstance(cmp.left, ast.BinOp) and isinstance(cmp.left.op, ast.Sub)
+                    and _reads_a_clock(cmp.left) and any(isinstance(op, (ast.Lt, ast.LtE)) for op in cmp.ops)):
+                found.append(f"{node.lineno}: {ast.unparse(node.test)}")
+    return found
+
+
+def test_no_test_asserts_an_upper_bound_on_a_stopwatch():
+    found = [f"{path.relative_to(TESTS)}:{line}" for path in sorted(TESTS.rglob("*.py"))
+             for line in stopwatch_bounds(path.read_text(encoding="utf-8"))]
     assert not found, "a stopwatch's upper bound measures the machine:\n" + "\n".join(found)
+
+
+# the forms a stopwatch's upper bound takes in this suite's history and in ordinary Python
+STOPWATCHES = {
+    "attribute": "t0 = time.monotonic()\nassert time.monotonic() - t0 < 2",
+    "loop time": "t0 = loop.time()\nassert loop.time() - t0 <= 2",
+    "imported clock": "from time import monotonic\nt0 = monotonic()\nassert monotonic() - t0 < 2",
+    "nanoseconds": "t0 = time.monotonic_ns()\nassert time.monotonic_ns() - t0 < 2_000_000_000",
+    "reversed": "t0 = time.monotonic()\nassert 2 > time.monotonic() - t0",
+    "chained": "t0 = time.monotonic()\nassert 0 <= time.monotonic() - t0 < 2",
+    "named elapsed": "t0 = time.monotonic()\nwork()\ntook = time.monotonic() - t0\nassert took < 2, took",
+    "two readings": "t0 = time.perf_counter()\nwork()\nt1 = time.perf_counter()\nassert t1 - t0 < 2",
+    "max of laps": "worst = 0.0\nt0 = time.monotonic()\nworst = max(worst, time.monotonic() - t0)\nassert worst < 1.0",
+}
+NOT_STOPWATCHES = {
+    "lower bound": "t0 = time.monotonic()\nassert time.monotonic() - t0 >= 1",
+    "a wait's loop": "t0 = time.monotonic()\nwhile time.monotonic() - t0 < 5:\n    pass",
+    "no clock": "assert len(rows) - 1 < 2",
+    "attribute lower bound": "assert sc.exit_s is not None and sc.exit_s >= slow",
+}
+
+
+def test_the_guard_finds_every_form_of_a_stopwatch_bound():
+    missed = [name for name, src in STOPWATCHES.items() if not stopwatch_bounds(src)]
+    wrong = [name for name, src in NOT_STOPWATCHES.items() if stopwatch_bounds(src)]
+    assert (missed, wrong) == ([], [])
