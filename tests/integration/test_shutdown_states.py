@@ -65,6 +65,21 @@ async def test_exit_within_2_s_mid_step_awaiting_an_unanswered_platform_request(
         await c.close()
 
 
+_CHILDREN: list[subprocess.Popen] = []  # killed after each test: a watchdog that regressed leaves one spinning
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    while _CHILDREN:
+        p = _CHILDREN.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for stream in (p.stdout, p.stderr):
+            stream.close()
+
+
 def _guarded_child(deadline_s: float, then: str) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import os, signal, sys, time
@@ -75,8 +90,10 @@ def _guarded_child(deadline_s: float, then: str) -> subprocess.Popen:
         while True:
             time.sleep(0.05)  # a shutdown stuck for good
     """)
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _CHILDREN.append(p)
+    return p
 
 
 def test_a_stuck_shutdown_is_forced_with_exit_5_by_the_watchdog():
