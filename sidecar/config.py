@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     @classmethod
     def _loopback_only(cls, v: str) -> str:
         if v not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError("the sidecar binds loopback only (DESIGN §3)")
+            raise ValueError("the sidecar binds loopback only (127.0.0.1, localhost or ::1)")
         return v
 
     @field_validator("allow_origin", mode="before")
@@ -127,4 +127,4 @@ class Settings(BaseSettings):
             return tok
         if self.token:
             return self.token
-        raise ValueError("no token: set SIDECAR_TOKEN or --token-file (DESIGN §3)")
+        raise ValueError("no token: set SIDECAR_TOKEN or --token-file (Electron passes a per-launch secret)")

@@ -58,14 +58,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", help="the sidecar's data dir (default: the per-user one)")
     common.add_argument("--json", action="store_true", help="JSON lines (the bridge's answer shapes)")
-    g = sub.add_parser("groups", help="sender groups (seed 000 §6): list, create, patch, assign …")
+    g = sub.add_parser("groups", help="sender groups (docs/senders.md): list, create, patch, assign …")
     gs = g.add_subparsers(dest="op", required=True)
     for name, hlp in (("list", "every group, highest priority first"), ("get", "one group")):
         p = gs.add_parser(name, help=hlp, parents=[common])
         if name == "get":
             p.add_argument("id", help="the group's id (groups list shows it)")
     for name in ("create", "patch"):
-        p = gs.add_parser(name, parents=[common], help=f"{name} a group (fields of seed 000 §6; delays in "
+        p = gs.add_parser(name, parents=[common], help=f"{name} a group (fields in docs/senders.md; delays in "
                                                       "minutes, send intervals in minutes (fractions allowed), HH:MM[:SS] UTC windows)")
         if name == "patch":
             p.add_argument("id", help="the group's id (groups list shows it)")
@@ -82,11 +82,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p = gs.add_parser(name, help=hlp, description=hlp[0].upper() + hlp[1:] + ".", parents=[common])
         p.add_argument("sender", help="the sender's id")
         p.add_argument("groups", nargs="+", metavar="GROUP_ID", help="one or more group ids")
-    s = sub.add_parser("senders", help="sender health (seed 000): list, get, history, recover")
+    s = sub.add_parser("senders", help="sender health (docs/senders.md): list, get, history, recover")
     ss = s.add_subparsers(dest="op", required=True)
     ss.add_parser("list", help="every sender with its state", parents=[common])
     for name in ("get", "history", "recover"):
-        p = ss.add_parser(name, help={"get": "one sender", "history": "its transitions (seed 000's codes 100–109, each with its meaning)",
+        p = ss.add_parser(name, help={"get": "one sender", "history": "its transitions (codes 100–109, each with its meaning)",
                                       "recover": "manual recovery from cooldown or Need Check (106)"}[name],
                            parents=[common])
         p.add_argument("sender", help="the sender's id (senders list shows it)")
@@ -216,7 +216,7 @@ def _print(args: argparse.Namespace, rows: list[dict], table: Any) -> int:
 def _group_table(rows: list[dict]) -> Any:
     from rich.table import Table
 
-    t = Table(title="Sender groups (seed 000 §6; the highest priority covering group applies at a failure)",
+    t = Table(title="Sender groups (the highest priority covering group applies at a failure)",
               title_justify="left")
     for col in ("id", "name", "priority", "failed in row", "cooldown delay (min)", "send interval (min)",
                 "window (UTC)", "senders"):
@@ -234,7 +234,7 @@ def _group_table(rows: list[dict]) -> Any:
 def _sender_table(rows: list[dict]) -> Any:
     from rich.table import Table
 
-    t = Table(title="Senders (seed 000)", title_justify="left")
+    t = Table(title="Senders", title_justify="left")
     for col in ("sender", "state", "failed in row", "cooldowns since reset", "cooldown end (UTC)",
                 "next send (UTC)", "groups"):
         t.add_column(col, overflow="fold")
@@ -249,7 +249,7 @@ def _sender_table(rows: list[dict]) -> Any:
 def _history_table(rows: list[dict]) -> Any:
     from rich.table import Table
 
-    t = Table(title="Sender history (codes: seed 000's EVENT numbers)", title_justify="left")
+    t = Table(title="Sender history", title_justify="left")
     for col in ("time (UTC)", "code", "what", "meaning", "note"):
         t.add_column(col, overflow="fold")
     for r in rows:
