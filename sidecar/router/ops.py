@@ -98,23 +98,26 @@ def _delivery_params(op: PutDelivery) -> tuple:
             d.path, d.tu, d.ru, d.event_at, d.channel, d.idem_key)
 
 
+_COLUMNS = ("id", "event_id", "event_at", "source", "subject", "action", "priority", "rule", "channel",
+            "target", "status", "attempts", "next_attempt_at", "expires_at", "last_error", "note",
+            "message", "delivered_at", "pair", "idem_key", "method", "path", "tu", "ru", "updated_at")
+_WIDTH = len(_COLUMNS)  # a row's values; _delivery_params then adds the guard's channel and key
+_INSERT = f"INSERT INTO deliveries ({', '.join(_COLUMNS)})"
+_MARKS = ",".join("?" * _WIDTH)
+_PENDING_STACK_KEY = "SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?"
+
+
 def _stack_key(row: tuple) -> tuple | None:
     # the one statement's guard: a Stack row's key, probed only for a Stack row
-    return (row[26],) if row[25] == "stack" else None
+    return (row[_WIDTH + 1],) if row[_WIDTH] == "stack" else None
 
-
-_DELIVERY_COLUMNS = ("INSERT INTO deliveries (id, event_id, event_at, source, subject, action, priority,"
-                     " rule, channel, target, status, attempts, next_attempt_at, expires_at, last_error,"
-                     " note, message, delivered_at, pair, idem_key, method, path, tu, ru, updated_at)")
-_PENDING_STACK_KEY = "SELECT 1 FROM deliveries WHERE status = 'pending' AND channel = 'stack' AND idem_key = ?"
 
 # a Stack row whose key is already pending is not stored (one key, one pending write): a guarded
 # insert (sidecar.store.ops, Rule 5) — the one statement below, run as its probe and a plain insert
 register(PutDelivery,
-         Guarded(_DELIVERY_COLUMNS + " SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?"
-                 " WHERE NOT (? = 'stack' AND EXISTS (" + _PENDING_STACK_KEY + "))",
-                 insert=_DELIVERY_COLUMNS + " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                 probe=_PENDING_STACK_KEY, width=25, guard=_stack_key),
+         Guarded(f"{_INSERT} SELECT {_MARKS} WHERE NOT (? = 'stack' AND EXISTS ({_PENDING_STACK_KEY}))",
+                 insert=f"{_INSERT} VALUES ({_MARKS})", probe=_PENDING_STACK_KEY, width=_WIDTH,
+                 guard=_stack_key),
          _delivery_params)
 register(ClaimDelivery,
          "UPDATE deliveries SET attempts=?, next_attempt_at=?, last_error=?, updated_at=?"

@@ -28,7 +28,10 @@ async def test_slow_stack_writes_do_not_delay_events(tmp_path):
     stack = StackServer()
     stack.start()
     stack.fail("delay", path_contains="/tasks", seconds=EXIT_S)  # cut short by stack.stop()
-    held = lambda: [r for r in stack.requests if "/tasks" in r.path]  # noqa: E731
+
+    def held() -> list:
+        return [r for r in stack.requests if "/tasks" in r.path]
+
     try:
         async with SidecarProcess(tmp_path, clock="wall", extra=("--stack-url", stack.url)) as sc:
             c = await BridgeClient.connect(sc.port, sc.token, on_request=_answer)
